@@ -1,0 +1,26 @@
+"""MNIST data-parallel training in every PyTorch image, at every node count of the partition.
+
+Answers, after a system upgrade: does multi-node training still work in this image (every rank
+finishes, the model learns), with the right CPU binding and network plugin, and how fast.
+"""
+
+import reframe as rfm
+from reframe.core.builtins import variable
+
+from mlcheck.rfm import DistributedTrainingCheck
+
+
+@rfm.simple_test
+class MNISTDistributedCheck(DistributedTrainingCheck):
+    descr = 'MNIST DDP training across nodes, one rank per GPU'
+    script = 'pytorch/mnist/mnist_DDP.py'
+    #: Training epochs; the first is warm-up and not counted in the throughput.
+    epochs = variable(int, value=10)
+    dataset = 'mnist'
+    dataset_marker = 'MNIST/raw'
+    # the small CNN reaches ~0.95 on the simulated partition's digits and ~0.99 on MNIST;
+    # a run that does not learn (diverged, broken data or labels) stays far below
+    min_accuracy = 0.9
+
+    def script_arguments(self):
+        return ['--epochs', str(self.epochs)]

@@ -1,0 +1,71 @@
+"""LUMI-G (standard-g): 8 GCDs of MI250X per node, Slingshot-11, PyTorch in Singularity images.
+
+Facts from LUMI's documentation: 64 cores in 8 CCDs of 8; core 0 of each CCD is reserved;
+GCD i is closest to CCD [6, 7, 2, 3, 0, 1, 4, 5][i]; RCCL reaches Slingshot through the
+aws-ofi-rccl plugin with libfabric's cxi provider.
+"""
+
+import os
+
+from mlcheck.rfm_config import builtin_environment, logging_config
+
+# Where the support team keeps MNIST in torchvision's layout (DIR/MNIST/raw/*-ubyte).
+DATA_DIR = os.environ.get('MLCHECK_DATA_DIR', '/appl/local/mlcheck/data')
+
+site_configuration = {
+    'systems': [{
+        'name': 'lumi',
+        'descr': 'LUMI',
+        'hostnames': [r'uan\d+', r'nid\d+'],
+        'modules_system': 'nomod',     # images bring their software; no modules are loaded
+        'partitions': [{
+            'name': 'standard-g',
+            'descr': 'LUMI-G: 8 MI250X GCDs per node',
+            'scheduler': 'slurm',
+            'launcher': 'srun',
+            'access': ['--partition=standard-g', '--exclusive'],
+            'environs': ['builtin'],
+            'max_jobs': 20,
+            'time_limit': '30m',
+            'container_platforms': [{'type': 'Singularity'}],
+            'resources': [
+                {'name': '_rfm_gpu', 'options': ['--gpus-per-node={num_gpus_per_node}']},
+            ],
+            'env_vars': [
+                # RCCL must use the Slingshot interfaces, never the management network
+                ['NCCL_SOCKET_IFNAME', 'hsn0,hsn1,hsn2,hsn3'],
+                ['NCCL_NET_GDR_LEVEL', '3'],
+            ],
+            'extras': {
+                'mlcheck': {
+                    'topology': {
+                        'cores_per_node': 64,
+                        'cores_per_domain': 8,
+                        'gpu_domains': [6, 7, 2, 3, 0, 1, 4, 5],
+                        'reserved_cores_per_domain': [0],
+                    },
+                    'gpu_vendor': 'amd',
+                    'node_counts': [1, 2, 4],
+                    'images': ['/appl/local/containers/sif-images/lumi-pytorch-*.sif'],
+                    'container_binds': ['/var/spool/slurmd', '/opt/cray',
+                                        '/usr/lib64/libcxi.so.1', '/usr/lib64/libjansson.so.4'],
+                    'datasets': {'mnist': DATA_DIR},
+                    'python': 'python',
+                    # older LUMI images need their conda environment activated first
+                    'rank_prelude': 'if [ -n "${WITH_CONDA:-}" ]; then eval "$WITH_CONDA"; fi',
+                    'miopen_cache_root': '/tmp',
+                    'net_plugin': {
+                        # older plugins: "NET/OFI Using aws-ofi-rccl 1.4.0"; newer: "Initializing"
+                        'used_pattern': r'NET/OFI (?:Using|Initializing) aws-ofi-[rn]ccl',
+                        # "Selected Provider is cxi", "... is cxi (found 4 nics)",
+                        # "Selected provider is cxi, fabric is cxi (found 4 nics)"
+                        'provider_pattern': r'NET/OFI Selected [Pp]rovider is (?P<provider>[^\s,(]+)',
+                        'provider': 'cxi',
+                    },
+                },
+            },
+        }],
+    }],
+    'environments': [builtin_environment(['lumi'])],
+    'logging': logging_config(),
+}

@@ -1,0 +1,44 @@
+"""The simulated partition: a real Slurm cluster of several slurmd "nodes" on one machine
+(bin/simslurm up), CPU-only PyTorch with the gloo backend, in the host's Python.
+
+Each node has two "GPU slots" of one core each, so the masks are 0x1 and 0x2 and a 2-node job
+runs four ranks, as a LUMI-G node runs eight.
+"""
+
+import os
+import sys
+
+from mlcheck.rfm_config import builtin_environment, logging_config
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+DATA_DIR = os.environ.get('MLCHECK_DATA_DIR', os.path.join(REPO, 'var', 'data'))
+
+site_configuration = {
+    'systems': [{
+        'name': 'sim',
+        'descr': 'Simulated Slurm cluster on this machine (bin/simslurm)',
+        'hostnames': ['.*'],
+        'modules_system': 'nomod',
+        'partitions': [{
+            'name': 'cluster',
+            'descr': 'slurmd nodes nid001.. with 2 one-core GPU slots each',
+            'scheduler': 'squeue',      # no accounting here, and the slurm backend needs sacct
+            'launcher': 'srun',
+            'access': ['--partition=sim'],
+            'environs': ['builtin'],
+            'max_jobs': 1,              # 2 cores: concurrent jobs would distort the throughput
+            'env_vars': [['GLOO_SOCKET_IFNAME', 'lo']],
+            'extras': {
+                'mlcheck': {
+                    'topology': {'cores_per_domain': 1, 'gpu_domains': [0, 1]},
+                    'gpu_vendor': 'none',
+                    'node_counts': [1, 2],
+                    'datasets': {'mnist': DATA_DIR},
+                    'python': sys.executable,   # the suite's own venv, which has torch
+                },
+            },
+        }],
+    }],
+    'environments': [builtin_environment(['sim'])],
+    'logging': logging_config(),
+}

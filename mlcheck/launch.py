@@ -1,0 +1,73 @@
+"""How a training job is launched: task layout, srun options, and the environment of the ranks.
+
+Job-wide values are exported by the job script; per-rank values (RANK, LOCAL_RANK, the one
+visible GPU, the MIOpen cache) are set by src/launch/rank-env.sh in each task.
+"""
+
+from dataclasses import dataclass
+
+RANK_WRAPPER = 'launch/rank-env.sh'   # relative to the checks' source directory (src/)
+
+# The first node of the allocation, as Slurm itself expands the node list.
+MASTER_ADDR = '$(scontrol show hostnames "$SLURM_JOB_NODELIST" | head -n 1)'
+# A port per job: two jobs sharing a node collide only if their ids differ by a multiple of
+# the range. The range stays below Linux's ephemeral ports (32768-60999).
+MASTER_PORT_BASE, MASTER_PORT_RANGE = 10000, 20000
+MASTER_PORT = f'$(( {MASTER_PORT_BASE} + SLURM_JOB_ID % {MASTER_PORT_RANGE} ))'
+
+
+@dataclass(frozen=True)
+class Layout:
+    num_nodes: int
+    tasks_per_node: int
+    cores_per_task: int
+    masks: tuple          # masks[i]: hex CPU mask of local task i
+
+    @classmethod
+    def for_nodes(cls, topology, num_nodes, tasks_per_node=None):
+        """One task per GPU on every node, each bound to the cores nearest its GPU."""
+        tasks = tasks_per_node or topology.gpus_per_node
+        return cls(num_nodes=num_nodes, tasks_per_node=tasks,
+                   cores_per_task=topology.cores_per_task(tasks),
+                   masks=tuple(topology.cpu_masks(tasks)))
+
+    @property
+    def num_tasks(self):
+        return self.num_nodes * self.tasks_per_node
+
+    def srun_options(self):
+        # --label prefixes every output line with its task id, so each line is attributable
+        return ['--label', f'--cpu-bind=mask_cpu:{",".join(self.masks)}']
+
+
+def job_exports(settings, layout):
+    """Job script lines exporting the variables of all ranks (site-wide ones come from the partition).
+
+    They go into the script as they are (prerun commands): ReFrame would run any `$(...)` in
+    its own env_vars on the submitting host.
+    """
+    vendor = settings.vendor
+    env = {
+        'MASTER_ADDR': MASTER_ADDR,
+        'MASTER_PORT': MASTER_PORT,
+        'OMP_NUM_THREADS': str(layout.cores_per_task),
+        # INFO makes NCCL/RCCL name the network plugin and provider, which sanity reads
+        'NCCL_DEBUG': 'INFO',
+        'NCCL_DEBUG_SUBSYS': 'INIT,NET',
+        'MLCHECK_VISIBLE_DEVICES_VARS': ' '.join(vendor['visible_devices_vars']),
+    }
+    if vendor['miopen_cache']:
+        env['MLCHECK_MIOPEN_CACHE_ROOT'] = settings.miopen_cache_root
+    if settings.rank_prelude:
+        env['MLCHECK_RANK_PRELUDE'] = shell_quote(settings.rank_prelude)
+    return [f'export {name}={value}' for name, value in env.items()]
+
+
+def rank_command(settings, script, args, srcdir='.'):
+    """The command every task runs: the rank wrapper, then the training script."""
+    return ['sh', f'{srcdir}/{RANK_WRAPPER}', settings.python, '-u', f'{srcdir}/{script}', *args]
+
+
+def shell_quote(text):
+    """Single-quote `text` for a POSIX shell (ReFrame writes env values verbatim)."""
+    return "'" + text.replace("'", "'\\''") + "'"

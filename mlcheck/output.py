@@ -1,0 +1,85 @@
+"""Reading a training job's output: the `MLCHECK {json}` facts and every other line, per task.
+
+srun --label prefixes each line with the task id that printed it (`3: ...`, right-aligned with
+spaces when there are ten tasks or more), which ties library lines such as NCCL's to a rank.
+"""
+
+import json
+import re
+from collections import defaultdict
+from dataclasses import dataclass, field
+
+FACT_PREFIX = 'MLCHECK '
+LABEL = re.compile(r'^\s*(\d+): ?(.*)$')
+
+
+@dataclass
+class RunOutput:
+    facts: list = field(default_factory=list)                    # dicts; 'task' added when labelled
+    lines: dict = field(default_factory=lambda: defaultdict(list))  # task id -> its other lines
+    malformed: list = field(default_factory=list)                # fact lines that are not JSON
+
+    def events(self, name):
+        return [f for f in self.facts if f.get('event') == name]
+
+    def by_rank(self, name):
+        return {f['rank']: f for f in self.events(name) if 'rank' in f}
+
+    def result(self):
+        results = self.events('result')
+        return results[-1] if results else None
+
+    # --- performance figures ---------------------------------------------------------------
+
+    def steady_epochs(self):
+        """Epoch summaries without the first one (warm-up: allocation, kernel caches), if more."""
+        summaries = sorted(self.events('summary'), key=lambda s: s['epoch'])
+        return summaries[1:] if len(summaries) > 1 else summaries
+
+    def samples_per_second(self):
+        """All ranks' samples over the epochs' wall time (the slowest rank's), in steady state."""
+        epochs = self.steady_epochs()
+        seconds = sum(e['seconds'] for e in epochs)
+        if not epochs or seconds <= 0:
+            return None
+        return sum(e['samples'] for e in epochs) / seconds
+
+    def samples_per_second_per_device(self):
+        total, epochs = self.samples_per_second(), self.steady_epochs()
+        if total is None:
+            return None
+        return total / epochs[0]['world_size']
+
+    def train_seconds(self):
+        result = self.result()
+        return result['train_seconds'] if result else None
+
+
+def parse(text, labelled=True):
+    """Split job output into facts and per-task lines. Unlabelled lines belong to task None."""
+    out = RunOutput()
+    for raw in text.splitlines():
+        task, line = None, raw
+        if labelled:
+            match = LABEL.match(raw)
+            if match:
+                task, line = int(match.group(1)), match.group(2)
+        if line.startswith(FACT_PREFIX):
+            try:
+                fact = json.loads(line[len(FACT_PREFIX):])
+                if not isinstance(fact, dict):
+                    raise ValueError('not an object')
+            except ValueError:
+                out.malformed.append(raw)
+                continue
+            if task is not None:
+                fact['task'] = task
+            out.facts.append(fact)
+        else:
+            out.lines[task].append(line)
+    return out
+
+
+def read(path, labelled=True):
+    with open(path, errors='replace') as stream:
+        return parse(stream.read(), labelled)

@@ -1,0 +1,144 @@
+"""ReFrame base class for distributed PyTorch training checks: thin glue over the plain modules.
+
+A concrete check names its training script, its arguments and its dataset; this class turns
+the partition's settings (config extras) into the task layout, CPU masks, rank environment,
+container command, sanity and performance.
+"""
+
+import os
+
+import reframe as rfm
+import reframe.utility.sanity as sn
+from reframe.core.builtins import parameter, performance_function, run_after, run_before, \
+    sanity_function, variable
+from reframe.core.exceptions import SanityError
+from reframe.core.runtime import runtime
+
+from mlcheck import launch, output, sanity
+from mlcheck.rfm_config import references_file
+from mlcheck.site import PartitionSettings
+
+
+def partition_settings(partition):
+    return PartitionSettings.from_extras(partition.fullname, partition.extras,
+                                         partition.container_runtime)
+
+
+def _configured_partitions():
+    """Partitions of the current system with mlcheck settings (none outside a ReFrame run)."""
+    try:
+        partitions = runtime().system.partitions
+    except Exception:
+        return []
+    return [p for p in partitions if 'mlcheck' in p.extras]
+
+
+def _configured(values_of):
+    """Sorted union over the configured partitions of `values_of(settings)`."""
+    values = set()
+    for partition in _configured_partitions():
+        values.update(values_of(partition_settings(partition)))
+    return sorted(values)
+
+
+class DistributedTrainingCheck(rfm.RunOnlyRegressionTest):
+    #: Container image: a name configured for the partition (extras.mlcheck.images),
+    #: 'host' where the partition has no container runtime, or an image path given with -P.
+    image = parameter(_configured(lambda s: s.image_paths()), type=str)
+
+    #: Number of nodes; the partition's extras.mlcheck.node_counts unless given with -P.
+    num_nodes = parameter(_configured(lambda s: s.node_counts), type=int)
+
+    #: Training script, relative to src/; its arguments come from script_arguments().
+    script = variable(str)
+
+    #: Name of the dataset in extras.mlcheck.datasets, and a path it must contain.
+    dataset = variable(str)
+    dataset_marker = variable(str, value='')
+
+    #: Dataset directory; overrides the partition's (-S data_dir=DIR).
+    data_dir = variable(str, value='')
+
+    #: Lowest acceptable final test accuracy; None when the script reports none.
+    min_accuracy = variable(float, type(None), value=None)
+
+    valid_prog_environs = ['builtin']
+    sourcesdir = '../src'     # relative to checks/
+    time_limit = '15m'
+
+    @run_after('init')
+    def restrict_to_partitions(self):
+        """Run each variant only where it belongs; a value given with -P is tried everywhere."""
+        def names(pred):
+            return [p.fullname for p in _configured_partitions() if pred(partition_settings(p))]
+
+        self.valid_systems = (names(lambda s: self.image in s.image_paths()
+                                    and self.num_nodes in s.node_counts)
+                              or names(lambda s: True) or ['*'])
+        self.tags |= {'pytorch', 'distributed'}
+
+    @run_after('init')
+    def use_site_references(self):
+        path = references_file(runtime().system.name)
+        if os.path.isfile(path):
+            self.reference = {'$ref': path}
+
+    @run_after('setup')
+    def set_up_launch(self):
+        self.settings = partition_settings(self.current_partition)
+        self.layout = launch.Layout.for_nodes(self.settings.topology, self.num_nodes)
+        self.num_tasks = self.layout.num_tasks
+        self.num_tasks_per_node = self.layout.tasks_per_node
+        self.num_cpus_per_task = self.layout.cores_per_task
+        if self.settings.has_gpus:
+            self.num_gpus_per_node = self.layout.tasks_per_node
+        self.job.launcher.options += self.layout.srun_options()
+        self.prerun_cmds += launch.job_exports(self.settings, self.layout)
+
+        data = self.settings.dataset_dir(self.dataset, self.data_dir, self.dataset_marker)
+        command = launch.rank_command(self.settings, self.script,
+                                      ['--data-dir', data, *self.script_arguments()])
+        image = self.settings.resolve_image(self.image)
+        if image is None:
+            self.executable, *self.executable_opts = command
+        else:
+            self.container_platform.image = image
+            self.container_platform.command = ' '.join(command)
+            self.container_platform.mount_points = [*self.settings.bind_mounts(), (data, data)]
+
+    def script_arguments(self):
+        """Arguments of the training script besides --data-dir."""
+        return []
+
+    def run_output(self):
+        """The parsed output of the job (read once)."""
+        if getattr(self, '_run_output', None) is None:
+            self._run_output = output.read(os.path.join(self.stagedir, self.job.stdout))
+        return self._run_output
+
+    @sanity_function
+    def assert_training_sane(self):
+        expect = sanity.Expectations.for_run(self.settings, self.layout, self.min_accuracy)
+        found = sanity.problems(self.run_output(), expect)
+        if found:
+            raise SanityError('; '.join(found))
+        return True
+
+    @performance_function('samples/s')
+    def samples_per_s(self):
+        return self._figure(self.run_output().samples_per_second)
+
+    @performance_function('samples/s')
+    def samples_per_s_per_gpu(self):
+        return self._figure(self.run_output().samples_per_second_per_device)
+
+    @performance_function('s')
+    def train_time(self):
+        return self._figure(self.run_output().train_seconds)
+
+    @staticmethod
+    def _figure(compute):
+        value = compute()
+        if value is None:
+            raise SanityError(f'no data for {compute.__name__} in the output')
+        return value

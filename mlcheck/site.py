@@ -1,0 +1,183 @@
+"""Site knowledge of one partition, read from its ReFrame config entry `extras: {'mlcheck': {...}}`.
+
+Everything a site differs in lives there: node topology, GPU vendor, node counts to test, images,
+container binds, datasets, the Python inside the images, the network plugin's log lines.
+Each key is checked here, so a typo or a wrong type is a one-line error naming the partition.
+"""
+
+import glob
+import os
+import re
+from dataclasses import dataclass, field
+
+from mlcheck.errors import ConfigError, expect_int_list, expect_mapping, expect_type
+from mlcheck.topology import NodeTopology
+
+# What a GPU vendor's runtime needs per rank: the variables that make exactly one GPU visible,
+# and whether MIOpen (AMD) needs a private cache directory.
+GPU_VENDORS = {
+    'amd': {'visible_devices_vars': ['ROCR_VISIBLE_DEVICES'], 'miopen_cache': True},
+    'nvidia': {'visible_devices_vars': ['CUDA_VISIBLE_DEVICES'], 'miopen_cache': False},
+    'none': {'visible_devices_vars': [], 'miopen_cache': False},
+}
+HOST_IMAGE = 'host'   # the image name of "no container": the partition's own Python
+IMAGE_SUFFIXES = ('.sif', '.sqfs', '.squashfs', '.img')
+
+
+@dataclass(frozen=True)
+class NetPlugin:
+    """How the NCCL/RCCL network plugin shows, in NCCL_DEBUG=INFO output, that it was used."""
+    used_pattern: str         # a line every rank prints when the plugin is loaded
+    provider_pattern: str     # a line naming the libfabric provider, in group 'provider'
+    provider: str             # the provider expected, e.g. 'cxi'
+    fallback_pattern: str = r'NCCL INFO (?:Using network |NET/)Socket'   # NCCL fell back to sockets
+
+    @classmethod
+    def from_config(cls, entry, where):
+        entry = expect_mapping(entry, where, required={'used_pattern', 'provider_pattern', 'provider'},
+                         optional={'fallback_pattern'})
+        for key, value in entry.items():
+            expect_type(value, str, f'{where}.{key}')
+            if key.endswith('_pattern'):
+                try:
+                    compiled = re.compile(value)
+                except re.error as err:
+                    raise ConfigError(f'{where}.{key}: bad regular expression {value!r}: {err}')
+                if key == 'provider_pattern' and 'provider' not in compiled.groupindex:
+                    raise ConfigError(f"{where}.{key}: {value!r} needs a group named 'provider'")
+        return cls(**entry)
+
+
+@dataclass(frozen=True)
+class PartitionSettings:
+    partition: str                 # system:partition, for messages
+    topology: NodeTopology
+    gpu_vendor: str = 'none'
+    node_counts: tuple = (1,)
+    container_runtime: str = None  # ReFrame's container platform name, None: host Python
+    images: tuple = ()             # paths or globs of images
+    container_binds: tuple = ()    # 'path' or 'host_path:container_path'
+    datasets: dict = field(default_factory=dict)
+    python: str = 'python3'        # the interpreter inside the images (or on the host)
+    rank_prelude: str = ''         # shell code run in each rank before Python
+    miopen_cache_root: str = '/tmp'
+    net_plugin: NetPlugin = None
+
+    KEYS = {'topology', 'gpu_vendor', 'node_counts', 'images', 'container_binds', 'datasets',
+            'python', 'rank_prelude', 'miopen_cache_root', 'net_plugin'}
+
+    @classmethod
+    def from_extras(cls, partition, extras, container_runtime=None):
+        where = f'partition {partition} extras.mlcheck'
+        if 'mlcheck' not in (extras or {}):
+            raise ConfigError(f'{where}: missing; this partition has no settings for these checks')
+        entry = expect_mapping(extras['mlcheck'], where, required={'topology'}, optional=cls.KEYS)
+
+        vendor = entry.get('gpu_vendor', 'none')
+        if vendor not in GPU_VENDORS:
+            raise ConfigError(f'{where}.gpu_vendor: {vendor!r} is not one of {", ".join(GPU_VENDORS)}')
+        counts = expect_int_list(entry.get('node_counts', [1]), f'{where}.node_counts', minimum=1)
+        if not counts:
+            raise ConfigError(f'{where}.node_counts: empty; list the node counts to test')
+        for key in ('images', 'container_binds'):
+            for item in expect_type(entry.get(key, []), (list, tuple), f'{where}.{key}'):
+                expect_type(item, str, f'{where}.{key} item')
+        datasets = expect_type(entry.get('datasets', {}), dict, f'{where}.datasets')
+        for name, path in datasets.items():
+            expect_type(path, str, f'{where}.datasets.{name}')
+        for key in ('python', 'rank_prelude', 'miopen_cache_root'):
+            if key in entry:
+                expect_type(entry[key], str, f'{where}.{key}')
+
+        plugin = entry.get('net_plugin')
+        return cls(
+            partition=partition,
+            topology=NodeTopology.from_config(entry['topology'], f'{where}.topology'),
+            gpu_vendor=vendor,
+            node_counts=counts,
+            container_runtime=container_runtime or None,
+            images=tuple(entry.get('images', ())),
+            container_binds=tuple(entry.get('container_binds', ())),
+            datasets=dict(datasets),
+            python=entry.get('python', cls.python),
+            rank_prelude=entry.get('rank_prelude', ''),
+            miopen_cache_root=entry.get('miopen_cache_root', cls.miopen_cache_root),
+            net_plugin=NetPlugin.from_config(plugin, f'{where}.net_plugin') if plugin else None,
+        )
+
+    @property
+    def vendor(self):
+        return GPU_VENDORS[self.gpu_vendor]
+
+    @property
+    def has_gpus(self):
+        return self.gpu_vendor != 'none'
+
+    def image_paths(self):
+        """{image name: path} of the configured images; globs are expanded now.
+
+        A glob that matches nothing stays, under its own pattern, so that running it
+        names the pattern instead of silently testing fewer images.
+        """
+        if not self.container_runtime:
+            return {HOST_IMAGE: None}
+        found = {}
+        for entry in self.images:
+            matches = sorted(glob.glob(entry)) if glob.has_magic(entry) else [entry]
+            for path in matches or [entry]:
+                found[image_name(path)] = path
+        return found
+
+    def resolve_image(self, image):
+        """The image path for a parameter value: a configured name, or a path given with -P."""
+        where = f'partition {self.partition}'
+        if not self.container_runtime:
+            if image != HOST_IMAGE:
+                raise ConfigError(f'{where} has no container runtime, so image {image!r} cannot '
+                                  f'run there (its only image is {HOST_IMAGE!r})')
+            return None
+        if '/' in image:
+            path = image
+        else:
+            known = self.image_paths()
+            if image not in known:
+                raise ConfigError(f'image {image!r} is not configured for {where} '
+                                  f'(configured: {", ".join(sorted(known)) or "none"})')
+            path = known[image]
+        if glob.has_magic(path):
+            raise ConfigError(f'no image matches {path} (extras.mlcheck.images of {where})')
+        if not os.path.exists(path):
+            raise ConfigError(f'image not found: {path} (for {where})')
+        return path
+
+    def dataset_dir(self, name, override='', must_contain=''):
+        """The staged directory of dataset `name`, checked to exist (and to hold `must_contain`)."""
+        path = override or self.datasets.get(name)
+        source = '-S data_dir' if override else f'extras.mlcheck.datasets.{name} of partition {self.partition}'
+        if not path:
+            raise ConfigError(f'no {name} dataset is configured: set extras.mlcheck.datasets.{name} '
+                              f'of partition {self.partition} or pass -S data_dir=DIR')
+        if not os.path.isdir(path):
+            raise ConfigError(f'{name} dataset directory not found: {path} (from {source})')
+        if must_contain and not os.path.exists(os.path.join(path, must_contain)):
+            raise ConfigError(f'{name} dataset directory {path} does not hold {must_contain} '
+                              f'(from {source})')
+        return path
+
+    def bind_mounts(self):
+        """(host path, container path) pairs of the configured binds."""
+        pairs = []
+        for bind in self.container_binds:
+            src, _, dst = bind.partition(':')
+            pairs.append((src, dst or src))
+        return pairs
+
+
+def image_name(path):
+    """An image's name in test names and references: its file name without the image suffix."""
+    name = os.path.basename(path.rstrip('/'))
+    for suffix in IMAGE_SUFFIXES:
+        if name.endswith(suffix):
+            return name[:-len(suffix)]
+    return name
+

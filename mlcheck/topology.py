@@ -1,0 +1,109 @@
+"""Node topology (which cores sit next to which GPU) and the CPU masks derived from it.
+
+A node's cores are grouped in equal CPU domains (an L3/CCD, or a NUMA domain), numbered
+from 0 with consecutive core ids. Each GPU is attached to one domain. A few cores of each
+domain may be reserved for the system (LUMI-G keeps core 0 of every CCD). The cores a GPU
+gets are the unreserved cores of its domain, split evenly among the GPUs sharing it.
+"""
+
+from dataclasses import dataclass
+
+from mlcheck.errors import ConfigError, expect_int_list, expect_mapping, expect_type
+
+
+@dataclass(frozen=True)
+class NodeTopology:
+    cores_per_domain: int
+    gpu_domains: tuple            # gpu_domains[i]: the domain closest to GPU i
+    reserved_cores_per_domain: tuple = ()   # offsets inside each domain
+    cores_per_node: int = 0       # 0: as many as the domains that GPUs use
+    where: str = 'topology'       # names the config entry in error messages
+
+    @classmethod
+    def from_config(cls, entry, where):
+        """Build from a config mapping; every problem is a one-line ConfigError naming `where`."""
+        expect_mapping(entry, where, required={'cores_per_domain', 'gpu_domains'},
+                       optional={'reserved_cores_per_domain', 'cores_per_node'})
+        topo = cls(cores_per_domain=expect_type(entry['cores_per_domain'], int, f'{where}.cores_per_domain'),
+                   gpu_domains=expect_int_list(entry['gpu_domains'], f'{where}.gpu_domains', minimum=0),
+                   reserved_cores_per_domain=expect_int_list(
+                       entry.get('reserved_cores_per_domain', []), f'{where}.reserved_cores_per_domain'),
+                   cores_per_node=expect_type(entry.get('cores_per_node', 0), int, f'{where}.cores_per_node'),
+                   where=where)
+        topo.validate()
+        return topo
+
+    @property
+    def gpus_per_node(self):
+        return len(self.gpu_domains)
+
+    def validate(self):
+        if self.cores_per_domain < 1:
+            raise ConfigError(f'{self.where}.cores_per_domain must be at least 1, '
+                              f'got {self.cores_per_domain}')
+        if not self.gpu_domains:
+            raise ConfigError(f'{self.where}.gpu_domains is empty: a node needs at least one GPU slot')
+        bad = [r for r in self.reserved_cores_per_domain if not 0 <= r < self.cores_per_domain]
+        if bad:
+            raise ConfigError(f'{self.where}.reserved_cores_per_domain: offset(s) {bad} outside a '
+                              f'domain of {self.cores_per_domain} cores')
+
+        if self.cores_per_node:
+            domains = self.cores_per_node // self.cores_per_domain
+            if max(self.gpu_domains) >= domains:
+                raise ConfigError(
+                    f'{self.where}: gpu_domains {list(self.gpu_domains)} name domain '
+                    f'{max(self.gpu_domains)}, but {self.cores_per_node} cores per node in '
+                    f'domains of {self.cores_per_domain} give only {domains} domains (0-{domains - 1})')
+
+        free = self.cores_per_domain - len(set(self.reserved_cores_per_domain))
+        for domain in set(self.gpu_domains):
+            sharing = self.gpu_domains.count(domain)
+            if free < sharing:
+                raise ConfigError(
+                    f'{self.where}: domain {domain} has {free} unreserved core(s) for '
+                    f'{sharing} GPUs; every GPU needs at least one core')
+
+    def cores_of_gpu(self, gpu):
+        """The cores that the task driving GPU `gpu` may run on."""
+        domain = self.gpu_domains[gpu]
+        first = domain * self.cores_per_domain
+        reserved = set(self.reserved_cores_per_domain)
+        free = [first + off for off in range(self.cores_per_domain) if off not in reserved]
+
+        # GPUs sharing a domain split its free cores into equal consecutive blocks, in GPU order
+        sharers = [g for g, d in enumerate(self.gpu_domains) if d == domain]
+        share = len(free) // len(sharers)
+        index = sharers.index(gpu)
+        return free[index * share:(index + 1) * share]
+
+    def cores_per_task(self, tasks_per_node):
+        self.check_fits(tasks_per_node)
+        counts = {len(self.cores_of_gpu(g)) for g in range(tasks_per_node)}
+        if len(counts) != 1:
+            raise ConfigError(f'{self.where}: GPUs get unequal core counts {sorted(counts)}; '
+                              f'one --cpus-per-task cannot describe them')
+        return counts.pop()
+
+    def check_fits(self, tasks_per_node):
+        if not isinstance(tasks_per_node, int) or tasks_per_node < 1:
+            raise ConfigError(f'{self.where}: tasks per node must be a positive integer, '
+                              f'got {tasks_per_node!r}')
+        if tasks_per_node > self.gpus_per_node:
+            raise ConfigError(f'{self.where}: {tasks_per_node} tasks per node do not fit '
+                              f'{self.gpus_per_node} GPUs per node (one task per GPU)')
+
+    def cpu_masks(self, tasks_per_node):
+        """Hex masks for `srun --cpu-bind=mask_cpu:`, one per local task (task i drives GPU i)."""
+        self.check_fits(tasks_per_node)
+        return [cores_to_mask(self.cores_of_gpu(g)) for g in range(tasks_per_node)]
+
+
+def cores_to_mask(cores):
+    return hex(sum(1 << c for c in cores))
+
+
+def mask_to_cores(mask):
+    value = int(mask, 16)
+    return [bit for bit in range(value.bit_length()) if value >> bit & 1]
+

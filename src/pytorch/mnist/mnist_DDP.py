@@ -1,0 +1,226 @@
+#!/usr/bin/env python3
+"""Distributed data-parallel MNIST training: a health check for a PyTorch installation.
+
+Runs one process per GPU (or per CPU slot) under srun, or alone. The rank layout comes from
+the torch variables (RANK, WORLD_SIZE, LOCAL_RANK), else from Slurm (SLURM_PROCID, SLURM_NTASKS,
+SLURM_LOCALID). MASTER_ADDR/MASTER_PORT must be set for more than one rank.
+
+The data is read by torchvision's MNIST loader from --data-dir (the directory that holds
+MNIST/raw/); it is never downloaded here, so ranks do not hammer a web server.
+
+Every fact is printed as one line `MLCHECK {json}` with an "event" key:
+  rank     each rank: layout, host, Slurm node, CPU affinity, device, versions
+  epoch    each rank, each epoch: samples it trained, seconds, mean loss
+  summary  rank 0, each epoch: samples over all ranks, slowest rank's seconds, mean loss
+  result   rank 0: test accuracy over the whole test set, total training seconds
+  done     each rank, last
+Only the standard library, torch and torchvision are used.
+"""
+
+import argparse
+import json
+import os
+import socket
+import sys
+import time
+from datetime import timedelta
+
+import torch
+import torch.distributed as dist
+import torch.nn as nn
+import torch.nn.functional as F
+import torchvision
+from torchvision import datasets, transforms
+
+MNIST_MEAN, MNIST_STD = 0.1307, 0.3081
+
+
+def get_args_parser():
+    parser = argparse.ArgumentParser(description=__doc__.split('\n')[0])
+    parser.add_argument('--data-dir', required=True,
+                        help='directory holding MNIST/raw/ in the IDX format')
+    parser.add_argument('--epochs', type=int, default=10)
+    parser.add_argument('--batch-size', type=int, default=64, help='per rank')
+    parser.add_argument('--lr', type=float, default=1.0, help='Adadelta learning rate')
+    parser.add_argument('--gamma', type=float, default=0.7, help='learning rate decay per epoch')
+    parser.add_argument('--seed', type=int, default=1)
+    parser.add_argument('--workers', type=int, default=0, help='data-loader workers per rank')
+    parser.add_argument('--device', choices=['auto', 'gpu', 'cpu'], default='auto')
+    parser.add_argument('--timeout', type=float, default=300,
+                        help='seconds to wait for the rendezvous and for each collective')
+    return parser
+
+
+class Net(nn.Module):
+    """The small CNN of PyTorch's MNIST example."""
+
+    def __init__(self):
+        super().__init__()
+        self.conv1 = nn.Conv2d(1, 32, 3, 1)
+        self.conv2 = nn.Conv2d(32, 64, 3, 1)
+        self.dropout1 = nn.Dropout(0.25)
+        self.dropout2 = nn.Dropout(0.5)
+        self.fc1 = nn.Linear(9216, 128)
+        self.fc2 = nn.Linear(128, 10)
+
+    def forward(self, x):
+        x = F.relu(self.conv1(x))
+        x = F.max_pool2d(F.relu(self.conv2(x)), 2)
+        x = torch.flatten(self.dropout1(x), 1)
+        x = self.dropout2(F.relu(self.fc1(x)))
+        return F.log_softmax(self.fc2(x), dim=1)
+
+
+def emit(event, **fields):
+    print('MLCHECK ' + json.dumps({'event': event, **fields}, sort_keys=True), flush=True)
+
+
+def rank_layout():
+    """(rank, world_size, local_rank) from the torch variables, else from Slurm."""
+    def first(*names, default=None):
+        for name in names:
+            if os.environ.get(name, '') != '':
+                return int(os.environ[name])
+        return default
+
+    return (first('RANK', 'SLURM_PROCID', default=0),
+            first('WORLD_SIZE', 'SLURM_NTASKS', default=1),
+            first('LOCAL_RANK', 'SLURM_LOCALID', default=0))
+
+
+def init_distributed(args):
+    rank, world_size, local_rank = rank_layout()
+    use_gpu = args.device == 'gpu' or (args.device == 'auto' and torch.cuda.is_available())
+    if use_gpu and not torch.cuda.is_available():
+        sys.exit(f'rank {rank}: --device gpu asked, but torch sees no GPU')
+
+    if use_gpu:
+        # the launcher normally leaves one visible GPU per rank; if not, pick ours by local rank
+        device = torch.device('cuda', local_rank % torch.cuda.device_count())
+        torch.cuda.set_device(device)
+    else:
+        device = torch.device('cpu')
+    backend = 'nccl' if use_gpu else 'gloo'
+
+    if world_size > 1:
+        for name in ('MASTER_ADDR', 'MASTER_PORT'):
+            if not os.environ.get(name):
+                sys.exit(f'rank {rank}: {name} is not set; it is needed for {world_size} ranks')
+    else:
+        os.environ.setdefault('MASTER_ADDR', '127.0.0.1')
+        os.environ.setdefault('MASTER_PORT', str(_free_port()))
+
+    dist.init_process_group(backend, rank=rank, world_size=world_size,
+                            timeout=timedelta(seconds=args.timeout))
+    emit('rank', rank=rank, world_size=world_size, local_rank=local_rank,
+         host=socket.gethostname(), node=os.environ.get('SLURMD_NODENAME', socket.gethostname()),
+         affinity=sorted(os.sched_getaffinity(0)), threads=torch.get_num_threads(),
+         device=str(device), device_name=_device_name(device),
+         visible_devices=torch.cuda.device_count() if use_gpu else 0,
+         backend=backend, torch=torch.__version__, torchvision=torchvision.__version__)
+    return rank, world_size, device
+
+
+def _free_port():
+    with socket.socket() as sock:
+        sock.bind(('127.0.0.1', 0))
+        return sock.getsockname()[1]
+
+
+def _device_name(device):
+    return torch.cuda.get_device_name(device) if device.type == 'cuda' else 'cpu'
+
+
+def load_datasets(data_dir):
+    raw = os.path.join(data_dir, 'MNIST', 'raw')
+    if not os.path.isdir(raw):
+        sys.exit(f'MNIST data not found: {raw} does not exist (stage the IDX files there)')
+    transform = transforms.Compose([transforms.ToTensor(),
+                                    transforms.Normalize((MNIST_MEAN,), (MNIST_STD,))])
+    train = datasets.MNIST(data_dir, train=True, download=False, transform=transform)
+    test = datasets.MNIST(data_dir, train=False, download=False, transform=transform)
+    return train, test
+
+
+def train_one_epoch(model, loader, optimizer, device):
+    model.train()
+    samples, loss_sum = 0, 0.0
+    for data, target in loader:
+        data, target = data.to(device, non_blocking=True), target.to(device, non_blocking=True)
+        optimizer.zero_grad()
+        loss = F.nll_loss(model(data), target)
+        loss.backward()
+        optimizer.step()
+        samples += len(target)
+        loss_sum += loss.item() * len(target)
+    return samples, loss_sum
+
+
+def evaluate(model, loader, device):
+    """(correct, total) summed over every rank's shard of the test set."""
+    model.eval()
+    counts = torch.zeros(2, dtype=torch.float64, device=device)
+    with torch.no_grad():
+        for data, target in loader:
+            data, target = data.to(device), target.to(device)
+            counts[0] += (model(data).argmax(dim=1) == target).sum()
+            counts[1] += len(target)
+    dist.all_reduce(counts)
+    return counts.tolist()
+
+
+def main(argv=None):
+    args = get_args_parser().parse_args(argv)
+    torch.manual_seed(args.seed)
+    rank, world_size, device = init_distributed(args)
+    train_set, test_set = load_datasets(args.data_dir)
+
+    train_sampler = torch.utils.data.distributed.DistributedSampler(
+        train_set, num_replicas=world_size, rank=rank, shuffle=True, seed=args.seed)
+    train_loader = torch.utils.data.DataLoader(
+        train_set, batch_size=args.batch_size, sampler=train_sampler,
+        num_workers=args.workers, pin_memory=device.type == 'cuda')
+    # each rank tests a disjoint slice, so every test sample counts exactly once
+    test_shard = torch.utils.data.Subset(test_set, range(rank, len(test_set), world_size))
+    test_loader = torch.utils.data.DataLoader(test_shard, batch_size=1000)
+
+    model = Net().to(device)
+    model = nn.parallel.DistributedDataParallel(
+        model, device_ids=[device.index] if device.type == 'cuda' else None)
+    optimizer = torch.optim.Adadelta(model.parameters(), lr=args.lr)
+    scheduler = torch.optim.lr_scheduler.StepLR(optimizer, step_size=1, gamma=args.gamma)
+
+    train_seconds = 0.0
+    for epoch in range(1, args.epochs + 1):
+        train_sampler.set_epoch(epoch)
+        dist.barrier()
+        start = time.perf_counter()
+        samples, loss_sum = train_one_epoch(model, train_loader, optimizer, device)
+        if device.type == 'cuda':
+            torch.cuda.synchronize()
+        seconds = time.perf_counter() - start
+        scheduler.step()
+        emit('epoch', rank=rank, epoch=epoch, samples=samples, seconds=seconds,
+             loss=loss_sum / max(samples, 1))
+
+        # the epoch lasts as long as its slowest rank
+        totals = torch.tensor([samples, loss_sum], dtype=torch.float64, device=device)
+        slowest = torch.tensor([seconds], dtype=torch.float64, device=device)
+        dist.all_reduce(totals)
+        dist.all_reduce(slowest, op=dist.ReduceOp.MAX)
+        train_seconds += slowest.item()
+        if rank == 0:
+            emit('summary', epoch=epoch, samples=int(totals[0].item()), seconds=slowest.item(),
+                 loss=totals[1].item() / max(totals[0].item(), 1), world_size=world_size)
+
+    correct, total = evaluate(model, test_loader, device)
+    if rank == 0:
+        emit('result', test_accuracy=correct / max(total, 1), test_samples=int(total),
+             train_seconds=train_seconds, epochs=args.epochs, world_size=world_size)
+    dist.barrier()
+    emit('done', rank=rank)
+    dist.destroy_process_group()
+
+
+if __name__ == '__main__':
+    main()

@@ -1,0 +1,41 @@
+import importlib.util
+import os
+
+import pytest
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+DATA = os.path.join(REPO, 'tests', 'data')
+
+
+def load_site_config(name):
+    """The `site_configuration` dict of config/<name>.py, as ReFrame would load it."""
+    spec = importlib.util.spec_from_file_location(f'site_{name}', os.path.join(REPO, 'config', f'{name}.py'))
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module.site_configuration
+
+
+def partition_entry(config_name, partition):
+    config = load_site_config(config_name)
+    for system in config['systems']:
+        for entry in system['partitions']:
+            if f"{system['name']}:{entry['name']}" == partition:
+                return entry
+    raise KeyError(partition)
+
+
+def settings_of(config_name, partition):
+    from mlcheck.site import PartitionSettings
+    entry = partition_entry(config_name, partition)
+    runtimes = [c['type'] for c in entry.get('container_platforms', [])]
+    return PartitionSettings.from_extras(partition, entry['extras'], runtimes[0] if runtimes else None)
+
+
+@pytest.fixture
+def lumi():
+    return settings_of('lumi', 'lumi:standard-g')
+
+
+@pytest.fixture
+def sim():
+    return settings_of('simulated', 'sim:cluster')

@@ -1,0 +1,28 @@
+"""Running reframe from the tests, into a private prefix so no user results are touched."""
+
+import json
+import os
+import subprocess
+import sys
+
+from conftest import REPO
+
+REFRAME = os.path.join(os.path.dirname(sys.executable), 'reframe')
+
+
+def run_reframe(config, prefix, *args, timeout=900):
+    """reframe -C config/<config>.py -c checks/ with prefix, perf logs and report under `prefix`."""
+    command = [REFRAME, '-C', os.path.join(REPO, 'config', f'{config}.py'),
+               '-c', os.path.join(REPO, 'checks'), '--prefix', str(prefix),
+               '--perflogdir', str(prefix / 'perflogs'),
+               '--report-file', str(prefix / 'report.json'), *args]
+    prefix.mkdir(parents=True, exist_ok=True)
+    env = {**os.environ, "RFM_SAVE_LOG_FILES": "n"}
+    done = subprocess.run(command, cwd=prefix, env=env, capture_output=True, text=True, timeout=timeout)
+    return done
+
+
+def report_cases(prefix):
+    with open(prefix / 'report.json') as f:
+        report = json.load(f)
+    return [case for run in report['runs'] for case in run['testcases']]

@@ -1,0 +1,80 @@
+"""The job scripts generated for LUMI's standard-g, by a ReFrame dry run of the real config."""
+
+import re
+
+import pytest
+
+from reframe_runner import run_reframe
+
+LUMI_MASKS = ('0xfe000000000000,0xfe00000000000000,0xfe0000,0xfe000000,'
+              '0xfe,0xfe00,0xfe00000000,0xfe0000000000')
+LUMI_BINDS = ['/var/spool/slurmd', '/opt/cray', '/usr/lib64/libcxi.so.1', '/usr/lib64/libjansson.so.4']
+
+
+@pytest.fixture(scope='module')
+def lumi_scripts(tmp_path_factory):
+    """{num_nodes: job script} for every node count LUMI's config lists."""
+    tmp = tmp_path_factory.mktemp('lumi')
+    image = tmp / 'lumi-pytorch-rocm-6.2.4-test.sif'
+    image.touch()
+    (tmp / 'data' / 'MNIST' / 'raw').mkdir(parents=True)
+    done = run_reframe('lumi', tmp / 'rfm', '--system', 'lumi:standard-g', '--dry-run',
+                       '-P', f'image={image}', '-S', f'data_dir={tmp / "data"}')
+    assert done.returncode == 0, done.stdout + done.stderr
+    scripts = {}
+    for path in (tmp / 'rfm' / 'stage').rglob('rfm_job.sh'):
+        text = path.read_text()
+        tasks = int(re.search(r'--ntasks=(\d+)', text).group(1))
+        scripts[tasks // 8] = text
+    return image, tmp, scripts
+
+
+def test_one_script_per_configured_node_count(lumi_scripts):
+    _, _, scripts = lumi_scripts
+    assert sorted(scripts) == [1, 2, 4]
+
+
+@pytest.mark.parametrize('nodes', [1, 2, 4])
+def test_one_task_per_gcd_with_seven_cores_and_the_documented_masks(lumi_scripts, nodes):
+    _, _, scripts = lumi_scripts
+    script = scripts[nodes]
+    assert f'#SBATCH --ntasks={8 * nodes}\n' in script
+    assert '#SBATCH --ntasks-per-node=8\n' in script
+    assert '#SBATCH --cpus-per-task=7\n' in script
+    assert '#SBATCH --gpus-per-node=8\n' in script
+    assert '#SBATCH --partition=standard-g\n' in script
+    srun = next(line for line in script.splitlines() if line.startswith('srun '))
+    assert f'--cpu-bind=mask_cpu:{LUMI_MASKS} ' in srun
+    assert ' --label ' in srun
+
+
+def test_ranks_run_in_singularity_with_the_binds(lumi_scripts):
+    image, tmp, scripts = lumi_scripts
+    srun = next(line for line in scripts[2].splitlines() if line.startswith('srun '))
+    container = srun[srun.index('singularity exec'):]
+    for bind in LUMI_BINDS + [str(tmp / 'data')]:
+        assert f'-B"{bind}:{bind}"' in container
+    assert f' {image} sh ./launch/rank-env.sh python -u ./pytorch/mnist/mnist_DDP.py ' in container
+    assert f'--data-dir {tmp / "data"}' in container
+
+
+def test_environment_of_the_job(lumi_scripts):
+    _, _, scripts = lumi_scripts
+    exports = dict(re.findall(r'^export (\w+)=(.*)$', scripts[2], re.M))
+    assert exports['NCCL_SOCKET_IFNAME'] == 'hsn0,hsn1,hsn2,hsn3'
+    assert exports['NCCL_NET_GDR_LEVEL'] == '3'
+    assert exports['NCCL_DEBUG'] == 'INFO'
+    assert exports['MASTER_ADDR'] == '$(scontrol show hostnames "$SLURM_JOB_NODELIST" | head -n 1)'
+    assert 'SLURM_JOB_ID' in exports['MASTER_PORT']
+    assert exports['MLCHECK_VISIBLE_DEVICES_VARS'] == 'ROCR_VISIBLE_DEVICES'
+    assert exports['MLCHECK_MIOPEN_CACHE_ROOT'] == '/tmp'
+    assert exports['OMP_NUM_THREADS'] == '7'
+
+
+def test_configured_glob_without_images_is_a_clear_error(tmp_path):
+    """On a machine without LUMI's images the configured glob matches nothing: say so."""
+    (tmp_path / 'data' / 'MNIST' / 'raw').mkdir(parents=True)
+    done = run_reframe('lumi', tmp_path / 'rfm', '--system', 'lumi:standard-g', '--dry-run',
+                       '-S', f'data_dir={tmp_path / "data"}', '-P', 'num_nodes=1')
+    assert done.returncode != 0
+    assert 'no image matches /appl/local/containers/sif-images/lumi-pytorch-*.sif' in done.stdout

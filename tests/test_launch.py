@@ -1,0 +1,107 @@
+"""The environment a rank receives: job-wide exports (as ReFrame writes them) + rank-env.sh.
+
+Runs the real wrapper under the real `scontrol` (with a minimal slurm.conf, which is all that
+`scontrol show hostnames` needs) with the variables srun gives a task, and reads `env`.
+"""
+
+import os
+import stat
+import subprocess
+
+import pytest
+
+from conftest import REPO, partition_entry
+from mlcheck import launch
+from mlcheck.launch import Layout
+
+WRAPPER = os.path.join(REPO, 'src', launch.RANK_WRAPPER)
+
+
+def rank_environment(settings, partition_env, task, tmp_path, job_id=4242, nodelist='nid[005001-005002]',
+                     extra=None):
+    """`env` as seen by task (node, local id) of a 2-node job on `settings`' partition."""
+    layout = Layout.for_nodes(settings.topology, num_nodes=2)
+    node, local = task
+    conf = tmp_path / 'slurm.conf'
+    conf.write_text('ClusterName=unit\nSlurmctldHost=localhost\n')
+    # as the job script has them: the partition's env_vars, then the check's exports
+    script = ''.join(f'export {k}={v}\n' for k, v in partition_env)
+    script += ''.join(f'{line}\n' for line in launch.job_exports(settings, layout))
+    script += f'exec sh {WRAPPER} env\n'
+    slurm = {
+        'SLURM_CONF': str(conf), 'SLURM_JOB_ID': str(job_id), 'SLURM_JOB_NODELIST': nodelist,
+        'SLURM_PROCID': str(node * layout.tasks_per_node + local), 'SLURM_LOCALID': str(local),
+        'SLURM_NODEID': str(node), 'SLURM_NTASKS': str(layout.num_tasks),
+    }
+    base = {'PATH': os.environ['PATH'], 'HOME': str(tmp_path), **slurm, **(extra or {})}
+    done = subprocess.run(['bash', '-c', script], env=base, capture_output=True, text=True, timeout=30)
+    assert done.returncode == 0, done.stderr
+    return dict(line.split('=', 1) for line in done.stdout.splitlines() if '=' in line)
+
+
+def lumi_env(lumi, task, tmp_path, **kw):
+    partition_env = partition_entry('lumi', 'lumi:standard-g')['env_vars']
+    root = tmp_path / 'tmp'
+    root.mkdir(exist_ok=True)
+    settings = lumi.__class__(**{**lumi.__dict__, 'miopen_cache_root': str(root)})
+    return rank_environment(settings, partition_env, task, tmp_path, **kw)
+
+
+def test_lumi_rank_gets_layout_gpu_and_network_settings(lumi, tmp_path):
+    env = lumi_env(lumi, (1, 3), tmp_path, extra={'WITH_CONDA': 'export CONDA_ACTIVATED=yes'})
+    assert (env['RANK'], env['LOCAL_RANK'], env['WORLD_SIZE']) == ('11', '3', '16')
+    assert env['ROCR_VISIBLE_DEVICES'] == '3'          # exactly one GCD: the one its mask is for
+    assert 'CUDA_VISIBLE_DEVICES' not in env
+    assert env['MASTER_ADDR'] == 'nid005001'           # first node, expanded by Slurm itself
+    assert env['OMP_NUM_THREADS'] == '7'
+    assert env['NCCL_DEBUG'] == 'INFO'
+    assert env['NCCL_SOCKET_IFNAME'] == 'hsn0,hsn1,hsn2,hsn3' and env['NCCL_NET_GDR_LEVEL'] == '3'
+    assert env['CONDA_ACTIVATED'] == 'yes'             # the site's prelude ran in the rank
+
+
+def test_master_port_differs_between_jobs_and_avoids_ephemeral_ports(lumi, tmp_path):
+    ports = {int(lumi_env(lumi, (0, 0), tmp_path, job_id=j)['MASTER_PORT']) for j in (7, 8, 123456)}
+    assert len(ports) == 3
+    assert all(launch.MASTER_PORT_BASE <= p < 32768 for p in ports)
+
+
+def test_master_is_first_node_of_a_list_with_several_ranges(lumi, tmp_path):
+    env = lumi_env(lumi, (0, 0), tmp_path, nodelist='nid[007001,007003-007004],nid009000')
+    assert env['MASTER_ADDR'] == 'nid007001'
+
+
+def test_miopen_cache_is_private_per_user_job_and_node(lumi, tmp_path):
+    env = lumi_env(lumi, (1, 0), tmp_path)
+    cache = env['MIOPEN_USER_DB_PATH']
+    assert env['MIOPEN_CUSTOM_CACHE_DIR'] == cache
+    assert os.path.basename(cache) == f'miopen-uid{os.getuid()}-job4242-node1'
+    assert stat.S_IMODE(os.stat(cache).st_mode) == 0o700
+
+
+def test_miopen_cache_planted_as_a_link_is_refused(lumi, tmp_path):
+    root = tmp_path / 'tmp'
+    root.mkdir()
+    (root / f'miopen-uid{os.getuid()}-job4242-node0').symlink_to(tmp_path)
+    with pytest.raises(AssertionError, match='is missing, a link or not owned'):
+        lumi_env(lumi, (0, 0), tmp_path)
+
+
+def test_simulated_rank_sees_no_gpu_variables(sim, tmp_path):
+    partition_env = partition_entry('simulated', 'sim:cluster')['env_vars']
+    env = rank_environment(sim, partition_env, (1, 1), tmp_path, nodelist='nid[001-002]')
+    assert (env['RANK'], env['LOCAL_RANK'], env['WORLD_SIZE']) == ('3', '1', '4')
+    assert env['MASTER_ADDR'] == 'nid001' and env['GLOO_SOCKET_IFNAME'] == 'lo'
+    assert env['OMP_NUM_THREADS'] == '1'
+    assert not {'ROCR_VISIBLE_DEVICES', 'CUDA_VISIBLE_DEVICES', 'MIOPEN_USER_DB_PATH'} & set(env)
+
+
+def test_wrapper_refuses_to_run_outside_srun(tmp_path):
+    done = subprocess.run(['sh', WRAPPER, 'true'], env={'PATH': os.environ['PATH']},
+                          capture_output=True, text=True)
+    assert done.returncode != 0 and 'SLURM_PROCID is not set' in done.stderr
+
+
+def test_rank_command_runs_the_script_through_the_wrapper(sim):
+    command = launch.rank_command(sim, 'pytorch/mnist/mnist_DDP.py', ['--epochs', '1'])
+    assert command[:2] == ['sh', './launch/rank-env.sh']
+    assert command[2:] == [sim.python, '-u', './pytorch/mnist/mnist_DDP.py', '--epochs', '1']

@@ -1,0 +1,154 @@
+"""Sanity and performance rules against saved outputs in the real formats, and each broken case.
+
+lumi_standard-g_2nodes.out: 16 ranks on 2 LUMI-G nodes as srun --label prints them: RCCL's
+INFO lines with the aws-ofi-rccl plugin and cxi provider, and the training script's facts.
+"""
+
+import os
+import re
+
+import pytest
+
+from conftest import DATA
+from mlcheck import output, sanity
+from mlcheck.launch import Layout
+
+LUMI_OUT = os.path.join(DATA, 'lumi_standard-g_2nodes.out')
+
+
+def lumi_text():
+    with open(LUMI_OUT) as f:
+        return f.read()
+
+
+def lumi_problems(lumi, text, min_accuracy=0.9):
+    expect = sanity.Expectations.for_run(lumi, Layout.for_nodes(lumi.topology, 2), min_accuracy)
+    return sanity.problems(output.parse(text), expect)
+
+
+def drop_lines(text, pattern):
+    return ''.join(line for line in text.splitlines(keepends=True) if not re.search(pattern, line))
+
+
+def test_good_lumi_run_is_sane(lumi):
+    assert lumi_problems(lumi, lumi_text()) == []
+
+
+def test_good_lumi_run_performance_figures():
+    run = output.parse(lumi_text())
+    # steady state: epochs 2-5 (the first, 2.91 s, is warm-up), 60000 samples each
+    assert run.samples_per_second() == pytest.approx(4 * 60000 / (0.84 + 0.83 + 0.85 + 0.84))
+    assert run.samples_per_second_per_device() == pytest.approx(run.samples_per_second() / 16)
+    assert run.train_seconds() == pytest.approx(2.91 + 0.84 + 0.83 + 0.85 + 0.84)
+
+
+@pytest.mark.parametrize('newer_wording', [
+    ('NET/OFI Using aws-ofi-rccl 1.4.0', 'NET/OFI Initializing aws-ofi-rccl 1.9.2'),
+    ('NET/OFI Using aws-ofi-rccl 1.4.0', 'NET/OFI Initializing aws-ofi-nccl 1.14.0'),
+    ('NET/OFI Selected Provider is cxi', 'NET/OFI Selected Provider is cxi (found 4 nics)'),
+    ('NET/OFI Selected Provider is cxi', 'NET/OFI Selected provider is cxi, fabric is cxi (found 4 nics)'),
+])
+def test_newer_plugin_wording_is_accepted(lumi, newer_wording):
+    old, new = newer_wording
+    assert lumi_problems(lumi, lumi_text().replace(old, new)) == []
+
+
+def test_plugin_not_loaded_socket_fallback_fails(lumi):
+    text = drop_lines(lumi_text(), 'NET/OFI|Using network AWS')
+    text = text.replace('Init START', 'Init START\n 0: nid005001:48000:48000 [0] NCCL INFO NET/Plugin : '
+                        'Plugin load returned 2 : librccl-net.so: cannot open shared object file')
+    fallback = ''.join(f'{r:2d}: nid00500{1 + r // 8}:1:1 [0] NCCL INFO Using network Socket\n'
+                       for r in range(16))
+    found = lumi_problems(lumi, text + fallback)
+    assert any('network plugin not loaded on ranks 0-15' in p for p in found)
+    assert any('NCCL fell back to sockets on ranks 0-15' in p for p in found)
+
+
+def test_socket_fallback_alone_fails_even_if_plugin_lines_appear(lumi):
+    found = lumi_problems(lumi, lumi_text() + ' 5: nid005001:1:1 [0] NCCL INFO NET/Socket : Using [0]hsn0\n')
+    assert found == ["NCCL fell back to sockets on rank 5 (a line matches "
+                     "'NCCL INFO (?:Using network |NET/)Socket')"]
+
+
+def test_plugin_missing_on_one_rank_fails(lumi):
+    text = drop_lines(lumi_text(), r'^ 9: .*NET/OFI Using')
+    assert lumi_problems(lumi, text) == [
+        "network plugin not loaded on rank 9 (no line matches 'NET/OFI (?:Using|Initializing) aws-ofi-[rn]ccl')"]
+
+
+def test_wrong_provider_fails(lumi):
+    text = lumi_text().replace('Selected Provider is cxi', 'Selected Provider is tcp;ofi_rxm')
+    assert lumi_problems(lumi, text) == ["libfabric provider is tcp;ofi_rxm on ranks 0-15, expected 'cxi'"]
+
+
+def test_missing_rank_fails(lumi):
+    text = drop_lines(lumi_text(), r'^13: ')
+    found = lumi_problems(lumi, text)
+    assert 'rank 13 never reported in (no rank line)' in found
+    assert 'rank 13 did not finish' in found
+    assert any('network plugin not loaded on rank 13' in p for p in found)
+
+
+def test_rank_that_did_not_finish_fails(lumi):
+    text = drop_lines(lumi_text(), r'^ ?(4|12): MLCHECK .*"event": "done"')
+    assert lumi_problems(lumi, text) == ['ranks 4, 12 did not finish']
+
+
+def test_wrong_affinity_fails(lumi):
+    # rank 2 (local rank 2) on CCD 2 is bound to the whole CCD, reserved core 16 included
+    text = lumi_text().replace('"affinity": [17, 18, 19, 20, 21, 22, 23]',
+                               '"affinity": [16, 17, 18, 19, 20, 21, 22, 23]', 1)
+    assert lumi_problems(lumi, text) == [
+        'rank 2 (local rank 2 on nid005001) runs on cores [16, 17, 18, 19, 20, 21, 22, 23], '
+        'expected [17, 18, 19, 20, 21, 22, 23] (mask 0xfe0000)']
+
+
+def test_unbound_ranks_fail(lumi):
+    text = re.sub(r'"affinity": \[[^]]*\]', '"affinity": [' + ', '.join(map(str, range(64))) + ']',
+                  lumi_text())
+    assert len(lumi_problems(lumi, text)) == 16
+
+
+def test_low_accuracy_fails(lumi):
+    text = lumi_text().replace('"test_accuracy": 0.9893', '"test_accuracy": 0.1135')
+    assert lumi_problems(lumi, text) == ['test accuracy 0.1135 is below 0.9000']
+
+
+def test_missing_result_fails(lumi):
+    assert lumi_problems(lumi, drop_lines(lumi_text(), '"event": "result"')) == [
+        'no test accuracy reported (no result line)']
+
+
+def test_wrong_world_size_fails(lumi):
+    expect = sanity.Expectations.for_run(lumi, Layout.for_nodes(lumi.topology, 4), 0.9)
+    found = sanity.problems(output.parse(lumi_text()), expect)
+    assert 'ranks 16-31 never reported in (no rank line)' in found
+    assert 'rank 0 ran in a world of 16, launched 32' in found
+    assert 'ranks ran on 2 node(s) (nid005001, nid005002), expected 4' in found
+
+
+def test_rank_without_its_own_gpu_fails(lumi):
+    text = lumi_text().replace('"visible_devices": 1, "world_size": 16}', '"visible_devices": 8, "world_size": 16}', 1)
+    assert lumi_problems(lumi, text) == [
+        "rank 0 uses device 'cuda:0' and sees 8 GPU(s); expected exactly one GPU"]
+
+
+def test_cpu_run_on_a_gpu_partition_fails(lumi):
+    text = lumi_text().replace('"device": "cuda:0"', '"device": "cpu"')
+    assert len(lumi_problems(lumi, text)) == 16
+
+
+def test_ranks_piled_on_one_node_fail(lumi):
+    text = lumi_text().replace('"node": "nid005002"', '"node": "nid005001"')
+    assert lumi_problems(lumi, text) == ['ranks ran on 1 node(s) (nid005001), expected 2',
+                                         'node nid005001 ran 16 ranks, expected 8']
+
+
+def test_garbled_fact_line_is_reported(lumi):
+    found = lumi_problems(lumi, lumi_text() + ' 3: MLCHECK {"event": "done", "rank": 3\n')
+    assert found == ['unreadable fact line: 3: MLCHECK {"event": "done", "rank": 3']
+
+
+def test_rank_list_compacts_ranges():
+    assert sanity.rank_list([5]) == 'rank 5'
+    assert sanity.rank_list([0, 1, 2, 3, 7, 9, 10]) == 'ranks 0-3, 7, 9-10'

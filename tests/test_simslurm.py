@@ -1,0 +1,194 @@
+"""Tests for bin/simslurm, the simulated Slurm cluster used in CI.
+
+They bring the cluster up (as root, with slurm-wlm and munge installed) and
+leave it running: other tests and the ReFrame end-to-end runs use it.
+"""
+
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+SIMSLURM = Path(__file__).resolve().parents[1] / "bin" / "simslurm"
+
+pytestmark = [
+    pytest.mark.skipif(
+        not hasattr(os, "geteuid") or os.geteuid() != 0,
+        reason="bin/simslurm needs root (it starts slurmctld/slurmd and writes /etc/slurm)",
+    ),
+    pytest.mark.skipif(
+        shutil.which("slurmctld", path=os.environ.get("PATH", "") + ":/usr/sbin:/sbin") is None,
+        reason="slurmctld not installed (apt-get install slurm-wlm munge, or run bin/setup)",
+    ),
+]
+
+
+def clean_env(**overrides):
+    """The caller's environment without SLURM_* variables (an enclosing job's
+    SLURM_JOB_ID, or another SLURM_CONF, would redirect srun/sbatch)."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("SLURM_")}
+    env.update(overrides)
+    return env
+
+
+def run(args, timeout=60, env=None, **kwargs):
+    return subprocess.run(
+        [str(a) for a in args],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        env=env if env is not None else clean_env(),
+        **kwargs,
+    )
+
+
+def simslurm(*args, timeout=120, env=None):
+    return run([SIMSLURM, *args], timeout=timeout, env=env)
+
+
+def explain(proc):
+    return f"exit code {proc.returncode}\nstdout:\n{proc.stdout}\nstderr:\n{proc.stderr}"
+
+
+def daemon_lines(status_stdout):
+    """The per-daemon lines of `simslurm status` (they contain the pids)."""
+    return [line for line in status_stdout.splitlines() if "running" in line]
+
+
+@pytest.fixture(scope="module")
+def cluster():
+    proc = simslurm("up")
+    assert proc.returncode == 0, "bin/simslurm up failed:\n" + explain(proc)
+    yield
+    # Deliberately no teardown: the cluster stays up for other test modules.
+
+
+def test_status_is_healthy(cluster):
+    proc = simslurm("status", timeout=60)
+    assert proc.returncode == 0, explain(proc)
+    assert "slurmctld" in proc.stdout and "slurmd nid001" in proc.stdout
+    assert "NOT running" not in proc.stdout
+    assert "idle" in proc.stdout or "mix" in proc.stdout or "alloc" in proc.stdout
+
+
+def test_node_names_resolve_to_localhost(cluster):
+    proc = run(["getent", "hosts", "nid001", "nid002"], timeout=10)
+    assert proc.returncode == 0, explain(proc)
+    addrs = {line.split()[1]: line.split()[0] for line in proc.stdout.splitlines()}
+    assert addrs == {"nid001": "127.0.0.1", "nid002": "127.0.0.1"}
+
+
+@pytest.mark.skipif(len(os.sched_getaffinity(0)) < 2, reason="needs at least 2 CPUs")
+def test_srun_mask_cpu_binding_on_two_nodes(cluster):
+    # Each task reports its node, local id and the CPUs it may run on.
+    probe = (
+        "import os; print(os.environ['SLURMD_NODENAME'], os.environ['SLURM_LOCALID'], "
+        "','.join(map(str, sorted(os.sched_getaffinity(0)))))"
+    )
+    proc = run(
+        ["srun", "-N", "2", "-w", "nid[001-002]", "--ntasks-per-node=2", "--cpu-bind=mask_cpu:0x1,0x2",
+         sys.executable, "-c", probe],
+        timeout=60,
+    )
+    assert proc.returncode == 0, explain(proc)
+    tasks = sorted(tuple(line.split()) for line in proc.stdout.splitlines() if line.strip())
+    assert tasks == [
+        ("nid001", "0", "0"),
+        ("nid001", "1", "1"),
+        ("nid002", "0", "0"),
+        ("nid002", "1", "1"),
+    ], explain(proc)
+
+
+def test_sbatch_two_node_job(cluster, tmp_path):
+    out = tmp_path / "job.out"
+    script = tmp_path / "job.sh"
+    script.write_text(
+        "#!/bin/bash\n"
+        "#SBATCH -N 2\n"
+        "#SBATCH -w nid[001-002]\n"
+        "#SBATCH --ntasks-per-node=1\n"
+        "#SBATCH --time=2\n"
+        "srun bash -c 'echo task $SLURM_PROCID on $SLURMD_NODENAME'\n"
+    )
+    proc = run(["sbatch", "--parsable", "-o", out, script], timeout=30, cwd=tmp_path)
+    assert proc.returncode == 0, explain(proc)
+    job_id = proc.stdout.strip().split(";")[0]
+    # Poll squeue (no sacct here; MinJobAge keeps finished jobs listed).
+    deadline = time.monotonic() + 60
+    state = ""
+    while time.monotonic() < deadline:
+        q = run(["squeue", "-h", "-t", "all", "-j", job_id, "-o", "%T"], timeout=30)
+        state = q.stdout.strip()
+        if state in ("COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "NODE_FAIL", "OUT_OF_MEMORY"):
+            break
+        time.sleep(0.5)
+    assert state == "COMPLETED", f"job {job_id} state {state!r}; output: {out.read_text() if out.exists() else '(none)'}"
+    lines = sorted(out.read_text().splitlines())
+    assert lines == ["task 0 on nid001", "task 1 on nid002"], out.read_text()
+
+
+def test_up_is_idempotent(cluster):
+    before = simslurm("status", timeout=60)
+    proc = simslurm("up")
+    assert proc.returncode == 0, explain(proc)
+    assert "already up" in proc.stdout, explain(proc)
+    after = simslurm("status", timeout=60)
+    assert after.returncode == 0, explain(after)
+    # Same pids: nothing was restarted.
+    assert daemon_lines(after.stdout) == daemon_lines(before.stdout)
+
+
+def _listening_socket():
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    sock.bind(("127.0.0.1", 0))
+    sock.listen(1)
+    return sock
+
+
+def _free_port():
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+@pytest.mark.parametrize("role", ["slurmctld", "slurmd"])
+def test_port_in_use_is_reported(cluster, tmp_path, role):
+    """A second cluster (own SIMSLURM_DIR and ports) whose port is taken by
+    this test process must fail with a clear message, before it touches
+    /etc/slurm/slurm.conf, and leave the main cluster running."""
+    conf = Path("/etc/slurm/slurm.conf").read_text()
+    with _listening_socket() as busy:
+        busy_port = busy.getsockname()[1]
+        if role == "slurmctld":
+            ctld_port = busy_port
+            slurmd_base = busy_port + 1 if busy_port < 65535 else busy_port - 1
+            var = "SIMSLURM_CTLD_PORT"
+        else:
+            ctld_port = _free_port()
+            while ctld_port == busy_port:
+                ctld_port = _free_port()
+            slurmd_base = busy_port
+            var = "SIMSLURM_SLURMD_PORT_BASE"
+        env = clean_env(
+            SIMSLURM_DIR=str(tmp_path / "simslurm"),
+            SIMSLURM_NODES="1",
+            SIMSLURM_CTLD_PORT=str(ctld_port),
+            SIMSLURM_SLURMD_PORT_BASE=str(slurmd_base),
+        )
+        proc = simslurm("up", timeout=60, env=env)
+    assert proc.returncode != 0, explain(proc)
+    error = proc.stderr.strip().splitlines()[-1]
+    assert error.startswith("simslurm: error: "), explain(proc)
+    assert f"port {busy_port}" in error and role in error, explain(proc)
+    assert f"pid {os.getpid()}" in error, explain(proc)
+    assert var in error, explain(proc)
+    # The main cluster is untouched.
+    assert Path("/etc/slurm/slurm.conf").read_text() == conf
+    status = simslurm("status", timeout=60)
+    assert status.returncode == 0, explain(status)

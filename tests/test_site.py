@@ -1,0 +1,100 @@
+"""Partition settings from config extras: validation, images, datasets."""
+
+import copy
+import os
+
+import pytest
+
+from conftest import partition_entry
+from mlcheck.errors import ConfigError
+from mlcheck.site import PartitionSettings, image_name
+
+
+def lumi_extras():
+    return copy.deepcopy(partition_entry('lumi', 'lumi:standard-g')['extras'])
+
+
+def from_extras(extras, runtime='Singularity'):
+    return PartitionSettings.from_extras('lumi:standard-g', extras, runtime)
+
+
+@pytest.mark.parametrize('change, message', [
+    (lambda m: m.update(gpu_vendr='amd'), 'unknown key(s) gpu_vendr'),
+    (lambda m: m.update(gpu_vendor='intel'), "gpu_vendor: 'intel' is not one of amd, nvidia, none"),
+    (lambda m: m.update(node_counts=[1, '2']), 'node_counts: expected a list of integers >= 1'),
+    (lambda m: m.update(node_counts=[]), 'node_counts: empty'),
+    (lambda m: m.update(images='/a.sif'), 'images: expected list or tuple'),
+    (lambda m: m.update(datasets={'mnist': 3}), 'datasets.mnist: expected str'),
+    (lambda m: m.pop('topology'), 'missing required key(s) topology'),
+    (lambda m: m['net_plugin'].update(provider_pattern='Selected (cxi)'), "needs a group named 'provider'"),
+    (lambda m: m['net_plugin'].update(used_pattern='NET/OFI ('), 'bad regular expression'),
+    (lambda m: m['net_plugin'].pop('provider'), 'missing required key(s) provider'),
+])
+def test_bad_settings_are_one_line_errors_naming_the_partition(change, message):
+    extras = lumi_extras()
+    change(extras['mlcheck'])
+    with pytest.raises(ConfigError) as err:
+        from_extras(extras)
+    text = str(err.value)
+    assert message in text and 'partition lumi:standard-g extras.mlcheck' in text and '\n' not in text
+
+
+def test_partition_without_settings_says_so():
+    with pytest.raises(ConfigError, match='extras.mlcheck: missing'):
+        from_extras({})
+
+
+def test_image_names_drop_the_image_suffix():
+    assert image_name('/appl/x/lumi-pytorch-rocm-6.2.4-v2.6.0.sif') == 'lumi-pytorch-rocm-6.2.4-v2.6.0'
+    assert image_name('/var/images/torch-2.14/') == 'torch-2.14'
+
+
+def test_glob_finds_images_and_names_resolve(tmp_path):
+    for name in ('pytorch-a.sif', 'pytorch-b.sif', 'other.sif'):
+        (tmp_path / name).touch()
+    extras = lumi_extras()
+    extras['mlcheck']['images'] = [str(tmp_path / 'pytorch-*.sif')]
+    settings = from_extras(extras)
+    assert sorted(settings.image_paths()) == ['pytorch-a', 'pytorch-b']
+    assert settings.resolve_image('pytorch-b') == str(tmp_path / 'pytorch-b.sif')
+    # an image given by path with -P is taken as it is
+    assert settings.resolve_image(str(tmp_path / 'other.sif')) == str(tmp_path / 'other.sif')
+
+
+def test_missing_images_name_the_path(tmp_path):
+    extras = lumi_extras()
+    extras['mlcheck']['images'] = [str(tmp_path / 'gone.sif'), str(tmp_path / 'none-*.sif')]
+    settings = from_extras(extras)
+    with pytest.raises(ConfigError, match=f'image not found: {tmp_path}/gone.sif'):
+        settings.resolve_image('gone')
+    with pytest.raises(ConfigError, match=f'no image matches {tmp_path}/none-\\*.sif'):
+        settings.resolve_image('none-*')
+    with pytest.raises(ConfigError, match="image 'nope' is not configured for partition lumi:standard-g"):
+        settings.resolve_image('nope')
+    with pytest.raises(ConfigError, match=f'image not found: {tmp_path}/x.sif'):
+        settings.resolve_image(str(tmp_path / 'x.sif'))
+
+
+def test_partition_without_container_runtime_runs_on_the_host(sim):
+    assert sim.image_paths() == {'host': None}
+    assert sim.resolve_image('host') is None
+    with pytest.raises(ConfigError, match='has no container runtime'):
+        sim.resolve_image('/images/x.sif')
+
+
+def test_dataset_directory_is_checked(tmp_path, sim):
+    (tmp_path / 'MNIST' / 'raw').mkdir(parents=True)
+    assert sim.dataset_dir('mnist', str(tmp_path), 'MNIST/raw') == str(tmp_path)
+    with pytest.raises(ConfigError, match=f'mnist dataset directory not found: {tmp_path}/no'):
+        sim.dataset_dir('mnist', str(tmp_path / 'no'))
+    with pytest.raises(ConfigError, match='does not hold MNIST/raw'):
+        sim.dataset_dir('mnist', str(tmp_path / 'MNIST'), 'MNIST/raw')
+    with pytest.raises(ConfigError, match='no cifar100 dataset is configured'):
+        sim.dataset_dir('cifar100')
+
+
+def test_binds_map_to_the_same_path_unless_given(lumi):
+    assert ('/opt/cray', '/opt/cray') in lumi.bind_mounts()
+    settings = from_extras({**lumi_extras(), 'mlcheck': {**lumi_extras()['mlcheck'],
+                                                          'container_binds': ['/a:/b']}})
+    assert settings.bind_mounts() == [('/a', '/b')]
