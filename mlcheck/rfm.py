@@ -5,18 +5,31 @@ the partition's settings (config extras) into the task layout, CPU masks, rank e
 container command, sanity and performance.
 """
 
+import functools
 import os
+import shlex
 
 import reframe as rfm
-import reframe.utility.sanity as sn
-from reframe.core.builtins import parameter, performance_function, run_after, run_before, \
-    sanity_function, variable
-from reframe.core.exceptions import SanityError
+from reframe.core.builtins import parameter, performance_function, run_after, sanity_function, \
+    variable
+from reframe.core.exceptions import ConfigError as ReframeConfigError, SanityError
 from reframe.core.runtime import runtime
 
 from mlcheck import launch, output, sanity
+from mlcheck.errors import ConfigError
 from mlcheck.rfm_config import references_file
 from mlcheck.site import PartitionSettings
+
+
+def reported_by_reframe(fn):
+    """Let ReFrame report our ConfigErrors as its own: one line, no traceback."""
+    @functools.wraps(fn)
+    def wrapper(*args, **kwargs):
+        try:
+            return fn(*args, **kwargs)
+        except ConfigError as err:
+            raise ReframeConfigError(str(err)) from None
+    return wrapper
 
 
 def partition_settings(partition):
@@ -34,10 +47,18 @@ def _configured_partitions():
 
 
 def _configured(values_of):
-    """Sorted union over the configured partitions of `values_of(settings)`."""
+    """Sorted union over the configured partitions of `values_of(settings)`.
+
+    Runs while the checks load. A bad config ends the session with one line and a non-zero
+    exit: ReFrame would otherwise skip the file and report an empty, successful run.
+    """
     values = set()
     for partition in _configured_partitions():
-        values.update(values_of(partition_settings(partition)))
+        try:
+            settings = partition_settings(partition)
+        except ConfigError as err:
+            raise SystemExit(f'mlcheck: config error: {err}') from None
+        values.update(values_of(settings))
     return sorted(values)
 
 
@@ -67,6 +88,7 @@ class DistributedTrainingCheck(rfm.RunOnlyRegressionTest):
     time_limit = '15m'
 
     @run_after('init')
+    @reported_by_reframe
     def restrict_to_partitions(self):
         """Run each variant only where it belongs; a value given with -P is tried everywhere."""
         def names(pred):
@@ -84,6 +106,7 @@ class DistributedTrainingCheck(rfm.RunOnlyRegressionTest):
             self.reference = {'$ref': path}
 
     @run_after('setup')
+    @reported_by_reframe
     def set_up_launch(self):
         self.settings = partition_settings(self.current_partition)
         self.layout = launch.Layout.for_nodes(self.settings.topology, self.num_nodes)
@@ -100,10 +123,10 @@ class DistributedTrainingCheck(rfm.RunOnlyRegressionTest):
                                       ['--data-dir', data, *self.script_arguments()])
         image = self.settings.resolve_image(self.image)
         if image is None:
-            self.executable, *self.executable_opts = command
+            self.executable = shlex.join(command)
         else:
             self.container_platform.image = image
-            self.container_platform.command = ' '.join(command)
+            self.container_platform.command = shlex.join(command)
             self.container_platform.mount_points = [*self.settings.bind_mounts(), (data, data)]
 
     def script_arguments(self):

@@ -11,8 +11,10 @@ REFRAME = os.path.join(os.path.dirname(sys.executable), 'reframe')
 
 
 def run_reframe(config, prefix, *args, timeout=900):
-    """reframe -C config/<config>.py -c checks/ with prefix, perf logs and report under `prefix`."""
-    command = [REFRAME, '-C', os.path.join(REPO, 'config', f'{config}.py'),
+    """reframe -C config/<config>.py (or the file `config`) -c checks/, all it writes under `prefix`."""
+    if not os.path.isfile(str(config)):
+        config = os.path.join(REPO, 'config', f'{config}.py')
+    command = [REFRAME, '-C', str(config),
                '-c', os.path.join(REPO, 'checks'), '--prefix', str(prefix),
                '--perflogdir', str(prefix / 'perflogs'),
                '--report-file', str(prefix / 'report.json'), *args]

@@ -1,10 +1,14 @@
 """The job scripts generated for LUMI's standard-g, by a ReFrame dry run of the real config."""
 
+import pathlib
 import re
 
 import pytest
 
+from conftest import REPO
 from reframe_runner import run_reframe
+
+REPO_CONFIG = pathlib.Path(REPO) / 'config'
 
 LUMI_MASKS = ('0xfe000000000000,0xfe00000000000000,0xfe0000,0xfe000000,'
               '0xfe,0xfe00,0xfe00000000,0xfe0000000000')
@@ -78,3 +82,14 @@ def test_configured_glob_without_images_is_a_clear_error(tmp_path):
                        '-S', f'data_dir={tmp_path / "data"}', '-P', 'num_nodes=1')
     assert done.returncode != 0
     assert 'no image matches /appl/local/containers/sif-images/lumi-pytorch-*.sif' in done.stdout
+
+
+def test_config_typo_stops_the_session_with_one_line(tmp_path):
+    """A misspelt key must not let ReFrame skip the checks and report an empty success."""
+    text = (REPO_CONFIG / 'lumi.py').read_text().replace("'gpu_vendor': 'amd'", "'gpu_vendr': 'amd'")
+    bad = tmp_path / 'lumi_typo.py'
+    bad.write_text(text)
+    done = run_reframe(bad, tmp_path / 'rfm', '--system', 'lumi:standard-g', '--dry-run')
+    assert done.returncode != 0
+    assert done.stderr.strip().splitlines()[-1].startswith(
+        'mlcheck: config error: partition lumi:standard-g extras.mlcheck: unknown key(s) gpu_vendr;')

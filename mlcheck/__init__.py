@@ -1,0 +1,1 @@
+"""mlcheck: site-portable ReFrame checks for distributed PyTorch in containers."""
