@@ -7,6 +7,7 @@ import re
 import subprocess
 
 import pytest
+import yaml
 
 from conftest import REPO
 from reframe_runner import report_cases, run_reframe
@@ -38,11 +39,16 @@ def test_mnist_passes_at_1_and_2_nodes(suite_run):
 
 def test_performance_values_are_recorded(suite_run):
     prefix, _ = suite_run
+    with open(os.path.join(REPO, 'config', 'references', 'sim.yaml')) as f:
+        references = yaml.safe_load(f)['MNISTDistributedCheck']
     for case in report_cases(prefix):
         # 'partition:var': [value, reference, lower, upper, unit, result]
-        values = {key.split(':')[-1]: entry[0] for key, entry in case['perfvalues'].items()}
+        values = {key.split(':')[-1]: entry for key, entry in case['perfvalues'].items()}
         assert set(values) == set(PERF_VARS)
-        assert all(isinstance(values[v], float) and values[v] > 0 for v in PERF_VARS), values
+        assert all(isinstance(values[v][0], float) and values[v][0] > 0 for v in PERF_VARS), values
+        # the references of config/references/sim.yaml for this node count were applied
+        expected = references['sim:cluster']['host'][case['num_nodes']]
+        assert {v: values[v][1:5] for v in PERF_VARS} == {v: expected[v] for v in PERF_VARS}
 
     logs = list((prefix / 'perflogs').rglob('*.log'))
     assert [log.name for log in logs] == ['MNISTDistributedCheck.log']

@@ -1,7 +1,9 @@
 """Sanity and performance rules against saved outputs in the real formats, and each broken case.
 
-lumi_standard-g_2nodes.out: 16 ranks on 2 LUMI-G nodes as srun --label prints them: RCCL's
-INFO lines with the aws-ofi-rccl plugin and cxi provider, and the training script's facts.
+sim_cluster_2nodes.out: a real run on the simulated partition (4 gloo ranks on nid001-002).
+lumi_standard-g_2nodes.out: 16 ranks on 2 LUMI-G nodes written in the formats srun --label,
+RCCL (NCCL_DEBUG=INFO, aws-ofi-rccl plugin, cxi provider) and the training script print; it is
+composed from those documented formats, not captured on LUMI.
 """
 
 import os
@@ -14,6 +16,7 @@ from mlcheck import output, sanity
 from mlcheck.launch import Layout
 
 LUMI_OUT = os.path.join(DATA, 'lumi_standard-g_2nodes.out')
+SIM_OUT = os.path.join(DATA, 'sim_cluster_2nodes.out')
 
 
 def lumi_text():
@@ -28,6 +31,34 @@ def lumi_problems(lumi, text, min_accuracy=0.9):
 
 def drop_lines(text, pattern):
     return ''.join(line for line in text.splitlines(keepends=True) if not re.search(pattern, line))
+
+
+def sim_problems(sim, text):
+    expect = sanity.Expectations.for_run(sim, Layout.for_nodes(sim.topology, 2), 0.9)
+    return sanity.problems(output.parse(text), expect)
+
+
+def test_real_simulated_run_is_sane(sim):
+    with open(SIM_OUT) as f:
+        assert sim_problems(sim, f.read()) == []
+
+
+def test_real_simulated_run_with_swapped_masks_fails(sim):
+    """srun applied the masks in the wrong order on nid002: both of its ranks are flagged."""
+    with open(SIM_OUT) as f:
+        text = f.read()
+    lines = [re.sub(r'"affinity": \[(\d)\]', lambda m: f'"affinity": [{1 - int(m.group(1))}]', line)
+             if '"node": "nid002"' in line else line for line in text.splitlines()]
+    found = sim_problems(sim, '\n'.join(lines))
+    assert found == ['rank 2 (local rank 0 on nid002) runs on cores [1], expected [0] (mask 0x1)',
+                     'rank 3 (local rank 1 on nid002) runs on cores [0], expected [1] (mask 0x2)']
+
+
+def test_real_simulated_run_figures(sim):
+    run = output.read(SIM_OUT)
+    assert run.samples_per_second() > 0
+    assert run.samples_per_second_per_device() == pytest.approx(run.samples_per_second() / 4)
+    assert len(run.steady_epochs()) == 9
 
 
 def test_good_lumi_run_is_sane(lumi):
