@@ -16,6 +16,9 @@ class MNISTDistributedCheck(DistributedTrainingCheck):
     script = 'pytorch/mnist/mnist_DDP.py'
     #: Training epochs; the first is warm-up and not counted in the throughput.
     epochs = variable(int, value=10)
+    #: Fraction of throughput given up on purpose (0 <= throttle < 1): every rank idles after each
+    #: step, as on a slower node. A known slowdown, to show what the performance history flags.
+    throttle = variable(float, value=0.0)
     dataset = 'mnist'
     dataset_marker = 'MNIST/raw'
     # the small CNN reaches ~0.95 on the simulated partition's digits and ~0.99 on MNIST;
@@ -23,4 +26,7 @@ class MNISTDistributedCheck(DistributedTrainingCheck):
     min_accuracy = 0.9
 
     def script_arguments(self):
-        return ['--epochs', str(self.epochs)]
+        args = ['--epochs', str(self.epochs)]
+        if self.throttle:
+            args += ['--throttle', str(self.throttle)]
+        return args

@@ -48,6 +48,9 @@ def get_args_parser():
     parser.add_argument('--device', choices=['auto', 'gpu', 'cpu'], default='auto')
     parser.add_argument('--timeout', type=float, default=300,
                         help='seconds to wait for the rendezvous and for each collective')
+    parser.add_argument('--throttle', type=float, default=0.0,
+                        help='fraction of throughput to give up on purpose, 0 <= F < 1: each rank '
+                             'idles after every step for F/(1-F) of the time the step took')
     return parser
 
 
@@ -142,10 +145,12 @@ def load_datasets(data_dir):
     return train, test
 
 
-def train_one_epoch(model, loader, optimizer, device):
+def train_one_epoch(model, loader, optimizer, device, throttle=0.0):
     model.train()
     samples, loss_sum = 0, 0.0
+    idle_per_busy = throttle / (1 - throttle)
     for data, target in loader:
+        start = time.perf_counter()
         data, target = data.to(device, non_blocking=True), target.to(device, non_blocking=True)
         optimizer.zero_grad()
         loss = F.nll_loss(model(data), target)
@@ -153,6 +158,9 @@ def train_one_epoch(model, loader, optimizer, device):
         optimizer.step()
         samples += len(target)
         loss_sum += loss.item() * len(target)
+        if idle_per_busy:
+            # a deliberately slower rank: the step takes 1/(1-throttle) times as long
+            time.sleep((time.perf_counter() - start) * idle_per_busy)
     return samples, loss_sum
 
 
@@ -171,6 +179,8 @@ def evaluate(model, loader, device):
 
 def main(argv=None):
     args = get_args_parser().parse_args(argv)
+    if not 0 <= args.throttle < 1:
+        sys.exit(f'--throttle {args.throttle}: must be at least 0 and less than 1')
     torch.manual_seed(args.seed)
     rank, world_size, device = init_distributed(args)
     train_set, test_set = load_datasets(args.data_dir)
@@ -195,7 +205,7 @@ def main(argv=None):
         train_sampler.set_epoch(epoch)
         dist.barrier()
         start = time.perf_counter()
-        samples, loss_sum = train_one_epoch(model, train_loader, optimizer, device)
+        samples, loss_sum = train_one_epoch(model, train_loader, optimizer, device, args.throttle)
         if device.type == 'cuda':
             torch.cuda.synchronize()
         seconds = time.perf_counter() - start
