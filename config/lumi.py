@@ -7,7 +7,7 @@ aws-ofi-rccl plugin with libfabric's cxi provider.
 
 import os
 
-from mlcheck.rfm_config import builtin_environment, logging_config
+from mlcheck.rfm_config import builtin_environment, logging_config, storage_config
 
 # Where the support team keeps MNIST in torchvision's layout (DIR/MNIST/raw/*-ubyte).
 DATA_DIR = os.environ.get('MLCHECK_DATA_DIR', '/appl/local/mlcheck/data')
@@ -68,4 +68,7 @@ site_configuration = {
     }],
     'environments': [builtin_environment(['lumi'])],
     'logging': logging_config(),
+    # each user's sessions on local disk (RFM_SQLITE_DB_FILE to share one, e.g. in a project dir)
+    'storage': storage_config(os.path.join(os.path.expanduser('~'), '.local', 'share', 'mlcheck',
+                                           'lumi-results.db')),
 }

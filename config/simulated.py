@@ -8,7 +8,7 @@ runs four ranks, as a LUMI-G node runs eight.
 import os
 import sys
 
-from mlcheck.rfm_config import builtin_environment, logging_config
+from mlcheck.rfm_config import builtin_environment, logging_config, storage_config
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 DATA_DIR = os.environ.get('MLCHECK_DATA_DIR', os.path.join(REPO, 'var', 'data'))
@@ -41,4 +41,6 @@ site_configuration = {
     }],
     'environments': [builtin_environment(['sim'])],
     'logging': logging_config(),
+    # sessions of this checkout (RFM_SQLITE_DB_FILE to use another database)
+    'storage': storage_config(os.path.join(REPO, 'var', 'rfm', 'results.db')),
 }

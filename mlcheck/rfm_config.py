@@ -1,10 +1,18 @@
 """ReFrame configuration pieces shared by every site file in config/.
 
 A site file describes its systems and partitions (site knowledge) and takes the rest from here,
-so every site writes the same perf log format.
+so every site writes the same perf log format and keeps its results database the same way.
+
+Environment variables:
+  RFM_SQLITE_DB_FILE            ReFrame's own: the results database, instead of the site's default
+  MLCHECK_REFERENCES_DIR        where <system>.yaml references are read (default: config/references)
+  MLCHECK_DRY_RUN_PERFLOG_DIR   where dry runs write their perf logs (default: under the temp dir)
 """
 
+import getpass
 import os
+import sys
+import tempfile
 
 CONFIG_DIR = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), 'config')
 
@@ -17,6 +25,39 @@ PERFLOG_FIELDS = (
 )
 PERFVAR_FIELDS = ('%(check_perf_var)s|%(check_perf_value)s|%(check_perf_unit)s|%(check_perf_ref)s|'
                   '%(check_perf_lower_thres)s|%(check_perf_upper_thres)s|%(check_perf_result)s')
+# The header ReFrame writes for these fields; mlcheck.history reads perf logs by it.
+PERFLOG_HEADER = ('job_completion_time|reframe version|system:partition|name|image|num_nodes|'
+                  'num_tasks|jobid|job_nodelist|perf_var|perf_value|perf_unit|perf_ref|'
+                  'perf_lower_thres|perf_upper_thres|perf_result')
+PERFLOG_PREFIX = '%(check_system)s/%(check_partition)s'
+
+
+def invoked_as_dry_run(argv=None):
+    """Whether reframe was started with --dry-run (or an abbreviation of it, which argparse takes).
+
+    The config file is loaded by the reframe process itself, so its command line is sys.argv.
+    """
+    args = sys.argv[1:] if argv is None else argv
+    return any(len(arg) >= 4 and '--dry-run'.startswith(arg) for arg in args)
+
+
+def dry_run_perflog_dir():
+    default = os.path.join(tempfile.gettempdir(), f'mlcheck-dry-run-{getpass.getuser()}', 'perflogs')
+    return os.environ.get('MLCHECK_DRY_RUN_PERFLOG_DIR') or default
+
+
+def perflog_prefix(dry_run=None):
+    """Where the perf logs go, below the perf log directory (--perflogdir).
+
+    A dry run logs every performance value as None. Its lines go to an absolute directory of their
+    own (os.path.join drops the perf log directory before an absolute path), so that neither the
+    configured nor a --perflogdir perf log ever holds them.
+    """
+    if dry_run is None:
+        dry_run = invoked_as_dry_run()
+    if dry_run:
+        return os.path.join(dry_run_perflog_dir(), PERFLOG_PREFIX)
+    return PERFLOG_PREFIX
 
 
 def logging_config():
@@ -28,19 +69,31 @@ def logging_config():
         ],
         'handlers_perflog': [{
             'type': 'filelog',
-            'prefix': '%(check_system)s/%(check_partition)s',
+            'prefix': perflog_prefix(),
             'level': 'info',
             'format': PERFLOG_FIELDS + PERFVAR_FIELDS,
+            'datefmt': '%FT%T%:z',     # completion times with their UTC offset
             'append': True,
         }],
         'perflog_multiline': True,
     }]
 
 
+def storage_config(default_db_file):
+    """ReFrame's results database, on: every session is stored, so --performance-compare,
+    --list-stored-sessions and python -m mlcheck.report can read it. RFM_SQLITE_DB_FILE, ReFrame's
+    own variable, overrides the site's default path."""
+    return [{'enable': True, 'sqlite_db_file': default_db_file}]
+
+
+def references_dir():
+    return os.environ.get('MLCHECK_REFERENCES_DIR') or os.path.join(CONFIG_DIR, 'references')
+
+
 def references_file(system):
     """Performance references of a system: ReFrame's external YAML, indexed by
-    partition, image and node count (see config/references/)."""
-    return os.path.join(CONFIG_DIR, 'references', f'{system}.yaml')
+    partition, image and node count (see config/references/, written by mlcheck.baseline)."""
+    return os.path.join(references_dir(), f'{system}.yaml')
 
 
 def builtin_environment(target_systems):

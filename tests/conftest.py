@@ -1,10 +1,19 @@
 import importlib.util
 import os
+import subprocess
 
 import pytest
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 DATA = os.path.join(REPO, 'tests', 'data')
+SIMSLURM = os.path.join(REPO, 'bin', 'simslurm')
+
+
+@pytest.fixture(scope='session')
+def cluster():
+    """The simulated Slurm cluster, started if it is not running (it is never stopped here)."""
+    up = subprocess.run([SIMSLURM, 'up'], capture_output=True, text=True, timeout=180)
+    assert up.returncode == 0, up.stdout + up.stderr
 
 
 def load_site_config(name):

@@ -1,4 +1,5 @@
-"""Running reframe from the tests, into a private prefix so no user results are touched."""
+"""Running reframe from the tests, into a private prefix so no user results are touched:
+stage, output, perf logs, the results database and dry-run perf logs all go under it."""
 
 import json
 import os
@@ -10,7 +11,7 @@ from conftest import REPO
 REFRAME = os.path.join(os.path.dirname(sys.executable), 'reframe')
 
 
-def run_reframe(config, prefix, *args, timeout=900):
+def run_reframe(config, prefix, *args, timeout=900, env=None):
     """reframe -C config/<config>.py (or the file `config`) -c checks/, all it writes under `prefix`."""
     if not os.path.isfile(str(config)):
         config = os.path.join(REPO, 'config', f'{config}.py')
@@ -19,7 +20,8 @@ def run_reframe(config, prefix, *args, timeout=900):
                '--perflogdir', str(prefix / 'perflogs'),
                '--report-file', str(prefix / 'report.json'), *args]
     prefix.mkdir(parents=True, exist_ok=True)
-    env = {**os.environ, "RFM_SAVE_LOG_FILES": "n"}
+    env = {**os.environ, 'RFM_SAVE_LOG_FILES': 'n', 'RFM_SQLITE_DB_FILE': str(prefix / 'results.db'),
+           'MLCHECK_DRY_RUN_PERFLOG_DIR': str(prefix / 'dry-run-perflogs'), **(env or {})}
     done = subprocess.run(command, cwd=prefix, env=env, capture_output=True, text=True, timeout=timeout)
     return done
 

@@ -75,6 +75,19 @@ def test_environment_of_the_job(lumi_scripts):
     assert exports['OMP_NUM_THREADS'] == '7'
 
 
+def test_dry_run_keeps_out_of_the_perf_logs(lumi_scripts):
+    """A dry run logs None for every value: those lines go to a directory of their own, never to
+    the perf log directory, even one given with --perflogdir."""
+    _, tmp, _ = lumi_scripts
+    assert not (tmp / 'rfm' / 'perflogs').exists()
+    [log] = (tmp / 'rfm' / 'dry-run-perflogs').rglob('*.log')
+    assert log.relative_to(tmp / 'rfm' / 'dry-run-perflogs').parts == (
+        'lumi', 'standard-g', 'MNISTDistributedCheck.log')
+    lines = log.read_text().splitlines()[1:]
+    assert len(lines) == 3 * 3 and all('|samples' in l or '|train_time|' in l for l in lines)
+    assert {l.split('|')[10] for l in lines} == {'null'}
+
+
 def test_configured_glob_without_images_is_a_clear_error(tmp_path):
     """On a machine without LUMI's images the configured glob matches nothing: say so."""
     (tmp_path / 'data' / 'MNIST' / 'raw').mkdir(parents=True)

@@ -4,22 +4,15 @@ torch.distributed gloo ranks across the "nodes", torchvision's MNIST loader on s
 
 import os
 import re
-import subprocess
 
 import pytest
 import yaml
 
 from conftest import REPO
+from mlcheck.rfm_config import PERFLOG_HEADER
 from reframe_runner import report_cases, run_reframe
 
-SIMSLURM = os.path.join(REPO, 'bin', 'simslurm')
 PERF_VARS = ('samples_per_s', 'samples_per_s_per_gpu', 'train_time')
-
-
-@pytest.fixture(scope='module')
-def cluster():
-    up = subprocess.run([SIMSLURM, 'up'], capture_output=True, text=True, timeout=180)
-    assert up.returncode == 0, up.stdout + up.stderr
 
 
 @pytest.fixture(scope='module')
@@ -53,6 +46,7 @@ def test_performance_values_are_recorded(suite_run):
     logs = list((prefix / 'perflogs').rglob('*.log'))
     assert [log.name for log in logs] == ['MNISTDistributedCheck.log']
     header, *lines = logs[0].read_text().splitlines()
+    assert header == PERFLOG_HEADER
     assert header.split('|')[2:9] == ['system:partition', 'name', 'image', 'num_nodes', 'num_tasks',
                                       'jobid', 'job_nodelist']
     for nodes in (1, 2):
