@@ -1,0 +1,369 @@
+"""Performance history: performance values from ReFrame's results database or from perf logs,
+and the comparison of two selections that tells regressions from noise.
+
+A selection is one of
+  a session UUID                  that session, from the results database
+  a time period START:END         every test case completed in it (ReFrame's syntax: 20261120,
+                                  20261120T0930, now-1d:now, ...), optionally ?FILTER on sessions
+  latest                          the most recent stored session
+  PATH[@START:END]                a perf log file, or a directory of them, optionally one period
+Stored data is only read: the database is checked read-only before ReFrame queries it.
+"""
+
+import json
+import math
+import os
+import pathlib
+import re
+import sqlite3
+import statistics
+import subprocess
+import sys
+import tempfile
+from collections import defaultdict
+from dataclasses import dataclass, field
+from datetime import datetime
+
+from reframe.frontend.reporting.utility import is_uuid, parse_query_spec, parse_time_period
+
+from mlcheck.errors import InputError
+
+# perf log columns (by header name) that every sample needs
+PERFLOG_REQUIRED = ('job_completion_time', 'system:partition', 'name', 'image', 'num_nodes',
+                    'perf_var', 'perf_value', 'perf_unit')
+TIME_UNITS = {'s', 'ms', 'us', 'min', 'h'}   # lower is better; everything else higher is better
+LATEST = 'latest'
+
+
+@dataclass(frozen=True)
+class Sample:
+    """One performance value of one test case run."""
+    partition: str        # system:partition
+    name: str             # test name with its parameters, e.g. 'Check %image=x %num_nodes=2'
+    image: str
+    num_nodes: int
+    var: str              # performance variable
+    value: float
+    unit: str
+    time: float           # job completion, Unix seconds
+    jobid: str = ''
+    nodelist: str = ''
+    reference: tuple = ()  # (value, lower, upper) as ReFrame applied them
+    result: str = ''
+    source: str = ''      # session UUID or perf log path
+
+    @property
+    def key(self):
+        return (self.partition, self.name, self.var)
+
+    @property
+    def system(self):
+        return self.partition.split(':')[0]
+
+    @property
+    def check(self):
+        """The test's class name, which keys its references."""
+        return self.name.split()[0]
+
+
+def higher_is_better(unit):
+    return unit not in TIME_UNITS
+
+
+# --- selections ----------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class Selection:
+    spec: str
+    kind: str             # 'session', 'period', 'latest' (results database) or 'perflog'
+    path: str = ''        # perf log file or directory
+    period: tuple = None  # (start, end) Unix seconds, for perf logs
+
+    @property
+    def stored(self):
+        return self.kind != 'perflog'
+
+
+def parse_selection(spec):
+    """A Selection from its command-line form; an InputError if it is none of the forms."""
+    spec = spec.strip()
+    if not spec:
+        raise InputError('empty selection: give a session UUID, a period START:END, '
+                         f'{LATEST!r} or a perf log path')
+    if spec == LATEST:
+        return Selection(spec, 'latest')
+    if is_uuid(spec):
+        return Selection(spec, 'session')
+    path, _, period = spec.partition('@')
+    if os.sep in path or path.endswith('.log') or os.path.exists(path):
+        if period:
+            try:
+                period = parse_time_period(period)
+            except ValueError as err:
+                raise InputError(f'selection {spec!r}: {err}') from None
+        return Selection(spec, 'perflog', path=path, period=period or None)
+    try:
+        parse_query_spec(spec)
+    except ValueError as err:
+        raise InputError(f'selection {spec!r} is not a session UUID, a period START:END, '
+                         f'{LATEST!r} or a perf log path ({err})') from None
+    return Selection(spec, 'period')
+
+
+# --- perf logs -----------------------------------------------------------------------------
+
+def perflog_files(path):
+    """The perf logs at `path`: the file, or every *.log below the directory (not ReFrame's
+    .log.hN files, which hold lines of an older header)."""
+    if os.path.isdir(path):
+        found = sorted(os.path.join(d, f) for d, _, files in os.walk(path)
+                       for f in files if f.endswith('.log'))
+        if not found:
+            raise InputError(f'no perf log (*.log) in directory {path}')
+        return found
+    if not os.path.exists(path):
+        raise InputError(f'perf log not found: {path}')
+    return [path]
+
+
+def read_perflog(path, period=None):
+    """The samples of one perf log, read by its header; lines without a value are skipped."""
+    try:
+        with open(path, errors='replace') as stream:
+            lines = stream.read().splitlines()
+    except OSError as err:
+        raise InputError(f'cannot read perf log {path}: {err.strerror}') from None
+    if not lines:
+        raise InputError(f'perf log {path} is empty (no header)')
+    columns = lines[0].split('|')
+    missing = [c for c in PERFLOG_REQUIRED if c not in columns]
+    if missing:
+        raise InputError(f'perf log {path} has an older or foreign header: no column '
+                         f'{", ".join(missing)} (header: {lines[0][:120]})')
+    samples = []
+    for number, line in enumerate(lines[1:], start=2):
+        if not line.strip():
+            continue
+        values = line.split('|')
+        if len(values) != len(columns):
+            raise InputError(f'{path}:{number}: {len(values)} fields where the header has '
+                             f'{len(columns)}')
+        row = dict(zip(columns, values))
+        value = _number(row['perf_value'])
+        if value is None:
+            continue              # a test that failed before its performance stage, or a dry run
+        when = _timestamp(row['job_completion_time'], f'{path}:{number}')
+        if period and not period[0] <= when < period[1]:
+            continue
+        samples.append(Sample(
+            partition=row['system:partition'], name=row['name'], image=row['image'],
+            num_nodes=_int(row['num_nodes'], f'{path}:{number}: num_nodes'),
+            var=row['perf_var'], value=value, unit=row['perf_unit'], time=when,
+            jobid=row.get('jobid', ''), nodelist=row.get('job_nodelist', ''),
+            reference=tuple(_number(row.get(c)) for c in ('perf_ref', 'perf_lower_thres',
+                                                           'perf_upper_thres')),
+            result=row.get('perf_result', ''), source=path))
+    return samples
+
+
+def _number(text):
+    if text in (None, '', 'None', 'null'):
+        return None
+    try:
+        value = float(text)
+    except ValueError:
+        return None
+    return value if math.isfinite(value) else None
+
+
+def _int(text, where):
+    try:
+        return int(text)
+    except ValueError:
+        raise InputError(f'{where}: {text!r} is not a number') from None
+
+
+def _timestamp(text, where):
+    try:
+        return datetime.fromisoformat(text).timestamp()   # without an offset: local time
+    except ValueError:
+        raise InputError(f'{where}: bad completion time {text!r}') from None
+
+
+# --- the results database ------------------------------------------------------------------
+
+class ResultsDatabase:
+    """ReFrame's results database: checked read-only here, queried through reframe itself."""
+
+    TABLES = {'sessions', 'testcases', 'metadata'}
+
+    def __init__(self, path, config):
+        self.path, self.config = path, config
+        if not os.path.isfile(path):
+            raise InputError(f'results database not found: {path}')
+        tables = {name for (name,) in self._query(
+            "SELECT name FROM sqlite_master WHERE type = 'table'")}
+        if not self.TABLES <= tables:
+            raise InputError(f'{path} is not a ReFrame results database '
+                             f'(no table {", ".join(sorted(self.TABLES - tables))})')
+
+    def _query(self, sql):
+        uri = pathlib.Path(os.path.abspath(self.path)).as_uri() + '?mode=ro'
+        try:
+            connection = sqlite3.connect(uri, uri=True)
+            try:
+                return connection.execute(sql).fetchall()
+            finally:
+                connection.close()
+        except sqlite3.Error as err:
+            raise InputError(f'{self.path} is not a ReFrame results database ({err})') from None
+
+    def latest_session(self):
+        rows = self._query('SELECT uuid FROM sessions ORDER BY session_start_unix DESC LIMIT 1')
+        if not rows:
+            raise InputError(f'results database {self.path} holds no session')
+        return rows[0][0]
+
+    def testcases(self, query):
+        """The stored test cases of a query (session UUID or period), as reframe describes them."""
+        command = [os.path.join(os.path.dirname(sys.executable), 'reframe'), '-C', self.config,
+                   '--describe-stored-testcases', query]
+        env = {**os.environ, 'RFM_ENABLE_RESULTS_STORAGE': 'y',
+               'RFM_SQLITE_DB_FILE': os.path.abspath(self.path),
+               'RFM_COLORIZE': 'n', 'RFM_SAVE_LOG_FILES': 'n'}
+        env.pop('RFM_CONFIG_FILES', None)
+        with tempfile.TemporaryDirectory() as scratch:   # for reframe's own log file
+            done = subprocess.run(command, capture_output=True, text=True, env=env, cwd=scratch)
+        if done.returncode != 0:
+            said = [line for line in (done.stdout + done.stderr).splitlines() if line.strip()]
+            reason = said[-1].removeprefix('ERROR: ') if said else f'exit code {done.returncode}'
+            raise InputError(f'results database {self.path}, selection {query!r}: {reason}')
+        try:
+            return json.loads(done.stdout)
+        except ValueError:
+            raise InputError(f'results database {self.path}: reframe answered no JSON for '
+                             f'{query!r}: {done.stdout[:200]!r}') from None
+
+
+def samples_of_testcases(testcases):
+    samples = []
+    for case in testcases:
+        partition = f"{case['system']}:{case['partition']}"
+        for key, entry in (case.get('perfvalues') or {}).items():
+            value, ref, lower, upper, unit, *result = entry
+            if not isinstance(value, (int, float)) or not math.isfinite(value):
+                continue
+            nodes = case.get('job_nodelist') or []
+            samples.append(Sample(
+                partition=partition, name=case['name'], image=str(case.get('image', '')),
+                num_nodes=int(case.get('num_nodes') or 0), var=key.split(':')[-1],
+                value=float(value), unit=unit or '', time=case.get('job_completion_time_unix') or 0.0,
+                jobid=str(case.get('jobid') or ''),
+                nodelist=nodes if isinstance(nodes, str) else ','.join(nodes),
+                reference=(ref, lower, upper), result=(result or [''])[0] or '',
+                source=case.get('session_uuid', '')))
+    return samples
+
+
+def load(selection, database=None):
+    """The samples of a selection; an InputError when it holds none."""
+    if selection.stored:
+        if database is None:
+            raise InputError(f'selection {selection.spec!r} needs the results database')
+        query = database.latest_session() if selection.kind == 'latest' else selection.spec
+        samples = samples_of_testcases(database.testcases(query))
+        where = f'results database {database.path}'
+    else:
+        samples = [s for path in perflog_files(selection.path)
+                   for s in read_perflog(path, selection.period)]
+        where = f'perf log {selection.path}'
+    if not samples:
+        raise InputError(f'selection {selection.spec!r} holds no performance values ({where})')
+    return samples
+
+
+# --- comparison ----------------------------------------------------------------------------
+
+REGRESSION, IMPROVED, WITHIN_NOISE, UNCHANGED, TOO_FEW = (
+    'REGRESSION', 'improved', 'within noise', 'unchanged', 'too few repetitions')
+ONLY_BEFORE, ONLY_AFTER = 'only before', 'only after'
+
+
+@dataclass(frozen=True)
+class Rule:
+    threshold: float = 0.05    # relative change that matters
+    noise_factor: float = 2.0  # a change must also exceed this many times the noise
+    min_repeats: int = 2       # repetitions each side needs for a noise estimate
+
+
+@dataclass
+class Comparison:
+    key: tuple
+    unit: str
+    image: str
+    num_nodes: int
+    before: list = field(default_factory=list)   # values
+    after: list = field(default_factory=list)
+    verdict: str = ''
+    change: float = None    # relative change of the median, after against before
+    worse: float = None     # the change in the direction that is worse (positive: slower)
+    noise: float = None     # pooled standard deviation of the repetitions, relative
+
+    @property
+    def median_before(self):
+        return statistics.median(self.before) if self.before else None
+
+    @property
+    def median_after(self):
+        return statistics.median(self.after) if self.after else None
+
+
+def relative_noise(before, after):
+    """Standard deviation of the repetitions of both sides, pooled, relative to the before median."""
+    dof = len(before) + len(after) - 2
+    squares = sum((v - statistics.fmean(side)) ** 2 for side in (before, after) for v in side)
+    return math.sqrt(squares / dof) / statistics.median(before)
+
+
+def judge(comparison, rule):
+    c = comparison
+    if not c.after:
+        c.verdict = ONLY_BEFORE
+        return c
+    if not c.before:
+        c.verdict = ONLY_AFTER
+        return c
+    c.change = c.median_after / c.median_before - 1
+    c.worse = -c.change if higher_is_better(c.unit) else c.change
+    if min(len(c.before), len(c.after)) < rule.min_repeats:
+        c.verdict = TOO_FEW
+        return c
+    c.noise = relative_noise(c.before, c.after)
+    beyond = abs(c.change) > rule.threshold
+    if beyond and abs(c.change) > rule.noise_factor * c.noise:
+        c.verdict = REGRESSION if c.worse > 0 else IMPROVED
+    else:
+        c.verdict = WITHIN_NOISE if beyond else UNCHANGED
+    return c
+
+
+def compare(before, after, rule=Rule()):
+    """One judged Comparison per test and performance variable of either selection."""
+    table = {}
+    for side, samples in (('before', before), ('after', after)):
+        for s in samples:
+            entry = table.setdefault(s.key, Comparison(s.key, s.unit, s.image, s.num_nodes))
+            getattr(entry, side).append(s.value)
+    return [judge(table[key], rule) for key in sorted(table)]
+
+
+def group(samples, by):
+    """{by(sample): [samples]} in sample order."""
+    groups = defaultdict(list)
+    for s in samples:
+        groups[by(s)].append(s)
+    return dict(groups)
+
+
+def slug(text):
+    return re.sub(r'[^A-Za-z0-9.]+', '-', text).strip('-')

@@ -1,0 +1,169 @@
+"""Performance history on real runs of the simulated partition: two sessions stored by the
+config's results database and written to its perf log, one unchanged and one slowed on purpose
+(-S throttle=0.5, every rank idles half the time), each 1 node, 3 epochs, --repeat 3.
+"""
+
+import hashlib
+import json
+import os
+import re
+import subprocess
+import sys
+from datetime import datetime, timezone
+
+import pytest
+import yaml
+
+from conftest import REPO
+from mlcheck import baseline, report
+from reframe_runner import REFRAME, report_cases, run_reframe
+
+CONFIG = os.path.join(REPO, 'config', 'simulated.py')
+RUN = ('-r', '-P', 'num_nodes=1', '-S', 'epochs=3', '--repeat', '3')
+TEST = 'MNISTDistributedCheck %image=host %num_nodes=1'
+
+
+def utc_now():
+    return datetime.now(timezone.utc).strftime('%Y%m%dT%H%M%S+0000')
+
+
+def stored_uuid(done):
+    found = re.search(r'Current session stored with UUID: (\S+)', done.stdout)
+    assert found, done.stdout[-3000:] + done.stderr[-2000:]
+    return found.group(1)
+
+
+@pytest.fixture(scope='module')
+def runs(cluster, tmp_path_factory):
+    prefix = tmp_path_factory.mktemp('history')
+    sessions = {}
+    for kind, extra in (('unchanged', ()), ('slowed', ('-S', 'throttle=0.5'))):
+        start = utc_now()
+        done = run_reframe('simulated', prefix, *RUN, *extra, '--session-extras', f'kind={kind}')
+        sessions[kind] = {'uuid': stored_uuid(done), 'period': f'{start}:{utc_now()}',
+                          'cases': report_cases(prefix)}
+        assert all(c['fail_phase'] in (None, 'performance') for c in sessions[kind]['cases']), \
+            [c['fail_reason'] for c in sessions[kind]['cases']]
+    perflog = prefix / 'perflogs' / 'sim' / 'cluster' / 'MNISTDistributedCheck.log'
+    return prefix, prefix / 'results.db', perflog, sessions
+
+
+def fingerprint(*paths):
+    return {str(p): hashlib.sha256(p.read_bytes()).hexdigest() for p in paths}
+
+
+def run_report(capsys, *args):
+    code = report.main(list(args))
+    out = capsys.readouterr()
+    return code, out.out, out.err
+
+
+def verdicts(text):
+    """{variable: verdict} of the report table for the test."""
+    return {line.split()[4]: line.split()[-1] for line in text.splitlines()
+            if line.startswith('sim:cluster') and TEST in line}
+
+
+def test_the_config_stores_every_session(runs):
+    """Storage is on in config/simulated.py: ReFrame's own queries work without any option."""
+    _, db, _, sessions = runs
+    env = {**os.environ, 'RFM_SQLITE_DB_FILE': str(db), 'RFM_COLORIZE': 'n'}
+    env.pop('RFM_ENABLE_RESULTS_STORAGE', None)
+    listed = subprocess.run([REFRAME, '-C', CONFIG, '--list-stored-sessions'], env=env,
+                            capture_output=True, text=True)
+    assert listed.returncode == 0, listed.stdout + listed.stderr
+    for session in sessions.values():
+        assert session['uuid'] in listed.stdout
+    # the README's comparison of a later run against an earlier one, with ReFrame's own tool
+    compared = subprocess.run(
+        [REFRAME, '-C', CONFIG, '--performance-compare',
+         f"{sessions['slowed']['uuid']}/{sessions['unchanged']['uuid']}/median:/+psamples"],
+        env=env, capture_output=True, text=True)
+    assert compared.returncode == 0, compared.stdout + compared.stderr
+    row = next(l for l in compared.stdout.splitlines() if '│ samples_per_s ' in l)
+    pdiff = float(row.split('│')[-2])
+    assert -70 < pdiff < -25, row
+
+
+def test_report_flags_the_slowed_session(runs, capsys, tmp_path):
+    _, db, _, sessions = runs
+    code, out, err = run_report(capsys, '--db', str(db), sessions['unchanged']['uuid'],
+                                sessions['slowed']['uuid'], '-o', str(tmp_path / 'report'))
+    assert code == 1, out + err
+    assert verdicts(out) == {'samples_per_s': 'REGRESSION', 'samples_per_s_per_gpu': 'REGRESSION',
+                             'train_time': 'REGRESSION'}
+    assert '3 regression(s)' in out
+    markdown = (tmp_path / 'report' / 'report.md').read_text()
+    assert '| sim:cluster | ' + TEST + ' | samples_per_s | 3 | 3 |' in markdown
+    pictures = re.findall(r'!\[[^]]*\]\(([^)]+)\)', markdown)
+    assert len(pictures) == 2
+    for name in pictures:
+        assert (tmp_path / 'report' / name).read_bytes()[:8] == b'\x89PNG\r\n\x1a\n'
+
+
+def test_same_selection_on_both_sides_is_no_regression(runs, capsys):
+    _, db, _, sessions = runs
+    code, out, _ = run_report(capsys, '--db', str(db), sessions['unchanged']['uuid'], 'latest')
+    assert code == 1     # latest is the slowed one
+    code, out, _ = run_report(capsys, '--db', str(db), sessions['unchanged']['period'],
+                              sessions['unchanged']['uuid'])
+    assert code == 0, out
+    assert set(verdicts(out).values()) == {'unchanged'}
+
+
+def test_report_on_the_perf_log_by_periods(runs, capsys):
+    _, _, perflog, sessions = runs
+    code, out, err = run_report(capsys, f"{perflog}@{sessions['unchanged']['period']}",
+                                f"{perflog}@{sessions['slowed']['period']}")
+    assert code == 1, out + err
+    assert verdicts(out)['samples_per_s'] == 'REGRESSION'
+    assert re.search(r'samples_per_s\s+3\s+3\s', out)
+
+
+def test_baseline_from_a_stored_session_is_used_by_reframe(runs, tmp_path):
+    prefix, db, _, sessions = runs
+    refs = tmp_path / 'refs'
+    refs.mkdir()
+    (refs / 'sim.yaml').write_text(open(os.path.join(REPO, 'config', 'references', 'sim.yaml')).read())
+    assert baseline.main(['--db', str(db), '--references-dir', str(refs),
+                          sessions['unchanged']['uuid']]) == 0
+    written = yaml.safe_load((refs / 'sim.yaml').read_text())['MNISTDistributedCheck']
+    entry = written['sim:cluster']['host'][1]
+    values = sorted(c['perfvalues']['sim:cluster:samples_per_s'][0] for c in sessions['unchanged']['cases'])
+    assert entry['samples_per_s'] == [float(f'{values[1]:.4g}'), -0.5, None, 'samples/s']
+    assert entry['train_time'] == [12, None, 1.0, 's']      # a time is recorded only when asked
+    assert written['sim:cluster']['host'][2]['samples_per_s'][0] == 1050   # other entries stay
+    assert (f"# baseline: sim:cluster MNISTDistributedCheck host 1 node(s): median of 3 run(s) of "
+            f"{sessions['unchanged']['uuid']}") in (refs / 'sim.yaml').read_text()
+
+    # ReFrame applies them: a dry run reports the new reference of every value
+    done = run_reframe('simulated', tmp_path / 'dry', '--dry-run', '-P', 'num_nodes=1',
+                       env={'MLCHECK_REFERENCES_DIR': str(refs)})
+    assert done.returncode == 0, done.stdout + done.stderr
+    [case] = report_cases(tmp_path / 'dry')
+    assert case['perfvalues']['sim:cluster:samples_per_s'][1] == entry['samples_per_s'][0]
+
+
+def test_bad_selections_are_one_line_errors_and_touch_nothing(runs, capsys, tmp_path):
+    _, db, perflog, sessions = runs
+    before = fingerprint(db, perflog)
+    garbage = tmp_path / 'garbage.db'
+    garbage.write_bytes(os.urandom(4096))
+    cases = [
+        (['--db', str(db), '20200101:20200102', 'latest'],
+         "selection '20200101:20200102' holds no performance values"),
+        (['--db', str(db), 'tomorrow', 'latest'], "selection 'tomorrow' is not a session UUID"),
+        (['--db', str(garbage), 'latest', 'latest'],
+         f'{garbage} is not a ReFrame results database (file is not a database)'),
+        (['--db', str(tmp_path / 'none.db'), 'latest', 'latest'],
+         f'results database not found: {tmp_path / "none.db"}'),
+        ([f'{perflog}@20200101:20200102', str(perflog)],
+         f"selection '{perflog}@20200101:20200102' holds no performance values"),
+        ([str(tmp_path / 'missing.log'), str(perflog)], f'perf log not found: {tmp_path / "missing.log"}'),
+    ]
+    for args, message in cases:
+        code, out, err = run_report(capsys, *args)
+        assert code == 2 and out == '', (args, out, err)
+        assert err.count('\n') == 1 and message in err, (args, err)
+    assert not (tmp_path / 'none.db').exists()
+    assert fingerprint(db, perflog) == before
