@@ -4,7 +4,7 @@ image and node count, in ReFrame's external references (config/references/<syste
     python -m mlcheck.baseline SELECTION [-C CONFIG] [--db FILE] [--references-dir DIR]
 
 SELECTION is a session UUID, a period START:END, 'latest', or a perf log with an optional
-@START:END (see python -m mlcheck.report --help). Entries of other tests, partitions, images and
+@START:END (see --help). Entries of other tests, partitions, images and
 node counts stay as they are, and so do the bounds of an entry already there; a new entry gets
 --tolerance on its worse side. The file is replaced in one step (written beside it, then renamed).
 """
@@ -28,7 +28,9 @@ PROVENANCE = '# baseline: '
 
 def parse_args(argv):
     parser = argparse.ArgumentParser(prog='python -m mlcheck.baseline',
-                                     description=__doc__.split('\n\n')[0])
+                                     description=__doc__.split('\n\n')[0],
+                                     epilog='selections:\n' + history.SELECTION_FORMS,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument('selection', help="the good run: session UUID, START:END, 'latest' or perf log")
     add_source_arguments(parser)
     parser.add_argument('--references-dir', default=None,

@@ -1,13 +1,8 @@
 """Performance history: performance values from ReFrame's results database or from perf logs,
 and the comparison of two selections that tells regressions from noise.
 
-A selection is one of
-  a session UUID                  that session, from the results database
-  a time period START:END         every test case completed in it (ReFrame's syntax: 20261120,
-                                  20261120T0930, now-1d:now, ...), optionally ?FILTER on sessions
-  latest                          the most recent stored session
-  PATH[@START:END]                a perf log file, or a directory of them, optionally one period
-Stored data is only read: the database is checked read-only before ReFrame queries it.
+A selection is one of the SELECTION_FORMS below. Stored data is only read: the database is
+checked read-only before ReFrame queries it.
 """
 
 import json
@@ -33,6 +28,13 @@ PERFLOG_REQUIRED = ('job_completion_time', 'system:partition', 'name', 'image', 
                     'perf_var', 'perf_value', 'perf_unit')
 TIME_UNITS = {'s', 'ms', 'us', 'min', 'h'}   # lower is better; everything else higher is better
 LATEST = 'latest'
+SELECTION_FORMS = """\
+  SESSION-UUID      that session, from the results database
+  START:END         every stored test case completed in that period, in ReFrame's syntax
+                    (20261120, 20261120T0930, now-1d:now, ...); START:END?FILTER selects sessions
+  latest            the most recent stored session
+  PATH[@START:END]  a perf log file, or a directory of them, optionally only a period
+"""
 
 
 @dataclass(frozen=True)
@@ -305,27 +307,32 @@ class Comparison:
     before: list = field(default_factory=list)   # values
     after: list = field(default_factory=list)
     verdict: str = ''
-    change: float = None    # relative change of the median, after against before
+    change: float = None    # relative change of the mean, after against before
     worse: float = None     # the change in the direction that is worse (positive: slower)
     noise: float = None     # pooled standard deviation of the repetitions, relative
 
     @property
-    def median_before(self):
-        return statistics.median(self.before) if self.before else None
+    def mean_before(self):
+        return statistics.fmean(self.before) if self.before else None
 
     @property
-    def median_after(self):
-        return statistics.median(self.after) if self.after else None
+    def mean_after(self):
+        return statistics.fmean(self.after) if self.after else None
 
 
 def relative_noise(before, after):
-    """Standard deviation of the repetitions of both sides, pooled, relative to the before median."""
+    """Standard deviation of the repetitions about their side's mean, both sides pooled,
+    relative to the before mean."""
     dof = len(before) + len(after) - 2
     squares = sum((v - statistics.fmean(side)) ** 2 for side in (before, after) for v in side)
-    return math.sqrt(squares / dof) / statistics.median(before)
+    return math.sqrt(squares / dof) / statistics.fmean(before)
 
 
 def judge(comparison, rule):
+    """The verdict on one comparison. Means, not medians: the noise is the spread about the means,
+    and one stray repetition moves a mean by less than it widens that spread (1/n against about
+    1/sqrt(n) of its distance), so it cannot make a regression on its own; a median of few
+    repetitions can jump by more than the spread when they fall into two groups (busy, idle)."""
     c = comparison
     if not c.after:
         c.verdict = ONLY_BEFORE
@@ -333,7 +340,7 @@ def judge(comparison, rule):
     if not c.before:
         c.verdict = ONLY_AFTER
         return c
-    c.change = c.median_after / c.median_before - 1
+    c.change = c.mean_after / c.mean_before - 1
     c.worse = -c.change if higher_is_better(c.unit) else c.change
     if min(len(c.before), len(c.after)) < rule.min_repeats:
         c.verdict = TOO_FEW

@@ -17,7 +17,7 @@ COLOURS = {'before': 'tab:blue', 'after': 'tab:orange'}
 
 
 def scaling(sides, title, path):
-    """`var` against node count: one line per image and side, the median with the min-max range.
+    """`var` against node count: one line per image and side, the mean with the min-max range.
 
     sides: {'before': [samples], 'after': [samples]} of one partition, check and variable.
     """
@@ -28,10 +28,11 @@ def scaling(sides, title, path):
             by_nodes = sorted(group(of_image, lambda s: s.num_nodes).items())
             nodes = [n for n, _ in by_nodes]
             values = [[s.value for s in ss] for _, ss in by_nodes]
-            medians = [statistics.median(v) for v in values]
-            spread = [[m - min(v) for m, v in zip(medians, values)],
-                      [max(v) - m for m, v in zip(medians, values)]]
-            ax.errorbar(nodes, medians, yerr=spread, capsize=4, marker='o',
+            means = [statistics.fmean(v) for v in values]
+            spread = [[m - min(v) for m, v in zip(means, values)],
+                      [max(v) - m for m, v in zip(means, values)]]
+            shift = 0.97 if side == 'before' else 1.03     # side by side, not on top of each other
+            ax.errorbar([n * shift for n in nodes], means, yerr=spread, capsize=4, marker='o',
                         linestyle='-' if side == 'after' else '--', color=COLOURS[side],
                         label=f'{image} ({side})')
             unit = of_image[0].unit
@@ -48,7 +49,7 @@ def scaling(sides, title, path):
 
 
 def over_time(sides, title, path):
-    """Every repetition of one test's variable at its completion time, with each side's median."""
+    """Every repetition of one test's variable at its completion time, with each side's mean."""
     fig, ax = plt.subplots(figsize=(7, 3.5))
     unit = ''
     for side, samples in sides.items():
@@ -56,7 +57,7 @@ def over_time(sides, title, path):
             continue
         times = [datetime.fromtimestamp(s.time) for s in samples]
         ax.plot(times, [s.value for s in samples], 'o', color=COLOURS[side], label=side, alpha=0.8)
-        ax.plot([min(times), max(times)], [statistics.median(s.value for s in samples)] * 2,
+        ax.plot([min(times), max(times)], [statistics.fmean(s.value for s in samples)] * 2,
                 '-', color=COLOURS[side], linewidth=2)
         unit = samples[0].unit
     ax.set_ylabel(unit)

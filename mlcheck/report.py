@@ -4,7 +4,7 @@
 
 BEFORE and AFTER are each a session UUID, a period START:END (ReFrame's syntax, e.g.
 now-1d:now), 'latest', or a perf log file or directory with an optional @START:END. Every test
-and performance variable is compared by the median of its repetitions (reframe --repeat N). A
+and performance variable is compared by the mean of its repetitions (reframe --repeat N). A
 change is a regression only when it is worse than both --threshold and --noise-factor times the
 noise: the standard deviation of the repetitions, pooled over both sides. With -o DIR it writes
 DIR/report.md and PNG plots.
@@ -23,8 +23,8 @@ from mlcheck.history import Rule
 
 DEFAULT_CONFIG = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
                               'config', 'simulated.py')
-COLUMNS = ('partition', 'test', 'variable', 'n before', 'n after', 'before', 'after', 'change',
-           'noise', 'verdict')
+COLUMNS = ('partition', 'test', 'variable', 'n before', 'n after', 'mean before', 'mean after',
+           'change', 'noise', 'verdict')
 
 
 def add_source_arguments(parser):
@@ -62,7 +62,7 @@ def database_of(config):
 
 def parse_args(argv):
     parser = argparse.ArgumentParser(prog='python -m mlcheck.report', description=__doc__.split('\n')[0],
-                                     epilog='Selections: ' + history.__doc__.split('A selection is one of')[1].split('Stored')[0],
+                                     epilog='selections:\n' + history.SELECTION_FORMS,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument('before', help='the selection to compare against (e.g. the baseline)')
     parser.add_argument('after', help='the selection under test (e.g. after the upgrade)')
@@ -92,7 +92,7 @@ def rows(comparisons):
         partition, name, var = c.key
         noise = '' if c.noise is None else f'{100 * c.noise:.1f}%'
         out.append((partition, name, var, str(len(c.before)), str(len(c.after)),
-                    _figure(c.median_before, c.unit), _figure(c.median_after, c.unit),
+                    _figure(c.mean_before, c.unit), _figure(c.mean_after, c.unit),
                     percent(c.change), noise, c.verdict))
     return out
 
@@ -158,8 +158,8 @@ def write_report(directory, args, before, after, comparisons, rule):
             '', f'- before: `{args.before}` ({len(before)} values)',
             f'- after: `{args.after}` ({len(after)} values)', '',
             *(f'**{line}**' if i == 0 else line for i, line in enumerate(summary(comparisons, rule))),
-            '', 'Change: of the median of the repetitions. Noise: standard deviation of the '
-            'repetitions, both sides pooled, relative to the before median.', '',
+            '', 'Change: of the mean of the repetitions. Noise: standard deviation of the '
+            'repetitions about their mean, both sides pooled, relative to the before mean.', '',
             markdown_table(COLUMNS, rows(comparisons)), '']
     for title, name in pictures:
         text += [f'## {title}', '', f'![{title}]({name})', '']
