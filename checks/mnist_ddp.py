@@ -16,8 +16,9 @@ class MNISTDistributedCheck(DistributedTrainingCheck):
     script = 'pytorch/mnist/mnist_DDP.py'
     #: Training epochs; the first is warm-up and not counted in the throughput.
     epochs = variable(int, value=10)
-    #: Fraction of throughput given up on purpose (0 <= throttle < 1): every rank idles after each
-    #: step, as on a slower node. A known slowdown, to show what the performance history flags.
+    #: Fraction of throughput given up on purpose (0 <= throttle < 1): rank 0 idles after each
+    #: step and all ranks wait for it, as for one slower node. A known slowdown, to show what
+    #: the performance history flags (docs/performance-history.md).
     throttle = variable(float, value=0.0)
     dataset = 'mnist'
     dataset_marker = 'MNIST/raw'

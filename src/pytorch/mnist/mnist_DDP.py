@@ -49,8 +49,8 @@ def get_args_parser():
     parser.add_argument('--timeout', type=float, default=300,
                         help='seconds to wait for the rendezvous and for each collective')
     parser.add_argument('--throttle', type=float, default=0.0,
-                        help='fraction of throughput to give up on purpose, 0 <= F < 1: each rank '
-                             'idles after every step for F/(1-F) of the time the step took')
+                        help='fraction of throughput to give up on purpose, 0 <= F < 1: rank 0 '
+                             'idles after every step for F/(1-F) of the time its step took')
     return parser
 
 
@@ -146,6 +146,7 @@ def load_datasets(data_dir):
 
 
 def train_one_epoch(model, loader, optimizer, device, throttle=0.0):
+    """One epoch; `throttle` > 0 makes this rank give up that fraction of its throughput."""
     model.train()
     samples, loss_sum = 0, 0.0
     idle_per_busy = throttle / (1 - throttle)
@@ -159,7 +160,10 @@ def train_one_epoch(model, loader, optimizer, device, throttle=0.0):
         samples += len(target)
         loss_sum += loss.item() * len(target)
         if idle_per_busy:
-            # a deliberately slower rank: the step takes 1/(1-throttle) times as long
+            # A deliberately slower rank: its step takes 1/(1-throttle) times as long, and every
+            # rank waits for it at the next gradient exchange. Only one rank idles: a rank that
+            # waited for an idling partner would count that wait as its own step and idle longer
+            # in turn, so with all ranks idling the delays feed each other.
             time.sleep((time.perf_counter() - start) * idle_per_busy)
     return samples, loss_sum
 
@@ -205,7 +209,8 @@ def main(argv=None):
         train_sampler.set_epoch(epoch)
         dist.barrier()
         start = time.perf_counter()
-        samples, loss_sum = train_one_epoch(model, train_loader, optimizer, device, args.throttle)
+        samples, loss_sum = train_one_epoch(model, train_loader, optimizer, device,
+                                            args.throttle if rank == 0 else 0.0)
         if device.type == 'cuda':
             torch.cuda.synchronize()
         seconds = time.perf_counter() - start
