@@ -1,0 +1,92 @@
+"""Recording references from a good run, on the real perf log of data/perflogs (see test_history)."""
+
+import statistics
+
+import yaml
+
+from test_history import BASELINE, CAMPAIGN, samples, sha256, spec
+from conftest import REPO
+from mlcheck import baseline
+
+SIM_REFERENCES = f'{REPO}/config/references/sim.yaml'
+
+
+def record(tmp_path, capsys, *args):
+    code = baseline.main([*args, '--references-dir', str(tmp_path)])
+    out = capsys.readouterr()
+    return code, out.out, out.err
+
+
+def entry_of(path, nodes=1):
+    return yaml.safe_load(path.read_text())['MNISTDistributedCheck']['sim:cluster']['host'][nodes]
+
+
+def test_new_file_holds_the_medians_of_the_rates(tmp_path, capsys):
+    code, out, _ = record(tmp_path, capsys, spec(BASELINE))
+    assert code == 0 and f'references written: {tmp_path / "sim.yaml"}' in out
+    median = {var: float(f'{statistics.median(s.value for s in samples(BASELINE) if s.var == var):.4g}')
+              for var in ('samples_per_s', 'samples_per_s_per_gpu')}
+    text = (tmp_path / 'sim.yaml').read_text()
+    assert yaml.safe_load(text)['MNISTDistributedCheck']['$index'] == ['$partition', 'image', 'num_nodes']
+    assert entry_of(tmp_path / 'sim.yaml') == {
+        'samples_per_s': [median['samples_per_s'], -0.1, None, 'samples/s'],
+        'samples_per_s_per_gpu': [median['samples_per_s_per_gpu'], -0.1, None, 'samples/s']}
+    assert text.startswith(f'# baseline: sim:cluster MNISTDistributedCheck host 1 node(s): '
+                           f'median of 5 run(s) of {spec(BASELINE)} (')
+
+
+def test_existing_bounds_comments_and_other_entries_stay(tmp_path, capsys):
+    (tmp_path / 'sim.yaml').write_text(open(SIM_REFERENCES).read())
+    code, _, _ = record(tmp_path, capsys, spec(BASELINE), '--var', 'samples_per_s', '--var', 'train_time')
+    assert code == 0
+    text = (tmp_path / 'sim.yaml').read_text()
+    assert text.startswith(open(SIM_REFERENCES).read().split('\nMNIST')[0])   # the comments
+    entry = entry_of(tmp_path / 'sim.yaml')
+    assert entry['samples_per_s'][1:] == [-0.5, None, 'samples/s']
+    assert entry['train_time'][1:] == [None, 1.0, 's']
+    assert entry['samples_per_s_per_gpu'] == [625, -0.5, None, 'samples/s']   # not asked for
+    assert entry_of(tmp_path / 'sim.yaml', nodes=2)['samples_per_s'] == [1050, -0.5, None, 'samples/s']
+
+
+def test_recording_again_replaces_its_own_provenance_line(tmp_path, capsys):
+    record(tmp_path, capsys, spec(BASELINE))
+    record(tmp_path, capsys, spec(BASELINE))
+    assert (tmp_path / 'sim.yaml').read_text().count('# baseline: ') == 1
+
+
+def test_dry_run_writes_nothing(tmp_path, capsys):
+    code, out, _ = record(tmp_path, capsys, spec(BASELINE), '--dry-run')
+    assert code == 0 and 'would be:' in out and 'samples_per_s: [' in out
+    assert list(tmp_path.iterdir()) == []
+
+
+def one_line_error(tmp_path, capsys, *args):
+    code, out, err = record(tmp_path, capsys, *args)
+    assert code == 2 and err.count('\n') == 1 and err.startswith('mlcheck.baseline: error: ')
+    return err
+
+
+def test_references_of_another_layout_are_left_alone(tmp_path, capsys):
+    path = tmp_path / 'sim.yaml'
+    path.write_text("MNISTDistributedCheck:\n  $index: ['$partition', 'num_tasks']\n")
+    before = sha256(path)
+    err = one_line_error(tmp_path, capsys, spec(BASELINE))
+    assert "references of MNISTDistributedCheck are not indexed by ['$partition', 'image', " in err
+    assert sha256(path) == before
+
+
+def test_unreadable_references_are_left_alone(tmp_path, capsys):
+    path = tmp_path / 'sim.yaml'
+    path.write_text('MNISTDistributedCheck: [unclosed\n')
+    before = sha256(path)
+    assert f'references file {path} cannot be read' in one_line_error(tmp_path, capsys, spec(BASELINE))
+    assert sha256(path) == before
+
+
+def test_selection_without_rates(tmp_path, capsys):
+    err = one_line_error(tmp_path, capsys, spec(BASELINE), '--var', 'bandwidth')
+    assert 'holds no value of bandwidth' in err
+
+
+def test_missing_perf_log(tmp_path, capsys):
+    assert 'perf log not found: ' in one_line_error(tmp_path, capsys, CAMPAIGN + '.gone')

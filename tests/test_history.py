@@ -1,0 +1,300 @@
+"""Reading perf logs and judging changes, on real perf logs of the simulated partition.
+
+data/perflogs/<campaign>.log are the perf logs of the measurement in docs/performance-history.md,
+as ReFrame wrote them: a baseline session, five unchanged ones and sessions slowed on purpose
+(-S throttle=F), each 1 node, 3 epochs, --repeat 5. 'shared-load' ran while other engineers'
+jobs shared the machine's two cores, 'quiet' while the machine was otherwise idle but for a
+minute of this suite's own unit tests during its first baseline: that one ('baseline') is
+disturbed, and the sessions are judged against a second one recorded at the end ('baseline2').
+data/perflogs/<campaign>.sessions.json lists each campaign's sessions (kind, throttle, UUID,
+start and end).
+"""
+
+import hashlib
+import json
+import os
+import sqlite3
+
+import pytest
+
+from conftest import DATA, load_site_config
+from mlcheck import history, report
+from mlcheck.errors import InputError
+from mlcheck.history import Rule
+from mlcheck.rfm_config import invoked_as_dry_run
+
+PERFLOGS = os.path.join(DATA, 'perflogs')
+DRY_RUN = os.path.join(PERFLOGS, 'dry-run.log')
+# the smallest slowdown flagged in every session of a campaign (docs/performance-history.md)
+FLAGGED_THROTTLE = {'shared-load': 0.5, 'quiet': 0.1}
+BASELINE_KIND = {'shared-load': 'baseline', 'quiet': 'baseline2'}
+
+
+def sessions_of(campaign):
+    with open(os.path.join(PERFLOGS, f'{campaign}.sessions.json')) as f:
+        found = json.load(f)
+    for session in found:
+        session['log'] = os.path.join(PERFLOGS, f'{campaign}.log')
+        session['campaign'] = campaign
+    return found
+
+
+SESSIONS = {campaign: sessions_of(campaign) for campaign in FLAGGED_THROTTLE}
+CAMPAIGN = SESSIONS['shared-load'][0]['log']
+BASELINE = next(s for s in SESSIONS['shared-load'] if s['kind'] == 'baseline')
+SLOWED = next(s for s in SESSIONS['shared-load']
+              if s['throttle'] == FLAGGED_THROTTLE['shared-load'])
+UNCHANGED = [s for s in SESSIONS['shared-load'] if s['kind'] == 'unchanged']
+
+
+def spec(session):
+    return f"{session['log']}@{session['start']}:{session['end']}"
+
+
+def samples(session):
+    return history.load(history.parse_selection(spec(session)))
+
+
+def baseline_of(session):
+    campaign = session['campaign']
+    return next(s for s in SESSIONS[campaign] if s['kind'] == BASELINE_KIND[campaign])
+
+
+def judged(before, after, rule=Rule(), var='samples_per_s'):
+    [found] = [c for c in history.compare(samples(before), samples(after), rule) if c.key[2] == var]
+    return found
+
+
+def sha256(path):
+    with open(path, 'rb') as f:
+        return hashlib.sha256(f.read()).hexdigest()
+
+
+# --- reading ---------------------------------------------------------------------------------
+
+def test_perf_log_is_read_by_its_header():
+    found = history.read_perflog(CAMPAIGN)
+    assert len(found) == 3 * 5 * len(SESSIONS['shared-load'])
+    first = found[0]
+    assert (first.partition, first.name, first.image, first.num_nodes, first.unit) == (
+        'sim:cluster', 'MNISTDistributedCheck %image=host %num_nodes=1', 'host', 1, 'samples/s')
+    assert first.check == 'MNISTDistributedCheck' and first.system == 'sim'
+    assert first.nodelist == 'nid001' and first.jobid.isdigit()
+    assert first.reference == (1250, -0.5, None) and first.result in ('pass', 'fail')
+    assert {s.var for s in found} == {'samples_per_s', 'samples_per_s_per_gpu', 'train_time'}
+
+
+@pytest.mark.parametrize('session', [pytest.param(s, id=f"{c}-{s['uuid'][:8]}")
+                                     for c, ss in SESSIONS.items() for s in ss])
+def test_each_session_holds_its_repetitions(session):
+    per_var = history.group(samples(session), lambda s: s.var)
+    assert {len(v) for v in per_var.values()} == {5}
+
+
+def test_dry_run_lines_have_no_value_and_are_skipped():
+    assert history.read_perflog(DRY_RUN) == []
+    with pytest.raises(InputError, match='holds no performance values'):
+        history.load(history.parse_selection(DRY_RUN))
+
+
+@pytest.mark.parametrize('text, kind', [
+    ('latest', 'latest'),
+    ('94135246-2005-443a-992d-0608253cf315', 'session'),
+    ('now-1d:now', 'period'),
+    ('20261120T0900:20261121', 'period'),
+    ('now-1w:now?kind=="baseline"', 'period'),
+    ('var/rfm/perflogs', 'perflog'),
+    ('x.log@now-1d:now', 'perflog'),
+])
+def test_selection_forms(text, kind):
+    assert history.parse_selection(text).kind == kind
+
+
+@pytest.mark.parametrize('text, message', [
+    ('', 'empty selection'),
+    ('yesterday', "selection 'yesterday' is not a session UUID, a period START:END"),
+    ('x.log@soon:now', "selection 'x.log@soon:now': invalid timestamp: soon"),
+])
+def test_bad_selection_forms(text, message):
+    with pytest.raises(InputError, match=message):
+        history.parse_selection(text)
+
+
+# --- the rule, on real sessions ------------------------------------------------------------
+
+UNCHANGED_SESSIONS = [pytest.param(s, id=f"{c}-{s['uuid'][:8]}") for c, ss in SESSIONS.items()
+                      for s in ss if s['kind'] == 'unchanged']
+FLAGGED_SESSIONS = [pytest.param(s, id=f"{c}-{s['throttle']}-{s['uuid'][:8]}")
+                    for c, ss in SESSIONS.items() for s in ss
+                    if s['kind'] == 'slowed' and s['throttle'] >= FLAGGED_THROTTLE[c]]
+
+
+def test_five_unchanged_runs_in_each_campaign():
+    for campaign, found in SESSIONS.items():
+        assert sum(s['kind'] == 'unchanged' for s in found) == 5, campaign
+
+
+@pytest.mark.parametrize('session', UNCHANGED_SESSIONS)
+def test_unchanged_runs_raise_no_regression(session):
+    for comparison in history.compare(samples(baseline_of(session)), samples(session)):
+        assert comparison.verdict != history.REGRESSION, comparison
+
+
+@pytest.mark.parametrize('session', FLAGGED_SESSIONS)
+def test_slowed_runs_are_flagged(session):
+    found = judged(baseline_of(session), session)
+    assert found.verdict == history.REGRESSION, found
+    assert found.worse > Rule.threshold and -found.change > Rule.noise_factor * found.noise
+
+
+def test_a_disturbed_baseline_shows_as_improvement_everywhere():
+    """The quiet campaign's first baseline ran beside this suite's unit tests: against it every
+    unchanged session is 'improved', and against the second baseline it is the regression."""
+    disturbed = next(s for s in SESSIONS['quiet'] if s['kind'] == 'baseline')
+    for session in SESSIONS['quiet']:
+        if session['kind'] == 'unchanged':
+            assert judged(disturbed, session).verdict == history.IMPROVED
+    assert judged(baseline_of(disturbed), disturbed).verdict == history.REGRESSION
+
+
+def test_a_time_is_worse_when_it_grows():
+    found = judged(BASELINE, SLOWED, var='train_time')
+    assert found.change > 0 and found.worse > 0 and found.verdict == history.REGRESSION
+
+
+def test_faster_is_improved_not_regression():
+    assert judged(SLOWED, BASELINE).verdict == history.IMPROVED
+
+
+def test_a_change_within_the_threshold_is_unchanged():
+    """The same real slowdown, under a threshold it does not reach."""
+    assert judged(BASELINE, SLOWED, Rule(threshold=0.95)).verdict == history.UNCHANGED
+
+
+def test_a_change_within_the_noise_is_not_a_regression():
+    """The same real slowdown, when it must exceed a hundred times the measured noise."""
+    assert judged(BASELINE, SLOWED, Rule(noise_factor=100)).verdict == history.WITHIN_NOISE
+
+
+def test_one_repetition_is_too_few_to_judge():
+    one = [s for s in samples(SLOWED) if s.jobid == samples(SLOWED)[0].jobid]
+    [found] = [c for c in history.compare(samples(BASELINE), one) if c.key[2] == 'samples_per_s']
+    assert found.verdict == history.TOO_FEW and found.noise is None and found.change < 0
+    lines = report.summary(history.compare(samples(BASELINE), one), Rule())
+    assert lines[1].startswith('3 with too few repetitions to estimate noise')
+
+
+def test_a_test_on_one_side_only_is_listed():
+    before = samples(BASELINE)
+    after = [s for s in before if s.var != 'train_time']
+    verdicts = {c.key[2]: c.verdict for c in history.compare(before, after)}
+    assert verdicts['train_time'] == history.ONLY_BEFORE
+
+
+# --- the command -----------------------------------------------------------------------------
+
+def run(capsys, *args):
+    code = report.main(list(args))
+    out = capsys.readouterr()
+    return code, out.out, out.err
+
+
+def test_command_exit_status_follows_the_verdicts(capsys):
+    assert run(capsys, spec(BASELINE), spec(UNCHANGED[0]))[0] == 0
+    code, out, _ = run(capsys, spec(BASELINE), spec(SLOWED))
+    assert code == 1 and 'REGRESSION' in out
+    assert run(capsys, spec(BASELINE), spec(SLOWED), '--threshold', '5')[0] == 0
+
+
+def one_line_error(capsys, *args):
+    code, out, err = run(capsys, *args)
+    assert code == 2 and out == ''
+    assert err.count('\n') == 1 and err.startswith('mlcheck.report: error: ')
+    return err
+
+
+def test_missing_perf_log(capsys, tmp_path):
+    err = one_line_error(capsys, str(tmp_path / 'gone.log'), CAMPAIGN)
+    assert f'perf log not found: {tmp_path / "gone.log"}' in err
+
+
+def test_directory_without_perf_logs(capsys, tmp_path):
+    assert f'no perf log (*.log) in directory {tmp_path}' in one_line_error(capsys, str(tmp_path), CAMPAIGN)
+
+
+def test_empty_selection(capsys):
+    err = one_line_error(capsys, f'{CAMPAIGN}@20200101:20200102', CAMPAIGN)
+    assert f"selection '{CAMPAIGN}@20200101:20200102' holds no performance values" in err
+
+
+def test_perf_log_with_an_older_header(capsys, tmp_path):
+    """The campaign's log as a format without image and node count would have written it."""
+    old = tmp_path / 'old.log'
+    with open(CAMPAIGN) as f:
+        rows = [line.rstrip('\n').split('|') for line in f]
+    old.write_text(''.join('|'.join(r[:4] + r[6:]) + '\n' for r in rows))
+    before = sha256(old)
+    err = one_line_error(capsys, str(old), CAMPAIGN)
+    assert f'perf log {old} has an older or foreign header: no column image, num_nodes' in err
+    assert sha256(old) == before
+
+
+def test_perf_log_with_a_broken_line(capsys, tmp_path):
+    broken = tmp_path / 'broken.log'
+    with open(CAMPAIGN) as f:
+        lines = f.readlines()
+    broken.write_text(''.join(lines[:3]) + lines[3][:60] + '\n')     # cut short
+    fields = len(lines[3][:60].split('|'))
+    assert f'{broken}:4: {fields} fields where the header has 16' in one_line_error(capsys, str(broken), CAMPAIGN)
+
+
+def test_database_file_that_is_not_one(capsys, tmp_path):
+    garbage = tmp_path / 'results.db'
+    with open(CAMPAIGN, 'rb') as f:
+        garbage.write_bytes(f.read())
+    before = sha256(garbage)
+    err = one_line_error(capsys, '--db', str(garbage), 'latest', CAMPAIGN)
+    assert f'{garbage} is not a ReFrame results database (file is not a database)' in err
+    assert sha256(garbage) == before and sorted(os.listdir(tmp_path)) == ['results.db']
+
+
+def test_sqlite_database_of_something_else(capsys, tmp_path):
+    other = tmp_path / 'other.db'
+    with sqlite3.connect(other) as connection:
+        connection.execute('CREATE TABLE sessions (uuid TEXT)')
+    before = sha256(other)
+    err = one_line_error(capsys, '--db', str(other), 'now-1d:now', CAMPAIGN)
+    assert f'{other} is not a ReFrame results database (no table metadata, testcases)' in err
+    assert sha256(other) == before
+
+
+def test_missing_database_is_not_created(capsys, tmp_path):
+    err = one_line_error(capsys, '--db', str(tmp_path / 'results.db'), 'latest', CAMPAIGN)
+    assert f'results database not found: {tmp_path / "results.db"}' in err
+    assert os.listdir(tmp_path) == []
+
+
+def test_report_and_plots(capsys, tmp_path):
+    code, out, _ = run(capsys, spec(BASELINE), spec(SLOWED), '-o', str(tmp_path))
+    assert code == 1
+    text = (tmp_path / 'report.md').read_text()
+    assert text.startswith(f'# Performance: {spec(SLOWED)} against {spec(BASELINE)}')
+    assert '**3 regression(s), 0 improved' in text
+    pngs = sorted(p.name for p in tmp_path.glob('*.png'))
+    assert pngs == ['scaling-sim-cluster-MNISTDistributedCheck.png',
+                    'time-sim-cluster-MNISTDistributedCheck-image-host-num-nodes-1.png']
+    assert all(f'({name})' in text for name in pngs)
+
+
+# --- the perf log configuration ----------------------------------------------------------------
+
+def test_every_site_shares_the_perf_log_handler():
+    assert load_site_config('lumi')['logging'] == load_site_config('simulated')['logging']
+
+
+@pytest.mark.parametrize('argv, dry', [
+    (['-c', 'checks/', '-r'], False), (['--dry-run'], True), (['-r', '--dry'], True),
+    (['--dr'], True), (['--d'], False), (['-n', 'dry'], False),
+])
+def test_dry_run_is_recognised_as_argparse_does(argv, dry):
+    assert invoked_as_dry_run(argv) is dry
