@@ -137,11 +137,13 @@ def read_perflog(path, period=None):
         raise InputError(f'cannot read perf log {path}: {err.strerror}') from None
     if not lines:
         raise InputError(f'perf log {path} is empty (no header)')
+    if lines[0].startswith('SQLite format 3'):
+        raise InputError(f'{path} is a database, not a perf log: give it with --db')
     columns = lines[0].split('|')
     missing = [c for c in PERFLOG_REQUIRED if c not in columns]
     if missing:
         raise InputError(f'perf log {path} has an older or foreign header: no column '
-                         f'{", ".join(missing)} (header: {lines[0][:120]})')
+                         f'{", ".join(missing)} (header: {lines[0][:100]!r})')
     samples = []
     for number, line in enumerate(lines[1:], start=2):
         if not line.strip():

@@ -258,6 +258,14 @@ def test_database_file_that_is_not_one(capsys, tmp_path):
     assert sha256(garbage) == before and sorted(os.listdir(tmp_path)) == ['results.db']
 
 
+def test_database_given_as_a_perf_log(capsys, tmp_path):
+    db = tmp_path / 'results.db'
+    with sqlite3.connect(db) as connection:
+        connection.execute('CREATE TABLE sessions (uuid TEXT)')
+    err = one_line_error(capsys, str(db), CAMPAIGN)
+    assert f'{db} is a database, not a perf log: give it with --db' in err
+
+
 def test_sqlite_database_of_something_else(capsys, tmp_path):
     other = tmp_path / 'other.db'
     with sqlite3.connect(other) as connection:

@@ -4,12 +4,11 @@ config's results database and written to its perf log, one unchanged and one slo
 """
 
 import hashlib
-import json
 import os
 import re
 import subprocess
-import sys
-from datetime import datetime, timezone
+import time
+from datetime import datetime, timedelta, timezone
 
 import pytest
 import yaml
@@ -23,8 +22,11 @@ RUN = ('-r', '-P', 'num_nodes=1', '-S', 'epochs=3', '--repeat', '3')
 TEST = 'MNISTDistributedCheck %image=host %num_nodes=1'
 
 
-def utc_now():
-    return datetime.now(timezone.utc).strftime('%Y%m%dT%H%M%S+0000')
+def utc_now(round_up=False):
+    """Now in ReFrame's period syntax, whole seconds as in the perf log: rounded down for a start,
+    up for an end (the perf log shows a job done at 05.6 as 05, in the period up to 06)."""
+    now = datetime.now(timezone.utc) + (timedelta(seconds=1) if round_up else timedelta())
+    return now.strftime('%Y%m%dT%H%M%S+0000')
 
 
 def stored_uuid(done):
@@ -40,8 +42,9 @@ def runs(cluster, tmp_path_factory):
     for kind, extra in (('unchanged', ()), ('slowed', ('-S', 'throttle=0.7', '--performance-report'))):
         start = utc_now()
         done = run_reframe('simulated', prefix, *RUN, *extra, '--session-extras', f'kind={kind}')
-        sessions[kind] = {'uuid': stored_uuid(done), 'period': f'{start}:{utc_now()}',
+        sessions[kind] = {'uuid': stored_uuid(done), 'period': f'{start}:{utc_now(round_up=True)}',
                           'cases': report_cases(prefix), 'stdout': done.stdout}
+        time.sleep(1.1)    # so that the next period starts after this one ends
         assert all(c['fail_phase'] in (None, 'performance') for c in sessions[kind]['cases']), \
             [c['fail_reason'] for c in sessions[kind]['cases']]
     perflog = prefix / 'perflogs' / 'sim' / 'cluster' / 'MNISTDistributedCheck.log'
