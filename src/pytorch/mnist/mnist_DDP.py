@@ -9,11 +9,23 @@ The data is read by torchvision's MNIST loader from --data-dir (the directory th
 MNIST/raw/); it is never downloaded here, so ranks do not hammer a web server.
 
 Every fact is printed as one line `MLCHECK {json}` with an "event" key:
-  rank     each rank: layout, host, Slurm node, CPU affinity, device, versions
+  rendezvous  each rank, before it joins the process group: where it waits and how long
+  rank     each rank, once it joined: layout, host, Slurm node, CPU affinity, device, versions
   epoch    each rank, each epoch: samples it trained, seconds, mean loss
   summary  rank 0, each epoch: samples over all ranks, slowest rank's seconds, mean loss
   result   rank 0: test accuracy over the whole test set, total training seconds
   done     each rank, last
+  fault    a rank about to inject the fault asked for with --fault (never in normal runs)
+
+Waits are bounded: --rendezvous-timeout for all ranks to join, --timeout for each collective
+(gloo honours it; for NCCL the watchdog aborts on it). Their defaults, and --fault, come from
+MLCHECK_RENDEZVOUS_TIMEOUT, MLCHECK_COLLECTIVE_TIMEOUT and MLCHECK_FAULT when set. A rank that
+fails raises, so its exception ends in stderr; under `srun --kill-on-bad-exit` that ends the step.
+
+--fault injects one failure, to test that it is reported (see docs/faults.md):
+  crash:RANK:EPOCH            RANK raises an exception at the start of EPOCH
+  hang-rendezvous:RANK        RANK never arrives at the rendezvous
+  hang-collective:RANK:EPOCH  RANK stops before the first collective of EPOCH
 Only the standard library, torch and torchvision are used.
 """
 
@@ -46,9 +58,47 @@ def get_args_parser():
     parser.add_argument('--seed', type=int, default=1)
     parser.add_argument('--workers', type=int, default=0, help='data-loader workers per rank')
     parser.add_argument('--device', choices=['auto', 'gpu', 'cpu'], default='auto')
-    parser.add_argument('--timeout', type=float, default=300,
-                        help='seconds to wait for the rendezvous and for each collective')
+    # the launcher sets the defaults through the environment (mlcheck/launch.py)
+    env = os.environ.get
+    parser.add_argument('--rendezvous-timeout', type=float,
+                        default=env('MLCHECK_RENDEZVOUS_TIMEOUT', '180'),
+                        help='seconds to wait for all ranks to join the process group')
+    parser.add_argument('--timeout', type=float, default=env('MLCHECK_COLLECTIVE_TIMEOUT', '300'),
+                        help='seconds a collective may wait for the other ranks')
+    parser.add_argument('--fault', type=Fault.parse, default=env('MLCHECK_FAULT') or None,
+                        help='inject a failure: crash:RANK:EPOCH, hang-rendezvous:RANK or '
+                             'hang-collective:RANK:EPOCH')
     return parser
+
+
+class Fault:
+    """A failure to inject in one rank (--fault), for testing how failures are reported."""
+    KINDS = {'crash': ('rank', 'epoch'), 'hang-rendezvous': ('rank',),
+             'hang-collective': ('rank', 'epoch')}
+
+    def __init__(self, kind, rank, epoch=None):
+        self.kind, self.rank, self.epoch = kind, rank, epoch
+
+    @classmethod
+    def parse(cls, spec):
+        kind, *values = spec.split(':')
+        if kind not in cls.KINDS:
+            raise argparse.ArgumentTypeError(f'unknown fault {kind!r}; one of {", ".join(cls.KINDS)}')
+        fields = cls.KINDS[kind]
+        if len(values) != len(fields) or not all(v.isdigit() for v in values):
+            raise argparse.ArgumentTypeError(f'{spec!r}: expected {":".join([kind, *map(str.upper, fields)])} '
+                                             f'with non-negative integers')
+        return cls(kind, *map(int, values))
+
+    def strikes(self, kind, rank, epoch=None):
+        return self.kind == kind and self.rank == rank and self.epoch == epoch
+
+    def inject(self, rank):
+        emit('fault', rank=rank, kind=self.kind, epoch=self.epoch)
+        if self.kind == 'crash':
+            raise RuntimeError(f'injected fault: rank {rank} crashed in epoch {self.epoch}')
+        while True:     # a hang: only a timeout elsewhere, or the launcher, ends it
+            time.sleep(3600)
 
 
 class Net(nn.Module):
@@ -90,6 +140,8 @@ def rank_layout():
 
 def init_distributed(args):
     rank, world_size, local_rank = rank_layout()
+    if args.fault and args.fault.strikes('hang-rendezvous', rank):
+        args.fault.inject(rank)
     use_gpu = args.device == 'gpu' or (args.device == 'auto' and torch.cuda.is_available())
     if use_gpu and not torch.cuda.is_available():
         sys.exit(f'rank {rank}: --device gpu asked, but torch sees no GPU')
@@ -110,7 +162,14 @@ def init_distributed(args):
         os.environ.setdefault('MASTER_ADDR', '127.0.0.1')
         os.environ.setdefault('MASTER_PORT', str(_free_port()))
 
-    dist.init_process_group(backend, rank=rank, world_size=world_size,
+    master = f'{os.environ["MASTER_ADDR"]}:{os.environ["MASTER_PORT"]}'
+    emit('rendezvous', rank=rank, world_size=world_size, master=master,
+         node=os.environ.get('SLURMD_NODENAME', socket.gethostname()), timeout=args.rendezvous_timeout)
+    # the store bounds the rendezvous; the process group bounds every collective
+    store = dist.TCPStore(os.environ['MASTER_ADDR'], int(os.environ['MASTER_PORT']), world_size,
+                          is_master=rank == 0, timeout=timedelta(seconds=args.rendezvous_timeout),
+                          wait_for_workers=True)
+    dist.init_process_group(backend, store=store, rank=rank, world_size=world_size,
                             timeout=timedelta(seconds=args.timeout))
     emit('rank', rank=rank, world_size=world_size, local_rank=local_rank,
          host=socket.gethostname(), node=os.environ.get('SLURMD_NODENAME', socket.gethostname()),
@@ -193,6 +252,9 @@ def main(argv=None):
     train_seconds = 0.0
     for epoch in range(1, args.epochs + 1):
         train_sampler.set_epoch(epoch)
+        if args.fault and (args.fault.strikes('crash', rank, epoch)
+                           or args.fault.strikes('hang-collective', rank, epoch)):
+            args.fault.inject(rank)
         dist.barrier()
         start = time.perf_counter()
         samples, loss_sum = train_one_epoch(model, train_loader, optimizer, device)
