@@ -46,6 +46,7 @@ site_configuration = {
                     },
                     'gpu_vendor': 'amd',
                     'node_counts': [1, 2, 4],
+                    'max_nodes': 1024,      # the most nodes one standard-g job may have
                     'images': ['/appl/local/containers/sif-images/lumi-pytorch-*.sif'],
                     'container_binds': ['/var/spool/slurmd', '/opt/cray',
                                         '/usr/lib64/libcxi.so.1', '/usr/lib64/libjansson.so.4'],

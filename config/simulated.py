@@ -33,6 +33,8 @@ site_configuration = {
                     'topology': {'cores_per_domain': 1, 'gpu_domains': [0, 1]},
                     'gpu_vendor': 'none',
                     'node_counts': [1, 2],
+                    # bin/simslurm starts SIMSLURM_NODES nodes (2 unless set)
+                    'max_nodes': int(os.environ.get('SIMSLURM_NODES', '2')),
                     'datasets': {'mnist': DATA_DIR},
                     'python': sys.executable,   # the suite's own venv, which has torch
                 },

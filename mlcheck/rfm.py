@@ -83,6 +83,15 @@ class DistributedTrainingCheck(rfm.RunOnlyRegressionTest):
     #: Lowest acceptable final test accuracy; None when the script reports none.
     min_accuracy = variable(float, type(None), value=None)
 
+    #: Seconds the ranks wait for all of them to join (-S rendezvous_timeout=S), and for each
+    #: collective (-S collective_timeout=S): a rank that died or hangs ends the job this long
+    #: after, far below its time limit.
+    rendezvous_timeout = variable(int, float, value=launch.Waits.rendezvous_timeout)
+    collective_timeout = variable(int, float, value=launch.Waits.collective_timeout)
+
+    #: A failure to inject, to see how it is reported (-S fault=crash:1:2; docs/faults.md).
+    fault = variable(str, value='')
+
     valid_prog_environs = ['builtin']
     sourcesdir = '../src'     # relative to checks/
     time_limit = '15m'
@@ -109,6 +118,7 @@ class DistributedTrainingCheck(rfm.RunOnlyRegressionTest):
     @reported_by_reframe
     def set_up_launch(self):
         self.settings = partition_settings(self.current_partition)
+        self.settings.check_node_count(self.num_nodes)
         self.layout = launch.Layout.for_nodes(self.settings.topology, self.num_nodes)
         self.num_tasks = self.layout.num_tasks
         self.num_tasks_per_node = self.layout.tasks_per_node
@@ -116,7 +126,12 @@ class DistributedTrainingCheck(rfm.RunOnlyRegressionTest):
         if self.settings.has_gpus:
             self.num_gpus_per_node = self.layout.tasks_per_node
         self.job.launcher.options += self.layout.srun_options()
-        self.prerun_cmds += launch.job_exports(self.settings, self.layout)
+        if self.current_partition.scheduler.registered_name in ('slurm', 'squeue'):
+            # a job that lost a node fails, and is not silently run again
+            self.job.options += ['--no-requeue']
+        waits = launch.Waits(self.rendezvous_timeout, self.collective_timeout, self.fault)
+        waits.check(self.layout.num_tasks)
+        self.prerun_cmds += launch.job_exports(self.settings, self.layout, waits)
 
         data = self.settings.dataset_dir(self.dataset, self.data_dir, self.dataset_marker)
         command = launch.rank_command(self.settings, self.script,
@@ -136,12 +151,14 @@ class DistributedTrainingCheck(rfm.RunOnlyRegressionTest):
     def run_output(self):
         """The parsed output of the job (read once)."""
         if getattr(self, '_run_output', None) is None:
-            self._run_output = output.read(os.path.join(self.stagedir, self.job.stdout))
+            self._run_output = output.read(os.path.join(self.stagedir, self.job.stdout),
+                                           os.path.join(self.stagedir, self.job.stderr))
         return self._run_output
 
     @sanity_function
     def assert_training_sane(self):
-        expect = sanity.Expectations.for_run(self.settings, self.layout, self.min_accuracy)
+        expect = sanity.Expectations.for_run(self.settings, self.layout, self.min_accuracy,
+                                             self.fault)
         found = sanity.problems(self.run_output(), expect)
         if found:
             raise SanityError('; '.join(found))

@@ -54,6 +54,7 @@ class PartitionSettings:
     topology: NodeTopology
     gpu_vendor: str = 'none'
     node_counts: tuple = (1,)
+    max_nodes: int = None          # the most nodes one job can get in the partition
     container_runtime: str = None  # ReFrame's container platform name, None: host Python
     images: tuple = ()             # paths or globs of images
     container_binds: tuple = ()    # 'path' or 'host_path:container_path'
@@ -63,7 +64,7 @@ class PartitionSettings:
     miopen_cache_root: str = '/tmp'
     net_plugin: NetPlugin = None
 
-    KEYS = {'topology', 'gpu_vendor', 'node_counts', 'images', 'container_binds', 'datasets',
+    KEYS = {'topology', 'gpu_vendor', 'node_counts', 'max_nodes', 'images', 'container_binds', 'datasets',
             'python', 'rank_prelude', 'miopen_cache_root', 'net_plugin'}
 
     @classmethod
@@ -79,6 +80,12 @@ class PartitionSettings:
         counts = expect_int_list(entry.get('node_counts', [1]), f'{where}.node_counts', minimum=1)
         if not counts:
             raise ConfigError(f'{where}.node_counts: empty; list the node counts to test')
+        max_nodes = entry.get('max_nodes')
+        if max_nodes is not None:
+            expect_type(max_nodes, int, f'{where}.max_nodes')
+            if max_nodes < max(counts):
+                raise ConfigError(f'{where}.max_nodes: {max_nodes} is less than the largest of '
+                                  f'node_counts, {max(counts)}')
         for key in ('images', 'container_binds'):
             for item in expect_type(entry.get(key, []), (list, tuple), f'{where}.{key}'):
                 expect_type(item, str, f'{where}.{key} item')
@@ -95,6 +102,7 @@ class PartitionSettings:
             topology=NodeTopology.from_config(entry['topology'], f'{where}.topology'),
             gpu_vendor=vendor,
             node_counts=counts,
+            max_nodes=max_nodes,
             container_runtime=container_runtime or None,
             images=tuple(entry.get('images', ())),
             container_binds=tuple(entry.get('container_binds', ())),
@@ -112,6 +120,14 @@ class PartitionSettings:
     @property
     def has_gpus(self):
         return self.gpu_vendor != 'none'
+
+    def check_node_count(self, num_nodes):
+        """A ConfigError unless a job of `num_nodes` nodes fits the partition."""
+        if num_nodes < 1:
+            raise ConfigError(f'num_nodes={num_nodes}: a job needs at least one node')
+        if self.max_nodes is not None and num_nodes > self.max_nodes:
+            raise ConfigError(f'num_nodes={num_nodes} does not fit partition {self.partition}: a job '
+                              f'there gets at most {self.max_nodes} nodes (extras.mlcheck.max_nodes)')
 
     def image_paths(self):
         """{image name: path} of the configured images; globs are expanded now.

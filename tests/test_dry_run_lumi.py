@@ -50,6 +50,9 @@ def test_one_task_per_gcd_with_seven_cores_and_the_documented_masks(lumi_scripts
     srun = next(line for line in script.splitlines() if line.startswith('srun '))
     assert f'--cpu-bind=mask_cpu:{LUMI_MASKS} ' in srun
     assert ' --label ' in srun
+    # one failed rank ends the step; a job that lost a node is not run again behind our back
+    assert ' --kill-on-bad-exit=1 ' in srun
+    assert '#SBATCH --no-requeue\n' in script
 
 
 def test_ranks_run_in_singularity_with_the_binds(lumi_scripts):
@@ -73,6 +76,9 @@ def test_environment_of_the_job(lumi_scripts):
     assert exports['MLCHECK_VISIBLE_DEVICES_VARS'] == 'ROCR_VISIBLE_DEVICES'
     assert exports['MLCHECK_MIOPEN_CACHE_ROOT'] == '/tmp'
     assert exports['OMP_NUM_THREADS'] == '7'
+    assert exports['TORCH_NCCL_ASYNC_ERROR_HANDLING'] == '1'
+    assert (exports['MLCHECK_RENDEZVOUS_TIMEOUT'], exports['MLCHECK_COLLECTIVE_TIMEOUT']) == ('180', '300')
+    assert 'MLCHECK_FAULT' not in exports
 
 
 def test_configured_glob_without_images_is_a_clear_error(tmp_path):
@@ -82,6 +88,15 @@ def test_configured_glob_without_images_is_a_clear_error(tmp_path):
                        '-S', f'data_dir={tmp_path / "data"}', '-P', 'num_nodes=1')
     assert done.returncode != 0
     assert 'no image matches /appl/local/containers/sif-images/lumi-pytorch-*.sif' in done.stdout
+
+
+def test_node_count_beyond_the_partition_is_a_one_line_error(lumi_scripts):
+    image, tmp, _ = lumi_scripts
+    done = run_reframe('lumi', tmp / 'rfm-big', '--system', 'lumi:standard-g', '--dry-run',
+                       '-P', f'image={image}', '-P', 'num_nodes=2000', '-S', f'data_dir={tmp / "data"}')
+    assert done.returncode != 0
+    assert ('num_nodes=2000 does not fit partition lumi:standard-g: a job there gets at most 1024 '
+            'nodes (extras.mlcheck.max_nodes)') in done.stdout, done.stdout[-3000:]
 
 
 def test_config_typo_stops_the_session_with_one_line(tmp_path):

@@ -23,6 +23,8 @@ def from_extras(extras, runtime='Singularity'):
     (lambda m: m.update(gpu_vendor='intel'), "gpu_vendor: 'intel' is not one of amd, nvidia, none"),
     (lambda m: m.update(node_counts=[1, '2']), 'node_counts: expected a list of integers >= 1'),
     (lambda m: m.update(node_counts=[]), 'node_counts: empty'),
+    (lambda m: m.update(max_nodes='1024'), "max_nodes: expected int, got str '1024'"),
+    (lambda m: m.update(max_nodes=2), 'max_nodes: 2 is less than the largest of node_counts, 4'),
     (lambda m: m.update(images='/a.sif'), 'images: expected list or tuple'),
     (lambda m: m.update(datasets={'mnist': 3}), 'datasets.mnist: expected str'),
     (lambda m: m.pop('topology'), 'missing required key(s) topology'),
@@ -98,3 +100,14 @@ def test_binds_map_to_the_same_path_unless_given(lumi):
     settings = from_extras({**lumi_extras(), 'mlcheck': {**lumi_extras()['mlcheck'],
                                                           'container_binds': ['/a:/b']}})
     assert settings.bind_mounts() == [('/a', '/b')]
+
+
+def test_node_count_must_fit_the_partition(sim, lumi):
+    sim.check_node_count(2)
+    with pytest.raises(ConfigError) as err:
+        sim.check_node_count(3)
+    assert str(err.value) == ('num_nodes=3 does not fit partition sim:cluster: a job there gets at '
+                              'most 2 nodes (extras.mlcheck.max_nodes)')
+    with pytest.raises(ConfigError, match='num_nodes=0: a job needs at least one node'):
+        lumi.check_node_count(0)
+    lumi.check_node_count(1024)
