@@ -7,6 +7,7 @@ finishes, the model learns), with the right CPU binding and network plugin, and 
 import reframe as rfm
 from reframe.core.builtins import variable
 
+from mlcheck.datasets import check_mnist
 from mlcheck.rfm import DistributedTrainingCheck
 
 
@@ -24,3 +25,6 @@ class MNISTDistributedCheck(DistributedTrainingCheck):
 
     def script_arguments(self):
         return ['--epochs', str(self.epochs)]
+
+    def check_dataset(self, path, source):
+        check_mnist(path, source)

@@ -134,6 +134,7 @@ class DistributedTrainingCheck(rfm.RunOnlyRegressionTest):
         self.prerun_cmds += launch.job_exports(self.settings, self.layout, waits)
 
         data = self.settings.dataset_dir(self.dataset, self.data_dir, self.dataset_marker)
+        self.check_dataset(data, self.settings.dataset_source(self.dataset, self.data_dir))
         command = launch.rank_command(self.settings, self.script,
                                       ['--data-dir', data, *self.script_arguments()])
         image = self.settings.resolve_image(self.image)
@@ -147,6 +148,10 @@ class DistributedTrainingCheck(rfm.RunOnlyRegressionTest):
     def script_arguments(self):
         """Arguments of the training script besides --data-dir."""
         return []
+
+    def check_dataset(self, path, source):
+        """Raise a ConfigError if the dataset in `path` (configured in `source`) is unusable,
+        so that a corrupt copy fails here and not in every rank."""
 
     def run_output(self):
         """The parsed output of the job (read once)."""

@@ -169,7 +169,7 @@ class PartitionSettings:
     def dataset_dir(self, name, override='', must_contain=''):
         """The staged directory of dataset `name`, checked to exist (and to hold `must_contain`)."""
         path = override or self.datasets.get(name)
-        source = '-S data_dir' if override else f'extras.mlcheck.datasets.{name} of partition {self.partition}'
+        source = self.dataset_source(name, override)
         if not path:
             raise ConfigError(f'no {name} dataset is configured: set extras.mlcheck.datasets.{name} '
                               f'of partition {self.partition} or pass -S data_dir=DIR')
@@ -179,6 +179,10 @@ class PartitionSettings:
             raise ConfigError(f'{name} dataset directory {path} does not hold {must_contain} '
                               f'(from {source})')
         return path
+
+    def dataset_source(self, name, override=''):
+        """Where the directory of dataset `name` was given, for messages."""
+        return '-S data_dir' if override else f'extras.mlcheck.datasets.{name} of partition {self.partition}'
 
     def bind_mounts(self):
         """(host path, container path) pairs of the configured binds."""

@@ -16,11 +16,8 @@ import tempfile
 
 import numpy as np
 
-MNIST_FILES = {  # torchvision's names: (images, labels) per split
-    'train': ('train-images-idx3-ubyte', 'train-labels-idx1-ubyte'),
-    'test': ('t10k-images-idx3-ubyte', 't10k-labels-idx1-ubyte'),
-}
-IDX_UBYTE = 0x08
+from mlcheck.datasets import IDX_UBYTE, MNIST_FILES   # torchvision's names, the IDX type code
+
 TEST_FRACTION = 1 / 6   # MNIST's own split is 60000 / 10000
 DIGIT_SIZE, FRAME_SIZE = 20, 28
 

@@ -111,3 +111,25 @@ def test_node_count_must_fit_the_partition(sim, lumi):
     with pytest.raises(ConfigError, match='num_nodes=0: a job needs at least one node'):
         lumi.check_node_count(0)
     lumi.check_node_count(1024)
+
+
+def test_corrupt_mnist_files_are_named(tmp_path):
+    from mlcheck.datasets import check_mnist
+    from mlcheck.staging import stage_mnist
+    raw, _ = stage_mnist(str(tmp_path))
+    check_mnist(str(tmp_path), '-S data_dir')
+    images = os.path.join(raw, 'train-images-idx3-ubyte')
+    with open(images, 'r+b') as f:
+        f.truncate(5000)                       # a copy that stopped half-way
+    with pytest.raises(ConfigError) as err:
+        check_mnist(str(tmp_path), '-S data_dir')
+    assert str(err.value) == (f'mnist dataset file {images} is corrupt: 5000 bytes, but its header '
+                              f'(1498x28x28) needs 1174448 (from -S data_dir)')
+    with open(images, 'wb') as f:
+        f.write(b'<html>Not Found</html>')      # an error page saved in its place
+    with pytest.raises(ConfigError, match='header 3c68746d is not that of IDX unsigned bytes'):
+        check_mnist(str(tmp_path), '-S data_dir')
+    os.remove(os.path.join(raw, 't10k-labels-idx1-ubyte'))
+    os.remove(images)
+    with pytest.raises(ConfigError, match=r'train-images-idx3-ubyte is missing \(from -S data_dir\)'):
+        check_mnist(str(tmp_path), '-S data_dir')
