@@ -17,11 +17,12 @@ LUMI_BINDS = ['/var/spool/slurmd', '/opt/cray', '/usr/lib64/libcxi.so.1', '/usr/
 
 @pytest.fixture(scope='module')
 def lumi_scripts(tmp_path_factory):
-    """{num_nodes: job script} for every node count LUMI's config lists."""
+    """{(check, num_nodes): job script} for every check and node count LUMI's config lists."""
     tmp = tmp_path_factory.mktemp('lumi')
     image = tmp / 'lumi-pytorch-rocm-6.2.4-test.sif'
     image.touch()
     (tmp / 'data' / 'MNIST' / 'raw').mkdir(parents=True)
+    (tmp / 'data' / 'cifar-100-python').mkdir(parents=True)
     done = run_reframe('lumi', tmp / 'rfm', '--system', 'lumi:standard-g', '--dry-run',
                        '-P', f'image={image}', '-S', f'data_dir={tmp / "data"}')
     assert done.returncode == 0, done.stdout + done.stderr
@@ -29,19 +30,21 @@ def lumi_scripts(tmp_path_factory):
     for path in (tmp / 'rfm' / 'stage').rglob('rfm_job.sh'):
         text = path.read_text()
         tasks = int(re.search(r'--ntasks=(\d+)', text).group(1))
-        scripts[tasks // 8] = text
+        scripts[path.parent.name.split('_')[0], tasks // 8] = text
     return image, tmp, scripts
 
 
-def test_one_script_per_configured_node_count(lumi_scripts):
+def test_one_script_per_check_and_configured_node_count(lumi_scripts):
     _, _, scripts = lumi_scripts
-    assert sorted(scripts) == [1, 2, 4]
+    assert sorted(scripts) == [(check, nodes) for check in ('CIFAR100ResNetCheck', 'MNISTDistributedCheck')
+                               for nodes in (1, 2, 4)]
 
 
+@pytest.mark.parametrize('check', ['MNISTDistributedCheck', 'CIFAR100ResNetCheck'])
 @pytest.mark.parametrize('nodes', [1, 2, 4])
-def test_one_task_per_gcd_with_seven_cores_and_the_documented_masks(lumi_scripts, nodes):
+def test_one_task_per_gcd_with_seven_cores_and_the_documented_masks(lumi_scripts, check, nodes):
     _, _, scripts = lumi_scripts
-    script = scripts[nodes]
+    script = scripts[check, nodes]
     assert f'#SBATCH --ntasks={8 * nodes}\n' in script
     assert '#SBATCH --ntasks-per-node=8\n' in script
     assert '#SBATCH --cpus-per-task=7\n' in script
@@ -54,7 +57,7 @@ def test_one_task_per_gcd_with_seven_cores_and_the_documented_masks(lumi_scripts
 
 def test_ranks_run_in_singularity_with_the_binds(lumi_scripts):
     image, tmp, scripts = lumi_scripts
-    srun = next(line for line in scripts[2].splitlines() if line.startswith('srun '))
+    srun = next(line for line in scripts['MNISTDistributedCheck', 2].splitlines() if line.startswith('srun '))
     container = srun[srun.index('singularity exec'):]
     for bind in LUMI_BINDS + [str(tmp / 'data')]:
         assert f'-B"{bind}:{bind}"' in container
@@ -62,9 +65,17 @@ def test_ranks_run_in_singularity_with_the_binds(lumi_scripts):
     assert f'--data-dir {tmp / "data"}' in container
 
 
-def test_environment_of_the_job(lumi_scripts):
+def test_cifar_runs_the_course_benchmark_from_config(lumi_scripts):
+    _, tmp, scripts = lumi_scripts
+    srun = next(line for line in scripts['CIFAR100ResNetCheck', 4].splitlines() if line.startswith('srun '))
+    assert (f'python -u ./pytorch/cifar/train_cifar100.py --data-dir {tmp / "data"} --model resnet152 '
+            f'--batch-size 128 --epochs 3 --steps 0 --warmup-steps 10 --workers 4') in srun
+
+
+@pytest.mark.parametrize('check', ['MNISTDistributedCheck', 'CIFAR100ResNetCheck'])
+def test_environment_of_the_job(lumi_scripts, check):
     _, _, scripts = lumi_scripts
-    exports = dict(re.findall(r'^export (\w+)=(.*)$', scripts[2], re.M))
+    exports = dict(re.findall(r'^export (\w+)=(.*)$', scripts[check, 2], re.M))
     assert exports['NCCL_SOCKET_IFNAME'] == 'hsn0,hsn1,hsn2,hsn3'
     assert exports['NCCL_NET_GDR_LEVEL'] == '3'
     assert exports['NCCL_DEBUG'] == 'INFO'
