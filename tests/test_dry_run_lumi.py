@@ -104,3 +104,18 @@ def test_config_typo_stops_the_session_with_one_line(tmp_path):
     assert done.returncode != 0
     assert done.stderr.strip().splitlines()[-1].startswith(
         'mlcheck: config error: partition lumi:standard-g extras.mlcheck: unknown key(s) gpu_vendr;')
+
+
+def test_unknown_check_knob_in_config_fails_that_check_in_one_line(tmp_path):
+    text = (REPO_CONFIG / 'lumi.py').read_text().replace("'batch_size': 128", "'batchsize': 128")
+    bad = tmp_path / 'lumi_knob.py'
+    bad.write_text(text)
+    (tmp_path / 'data' / 'cifar-100-python').mkdir(parents=True)
+    image = tmp_path / 'x.sif'
+    image.touch()
+    done = run_reframe(bad, tmp_path / 'rfm', '--system', 'lumi:standard-g', '--dry-run', '-n', 'CIFAR',
+                       '-P', 'num_nodes=1', '-P', f'image={image}', '-S', f'data_dir={tmp_path / "data"}')
+    assert done.returncode != 0
+    assert ('config error: partition lumi:standard-g extras.mlcheck.checks.cifar100: unknown key(s) '
+            'batchsize; allowed: amp, batch_size, channels_last, epochs, model, steps, warmup_steps, '
+            'workers') in done.stdout

@@ -100,7 +100,7 @@ def train_epoch(model, loader, optimizer, criterion, device, args, untimed_steps
     model.train()
     memory_format = torch.channels_last if args.channels_last else torch.contiguous_format
     samples = steps = 0
-    loss_sum = 0.0
+    loss_sum = torch.zeros((), dtype=torch.float64, device=device)   # on the device: no sync per step
     start = None
     for step, (images, labels) in enumerate(loader):
         if args.steps and step >= args.steps:
@@ -118,11 +118,11 @@ def train_epoch(model, loader, optimizer, criterion, device, args, untimed_steps
         if step >= untimed_steps:
             samples += len(labels)
             steps += 1
-            loss_sum += loss.item() * len(labels)
+            loss_sum += loss.detach() * len(labels)
     synchronize(device)
     seconds = time.perf_counter() - start if start is not None else 0.0
     return {'samples': samples, 'steps': steps, 'seconds': seconds,
-            'loss': loss_sum / samples if samples else math.nan}
+            'loss': loss_sum.item() / samples if samples else math.nan}
 
 
 def steady_state(summaries):
