@@ -5,7 +5,7 @@ finishes, the model learns), with the right CPU binding and network plugin, and 
 """
 
 import reframe as rfm
-from reframe.core.builtins import variable
+from reframe.core.builtins import performance_function, variable
 
 from mlcheck.datasets import check_mnist
 from mlcheck.rfm import DistributedTrainingCheck
@@ -25,6 +25,18 @@ class MNISTDistributedCheck(DistributedTrainingCheck):
 
     def script_arguments(self):
         return ['--epochs', str(self.epochs)]
+
+    @performance_function('samples/s')
+    def samples_per_s(self):
+        return self.figure('samples/s', self.run_output().samples_per_second())
+
+    @performance_function('samples/s')
+    def samples_per_s_per_gpu(self):
+        return self.figure('samples/s per GPU', self.run_output().samples_per_second_per_device())
+
+    @performance_function('s')
+    def train_time(self):
+        return self.figure('training time', self.run_output().train_seconds())
 
     def check_dataset(self, path, source):
         check_mnist(path, source)

@@ -55,8 +55,12 @@ class RunOutput:
         return total / epochs[0]['world_size']
 
     def train_seconds(self):
+        return self.result_value('train_seconds')
+
+    def result_value(self, name):
+        """A figure of the program's own result line (None if absent)."""
         result = self.result()
-        return result['train_seconds'] if result else None
+        return result.get(name) if result else None
 
 
 def _split_label(raw, labelled):

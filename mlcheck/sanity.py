@@ -6,9 +6,10 @@ is sane. The ReFrame checks call `problems()`; the unit tests feed it saved outp
 A run that broke off is explained first, from what every training script leaves behind: the
 ranks' exceptions in the job's stderr (labelled with the task by srun), srun's and slurmstepd's
 own messages, and the facts `rendezvous` (a rank arrived at the rendezvous), `rank` (it joined),
-`epoch` and `done` (see src/pytorch/mnist/mnist_DDP.py). See docs/faults.md.
+`epoch` and `done` (see src/pytorch/ddp_common.py). See docs/faults.md.
 """
 
+import math
 import re
 from dataclasses import dataclass
 
@@ -23,6 +24,8 @@ class Expectations:
     min_accuracy: float = None   # None: the program reports no accuracy
     gpus: bool = False           # each rank must see exactly one GPU
     net_plugin: object = None    # mlcheck.site.NetPlugin, when the partition declares one
+    epochs: int = None           # every rank reports every epoch 1..epochs, with samples
+    loss_must_fall: bool = False # the loss stays finite and is lower in the last epoch
     fault: str = ''              # a fault injected on purpose (-S fault=...)
 
     @property
@@ -30,10 +33,12 @@ class Expectations:
         return self.num_nodes * self.tasks_per_node
 
     @classmethod
-    def for_run(cls, settings, layout, min_accuracy=None, fault=''):
+    def for_run(cls, settings, layout, **training):
+        """Expectations of a run launched with `layout` on the partition of `settings`;
+        `training` sets what the training program promises (min_accuracy, epochs, ...)."""
         return cls(num_nodes=layout.num_nodes, tasks_per_node=layout.tasks_per_node,
-                   masks=layout.masks, min_accuracy=min_accuracy, gpus=settings.has_gpus,
-                   net_plugin=settings.net_plugin, fault=fault)
+                   masks=layout.masks, gpus=settings.has_gpus, net_plugin=settings.net_plugin,
+                   **training)
 
 
 def problems(run, expect):
@@ -48,7 +53,7 @@ def problems(run, expect):
     if why:
         return why + found
     for rule in (ranks_started_and_finished, rank_placement, cpu_affinity, one_gpu_per_rank,
-                 accuracy, network_plugin):
+                 accuracy, epochs_from_every_rank, loss_falls, network_plugin):
         found += rule(run, expect)
     return found
 
@@ -252,6 +257,38 @@ def accuracy(run, expect):
         return ['no test accuracy reported (no result line)']
     if not result['test_accuracy'] >= expect.min_accuracy:
         return [f'test accuracy {result["test_accuracy"]:.4f} is below {expect.min_accuracy:.4f}']
+    return []
+
+
+def epochs_from_every_rank(run, expect):
+    """Every rank trained and timed every epoch: throughput comes from all of them."""
+    if expect.epochs is None:
+        return []
+    found = []
+    wanted = set(range(1, expect.epochs + 1))
+    for rank in range(expect.world_size):
+        facts = [f for f in run.events('epoch') if f.get('rank') == rank]
+        seen = {f.get('epoch') for f in facts if f.get('samples', 0) > 0 and f.get('seconds', 0) > 0}
+        if seen != wanted:
+            found.append(f'rank {rank} reported throughput for epochs {sorted(seen, key=str)}, '
+                         f'expected 1-{expect.epochs}')
+    return found
+
+
+def loss_falls(run, expect):
+    if not expect.loss_must_fall:
+        return []
+    summaries = sorted(run.events('summary'), key=lambda s: s.get('epoch', 0))
+    if not summaries:
+        return ['no epoch summaries (no loss to check)']
+    bad = [s['epoch'] for s in summaries if not isinstance(s.get('loss'), (int, float))
+           or not math.isfinite(s['loss'])]
+    if bad:
+        return [f'loss is not finite in epoch(s) {", ".join(map(str, bad))}']
+    first, last = summaries[0], summaries[-1]
+    if len(summaries) > 1 and not last['loss'] < first['loss']:
+        return [f'loss did not fall: {first["loss"]:.4f} in epoch {first["epoch"]}, '
+                f'{last["loss"]:.4f} in epoch {last["epoch"]}']
     return []
 
 

@@ -63,9 +63,10 @@ class PartitionSettings:
     rank_prelude: str = ''         # shell code run in each rank before Python
     miopen_cache_root: str = '/tmp'
     net_plugin: NetPlugin = None
+    checks: dict = field(default_factory=dict)   # check name -> {variable: value}
 
-    KEYS = {'topology', 'gpu_vendor', 'node_counts', 'max_nodes', 'images', 'container_binds', 'datasets',
-            'python', 'rank_prelude', 'miopen_cache_root', 'net_plugin'}
+    KEYS = {'topology', 'gpu_vendor', 'node_counts', 'max_nodes', 'images', 'container_binds',
+            'datasets', 'python', 'rank_prelude', 'miopen_cache_root', 'net_plugin', 'checks'}
 
     @classmethod
     def from_extras(cls, partition, extras, container_runtime=None):
@@ -96,6 +97,11 @@ class PartitionSettings:
             if key in entry:
                 expect_type(entry[key], str, f'{where}.{key}')
 
+        checks = expect_type(entry.get('checks', {}), dict, f'{where}.checks')
+        for name, values in checks.items():
+            for key, value in expect_type(values, dict, f'{where}.checks.{name}').items():
+                expect_type(value, (str, int, float, bool), f'{where}.checks.{name}.{key}')
+
         plugin = entry.get('net_plugin')
         return cls(
             partition=partition,
@@ -111,6 +117,7 @@ class PartitionSettings:
             rank_prelude=entry.get('rank_prelude', ''),
             miopen_cache_root=entry.get('miopen_cache_root', cls.miopen_cache_root),
             net_plugin=NetPlugin.from_config(plugin, f'{where}.net_plugin') if plugin else None,
+            checks={name: dict(values) for name, values in checks.items()},
         )
 
     @property

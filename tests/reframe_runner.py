@@ -20,7 +20,7 @@ def start_reframe(config, prefix, *args, perflogdir=None, env=None):
                '--perflogdir', str(perflogdir or prefix / 'perflogs'),
                '--report-file', str(prefix / 'report.json'), *args]
     prefix.mkdir(parents=True, exist_ok=True)
-    env = {**os.environ, "RFM_SAVE_LOG_FILES": "n", **(env or {})}
+    env = {**os.environ, 'RFM_SAVE_LOG_FILES': 'n', **(env or {})}
     return subprocess.Popen(command, cwd=prefix, env=env, stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True)
 
@@ -37,7 +37,14 @@ def run_reframe(config, prefix, *args, timeout=900, **kwargs):
     return subprocess.CompletedProcess(process.args, process.returncode, stdout, stderr)
 
 
-def report_cases(prefix):
+def report_cases(prefix, check=None):
+    """The test cases of the run report, of one check class if given."""
     with open(prefix / 'report.json') as f:
         report = json.load(f)
-    return [case for run in report['runs'] for case in run['testcases']]
+    cases = [case for run in report['runs'] for case in run['testcases']]
+    return [c for c in cases if check is None or c['name'].startswith(check + ' ')]
+
+
+def perf(case):
+    """{variable: [value, reference, lower, upper, unit, result]} of a reported test case."""
+    return {key.split(':')[-1]: entry for key, entry in case['perfvalues'].items()}

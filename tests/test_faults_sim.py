@@ -37,7 +37,8 @@ def cluster():
 
 
 class History:
-    """The perf logs and results database that every session of this module adds to."""
+    """The perf logs and results database that every session of this module adds to.
+    Its sessions run the MNIST check: the faults are injected by the shared training code."""
 
     def __init__(self, root):
         self.root, self.perflogs, self.db = root, root / 'perflogs', root / 'results.db'
@@ -48,8 +49,8 @@ class History:
         self.count += 1
         prefix = self.root / f'{self.count:02d}-{name}'
         storage = {'RFM_ENABLE_RESULTS_STORAGE': '1', 'RFM_SQLITE_DB_FILE': str(self.db)}
-        return prefix, start_reframe('simulated', prefix, '-r', *args, perflogdir=self.perflogs,
-                                     env=storage)
+        return prefix, start_reframe('simulated', prefix, '-r', '-n', 'MNISTDistributedCheck', *args,
+                                     perflogdir=self.perflogs, env=storage)
 
     def finish(self, name, process, timeout=600):
         stdout, stderr = process.communicate(timeout=timeout)

@@ -25,7 +25,8 @@ def saved(name):
 
 
 def problems(sim, stdout, stderr, fault=''):
-    expect = sanity.Expectations.for_run(sim, Layout.for_nodes(sim.topology, 2), 0.9, fault)
+    expect = sanity.Expectations.for_run(sim, Layout.for_nodes(sim.topology, 2), min_accuracy=0.9,
+                                         fault=fault)
     return sanity.problems(output.parse(stdout, stderr=stderr), expect)
 
 

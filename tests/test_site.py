@@ -91,8 +91,8 @@ def test_dataset_directory_is_checked(tmp_path, sim):
         sim.dataset_dir('mnist', str(tmp_path / 'no'))
     with pytest.raises(ConfigError, match='does not hold MNIST/raw'):
         sim.dataset_dir('mnist', str(tmp_path / 'MNIST'), 'MNIST/raw')
-    with pytest.raises(ConfigError, match='no cifar100 dataset is configured'):
-        sim.dataset_dir('cifar100')
+    with pytest.raises(ConfigError, match='no imagenet dataset is configured'):
+        sim.dataset_dir('imagenet')
 
 
 def test_binds_map_to_the_same_path_unless_given(lumi):

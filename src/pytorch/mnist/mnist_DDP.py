@@ -17,32 +17,23 @@ Every fact is printed as one line `MLCHECK {json}` with an "event" key:
   done     each rank, last
   fault    a rank about to inject the fault asked for with --fault (never in normal runs)
 
-Waits are bounded: --rendezvous-timeout for all ranks to join, --timeout for each collective
-(gloo honours it; for NCCL the watchdog aborts on it). Their defaults, and --fault, come from
-MLCHECK_RENDEZVOUS_TIMEOUT, MLCHECK_COLLECTIVE_TIMEOUT and MLCHECK_FAULT when set. A rank that
-fails raises, so its exception ends in stderr; under `srun --kill-on-bad-exit` that ends the step.
-
---fault injects one failure, to test that it is reported (see docs/faults.md):
-  crash:RANK:EPOCH            RANK raises an exception at the start of EPOCH
-  hang-rendezvous:RANK        RANK never arrives at the rendezvous
-  hang-collective:RANK:EPOCH  RANK stops before the first collective of EPOCH
-Only the standard library, torch and torchvision are used.
+Waits are bounded, and a fault can be injected (--fault), as ../ddp_common.py describes.
+Only the standard library, torch, torchvision and ../ddp_common.py are used.
 """
 
 import argparse
-import json
 import os
-import socket
 import sys
 import time
-from datetime import timedelta
 
 import torch
 import torch.distributed as dist
 import torch.nn as nn
 import torch.nn.functional as F
-import torchvision
 from torchvision import datasets, transforms
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+from ddp_common import add_wait_arguments, emit, init_distributed  # noqa: E402
 
 MNIST_MEAN, MNIST_STD = 0.1307, 0.3081
 
@@ -58,47 +49,7 @@ def get_args_parser():
     parser.add_argument('--seed', type=int, default=1)
     parser.add_argument('--workers', type=int, default=0, help='data-loader workers per rank')
     parser.add_argument('--device', choices=['auto', 'gpu', 'cpu'], default='auto')
-    # the launcher sets the defaults through the environment (mlcheck/launch.py)
-    env = os.environ.get
-    parser.add_argument('--rendezvous-timeout', type=float,
-                        default=env('MLCHECK_RENDEZVOUS_TIMEOUT', '180'),
-                        help='seconds to wait for all ranks to join the process group')
-    parser.add_argument('--timeout', type=float, default=env('MLCHECK_COLLECTIVE_TIMEOUT', '300'),
-                        help='seconds a collective may wait for the other ranks')
-    parser.add_argument('--fault', type=Fault.parse, default=env('MLCHECK_FAULT') or None,
-                        help='inject a failure: crash:RANK:EPOCH, hang-rendezvous:RANK or '
-                             'hang-collective:RANK:EPOCH')
-    return parser
-
-
-class Fault:
-    """A failure to inject in one rank (--fault), for testing how failures are reported."""
-    KINDS = {'crash': ('rank', 'epoch'), 'hang-rendezvous': ('rank',),
-             'hang-collective': ('rank', 'epoch')}
-
-    def __init__(self, kind, rank, epoch=None):
-        self.kind, self.rank, self.epoch = kind, rank, epoch
-
-    @classmethod
-    def parse(cls, spec):
-        kind, *values = spec.split(':')
-        if kind not in cls.KINDS:
-            raise argparse.ArgumentTypeError(f'unknown fault {kind!r}; one of {", ".join(cls.KINDS)}')
-        fields = cls.KINDS[kind]
-        if len(values) != len(fields) or not all(v.isdigit() for v in values):
-            raise argparse.ArgumentTypeError(f'{spec!r}: expected {":".join([kind, *map(str.upper, fields)])} '
-                                             f'with non-negative integers')
-        return cls(kind, *map(int, values))
-
-    def strikes(self, kind, rank, epoch=None):
-        return self.kind == kind and self.rank == rank and self.epoch == epoch
-
-    def inject(self, rank):
-        emit('fault', rank=rank, kind=self.kind, epoch=self.epoch)
-        if self.kind == 'crash':
-            raise RuntimeError(f'injected fault: rank {rank} crashed in epoch {self.epoch}')
-        while True:     # a hang: only a timeout elsewhere, or the launcher, ends it
-            time.sleep(3600)
+    return add_wait_arguments(parser)
 
 
 class Net(nn.Module):
@@ -119,75 +70,6 @@ class Net(nn.Module):
         x = torch.flatten(self.dropout1(x), 1)
         x = self.dropout2(F.relu(self.fc1(x)))
         return F.log_softmax(self.fc2(x), dim=1)
-
-
-def emit(event, **fields):
-    print('MLCHECK ' + json.dumps({'event': event, **fields}, sort_keys=True), flush=True)
-
-
-def rank_layout():
-    """(rank, world_size, local_rank) from the torch variables, else from Slurm."""
-    def first(*names, default=None):
-        for name in names:
-            if os.environ.get(name, '') != '':
-                return int(os.environ[name])
-        return default
-
-    return (first('RANK', 'SLURM_PROCID', default=0),
-            first('WORLD_SIZE', 'SLURM_NTASKS', default=1),
-            first('LOCAL_RANK', 'SLURM_LOCALID', default=0))
-
-
-def init_distributed(args):
-    rank, world_size, local_rank = rank_layout()
-    if args.fault and args.fault.strikes('hang-rendezvous', rank):
-        args.fault.inject(rank)
-    use_gpu = args.device == 'gpu' or (args.device == 'auto' and torch.cuda.is_available())
-    if use_gpu and not torch.cuda.is_available():
-        sys.exit(f'rank {rank}: --device gpu asked, but torch sees no GPU')
-
-    if use_gpu:
-        # the launcher normally leaves one visible GPU per rank; if not, pick ours by local rank
-        device = torch.device('cuda', local_rank % torch.cuda.device_count())
-        torch.cuda.set_device(device)
-    else:
-        device = torch.device('cpu')
-    backend = 'nccl' if use_gpu else 'gloo'
-
-    if world_size > 1:
-        for name in ('MASTER_ADDR', 'MASTER_PORT'):
-            if not os.environ.get(name):
-                sys.exit(f'rank {rank}: {name} is not set; it is needed for {world_size} ranks')
-    else:
-        os.environ.setdefault('MASTER_ADDR', '127.0.0.1')
-        os.environ.setdefault('MASTER_PORT', str(_free_port()))
-
-    master = f'{os.environ["MASTER_ADDR"]}:{os.environ["MASTER_PORT"]}'
-    emit('rendezvous', rank=rank, world_size=world_size, master=master,
-         node=os.environ.get('SLURMD_NODENAME', socket.gethostname()), timeout=args.rendezvous_timeout)
-    # the store bounds the rendezvous; the process group bounds every collective
-    store = dist.TCPStore(os.environ['MASTER_ADDR'], int(os.environ['MASTER_PORT']), world_size,
-                          is_master=rank == 0, timeout=timedelta(seconds=args.rendezvous_timeout),
-                          wait_for_workers=True)
-    dist.init_process_group(backend, store=store, rank=rank, world_size=world_size,
-                            timeout=timedelta(seconds=args.timeout))
-    emit('rank', rank=rank, world_size=world_size, local_rank=local_rank,
-         host=socket.gethostname(), node=os.environ.get('SLURMD_NODENAME', socket.gethostname()),
-         affinity=sorted(os.sched_getaffinity(0)), threads=torch.get_num_threads(),
-         device=str(device), device_name=_device_name(device),
-         visible_devices=torch.cuda.device_count() if use_gpu else 0,
-         backend=backend, torch=torch.__version__, torchvision=torchvision.__version__)
-    return rank, world_size, device
-
-
-def _free_port():
-    with socket.socket() as sock:
-        sock.bind(('127.0.0.1', 0))
-        return sock.getsockname()[1]
-
-
-def _device_name(device):
-    return torch.cuda.get_device_name(device) if device.type == 'cuda' else 'cpu'
 
 
 def load_datasets(data_dir):
@@ -252,9 +134,8 @@ def main(argv=None):
     train_seconds = 0.0
     for epoch in range(1, args.epochs + 1):
         train_sampler.set_epoch(epoch)
-        if args.fault and (args.fault.strikes('crash', rank, epoch)
-                           or args.fault.strikes('hang-collective', rank, epoch)):
-            args.fault.inject(rank)
+        if args.fault:
+            args.fault.at_epoch(rank, epoch)
         dist.barrier()
         start = time.perf_counter()
         samples, loss_sum = train_one_epoch(model, train_loader, optimizer, device)
