@@ -22,7 +22,9 @@ SIMSLURM_DIR = os.environ.get('SIMSLURM_DIR', '/var/tmp/simslurm')
 JOB_TIME_LIMIT = 15 * 60            # DistributedTrainingCheck.time_limit
 STARTUP = 40                        # s: more than 4 ranks need to start torch on 2 busy cores
 SHORT_WAITS = ['-S', 'rendezvous_timeout=10', '-S', 'collective_timeout=10']
-GOOD = ['-S', 'epochs=5']           # enough for the accuracy threshold
+# Good runs: enough epochs for the accuracy threshold; throughput is logged but not judged
+# (strict_check): these tests are about failures, and concurrent jobs share the 2 cores.
+GOOD = ['-S', 'epochs=5', '-S', 'strict_check=false']
 STORED = re.compile(r'Current session stored with UUID: (\S+)')
 
 
