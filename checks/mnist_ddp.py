@@ -5,8 +5,9 @@ finishes, the model learns), with the right CPU binding and network plugin, and 
 """
 
 import reframe as rfm
-from reframe.core.builtins import variable
+from reframe.core.builtins import performance_function, variable
 
+from mlcheck.datasets import check_mnist
 from mlcheck.rfm import DistributedTrainingCheck
 
 
@@ -31,3 +32,18 @@ class MNISTDistributedCheck(DistributedTrainingCheck):
         if self.throttle:
             args += ['--throttle', str(self.throttle)]
         return args
+
+    @performance_function('samples/s')
+    def samples_per_s(self):
+        return self.figure('samples/s', self.run_output().samples_per_second())
+
+    @performance_function('samples/s')
+    def samples_per_s_per_gpu(self):
+        return self.figure('samples/s per GPU', self.run_output().samples_per_second_per_device())
+
+    @performance_function('s')
+    def train_time(self):
+        return self.figure('training time', self.run_output().train_seconds())
+
+    def check_dataset(self, path, source):
+        check_mnist(path, source)

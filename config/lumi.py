@@ -9,7 +9,8 @@ import os
 
 from mlcheck.rfm_config import builtin_environment, logging_config, storage_config
 
-# Where the support team keeps MNIST in torchvision's layout (DIR/MNIST/raw/*-ubyte).
+# Where the support team keeps the datasets in torchvision's layouts:
+# DIR/MNIST/raw/*-ubyte and DIR/cifar-100-python/{train,test,meta}.
 DATA_DIR = os.environ.get('MLCHECK_DATA_DIR', '/appl/local/mlcheck/data')
 
 site_configuration = {
@@ -46,10 +47,16 @@ site_configuration = {
                     },
                     'gpu_vendor': 'amd',
                     'node_counts': [1, 2, 4],
+                    'max_nodes': 1024,      # the most nodes one standard-g job may have
                     'images': ['/appl/local/containers/sif-images/lumi-pytorch-*.sif'],
                     'container_binds': ['/var/spool/slurmd', '/opt/cray',
                                         '/usr/lib64/libcxi.so.1', '/usr/lib64/libjansson.so.4'],
-                    'datasets': {'mnist': DATA_DIR},
+                    'datasets': {'mnist': DATA_DIR, 'cifar100': DATA_DIR},
+                    # the course's benchmark in full: ResNet-152, whole epochs
+                    'checks': {
+                        'cifar100': {'model': 'resnet152', 'batch_size': 128, 'epochs': 3,
+                                     'warmup_steps': 10, 'workers': 4},
+                    },
                     'python': 'python',
                     # older LUMI images need their conda environment activated first
                     'rank_prelude': 'if [ -n "${WITH_CONDA:-}" ]; then eval "$WITH_CONDA"; fi',

@@ -33,8 +33,15 @@ site_configuration = {
                     'topology': {'cores_per_domain': 1, 'gpu_domains': [0, 1]},
                     'gpu_vendor': 'none',
                     'node_counts': [1, 2],
-                    'datasets': {'mnist': DATA_DIR},
+                    # bin/simslurm starts SIMSLURM_NODES nodes (2 unless set)
+                    'max_nodes': int(os.environ.get('SIMSLURM_NODES', '2')),
+                    'datasets': {'mnist': DATA_DIR, 'cifar100': DATA_DIR},
                     'python': sys.executable,   # the suite's own venv, which has torch
+                    # 2 shared cores: a small ResNet for a few steps, no loader processes
+                    'checks': {
+                        'cifar100': {'model': 'resnet18', 'batch_size': 16, 'epochs': 3,
+                                     'steps': 8, 'warmup_steps': 2, 'workers': 0},
+                    },
                 },
             },
         }],

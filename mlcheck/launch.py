@@ -4,7 +4,10 @@ Job-wide values are exported by the job script; per-rank values (RANK, LOCAL_RAN
 visible GPU, the MIOpen cache) are set by src/launch/rank-env.sh in each task.
 """
 
+import re
 from dataclasses import dataclass
+
+from mlcheck.errors import ConfigError
 
 RANK_WRAPPER = 'launch/rank-env.sh'   # relative to the checks' source directory (src/)
 
@@ -36,11 +39,48 @@ class Layout:
         return self.num_nodes * self.tasks_per_node
 
     def srun_options(self):
-        # --label prefixes every output line with its task id, so each line is attributable
-        return ['--label', f'--cpu-bind=mask_cpu:{",".join(self.masks)}']
+        # --label prefixes every output line with its task id, so each line is attributable;
+        # --kill-on-bad-exit ends the whole step as soon as one rank fails, instead of leaving
+        # the others blocked until a timeout or the job's time limit
+        return ['--label', '--kill-on-bad-exit=1', f'--cpu-bind=mask_cpu:{",".join(self.masks)}']
 
 
-def job_exports(settings, layout):
+@dataclass(frozen=True)
+class Waits:
+    """How long ranks wait for each other, and a fault to inject (tests of failure reports).
+
+    The training scripts read these from the environment (MLCHECK_*) as their defaults.
+    """
+    rendezvous_timeout: float = 180   # all ranks join the process group
+    collective_timeout: float = 300   # each collective (gloo's timeout; NCCL's watchdog)
+    fault: str = ''                   # e.g. crash:1:2; see docs/faults.md
+
+    FAULTS = re.compile(r'(?:crash|hang-collective):(?P<rank>\d+):\d+|hang-rendezvous:(?P<rank_>\d+)')
+
+    def check(self, world_size):
+        """A ConfigError for a timeout or fault that cannot work in a world of `world_size`."""
+        for name in ('rendezvous_timeout', 'collective_timeout'):
+            if not getattr(self, name) > 0:
+                raise ConfigError(f'{name}={getattr(self, name)}: must be a positive number of seconds')
+        if self.fault:
+            match = self.FAULTS.fullmatch(self.fault)
+            if not match:
+                raise ConfigError(f'fault={self.fault!r}: expected crash:RANK:EPOCH, '
+                                  f'hang-rendezvous:RANK or hang-collective:RANK:EPOCH')
+            rank = int(match.group('rank') or match.group('rank_'))
+            if rank >= world_size:
+                raise ConfigError(f'fault={self.fault!r}: rank {rank} is not in a world of {world_size} ranks')
+        return self
+
+    def exports(self):
+        env = {'MLCHECK_RENDEZVOUS_TIMEOUT': f'{self.rendezvous_timeout:g}',
+               'MLCHECK_COLLECTIVE_TIMEOUT': f'{self.collective_timeout:g}'}
+        if self.fault:
+            env['MLCHECK_FAULT'] = shell_quote(self.fault)
+        return env
+
+
+def job_exports(settings, layout, waits=Waits()):
     """Job script lines exporting the variables of all ranks (site-wide ones come from the partition).
 
     They go into the script as they are (prerun commands): ReFrame would run any `$(...)` in
@@ -55,7 +95,12 @@ def job_exports(settings, layout):
         'NCCL_DEBUG': 'INFO',
         'NCCL_DEBUG_SUBSYS': 'INIT,NET',
         'MLCHECK_VISIBLE_DEVICES_VARS': ' '.join(vendor['visible_devices_vars']),
+        **waits.exports(),
     }
+    if settings.has_gpus:
+        # a collective that times out aborts the NCCL/RCCL communicator and ends the rank with
+        # the reason, instead of leaving it blocked on the GPU
+        env['TORCH_NCCL_ASYNC_ERROR_HANDLING'] = '1'
     if vendor['miopen_cache']:
         env['MLCHECK_MIOPEN_CACHE_ROOT'] = settings.miopen_cache_root
     if settings.rank_prelude:

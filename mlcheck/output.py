@@ -2,9 +2,12 @@
 
 srun --label prefixes each line with the task id that printed it (`3: ...`, right-aligned with
 spaces when there are ten tasks or more), which ties library lines such as NCCL's to a rank.
+The job's stderr is kept apart, per task too: tracebacks of the ranks, and unlabelled, the
+launcher's own messages (`srun: error: nid002: task 3: Exited with exit code 1`).
 """
 
 import json
+import os
 import re
 from collections import defaultdict
 from dataclasses import dataclass, field
@@ -18,6 +21,7 @@ class RunOutput:
     facts: list = field(default_factory=list)                    # dicts; 'task' added when labelled
     lines: dict = field(default_factory=lambda: defaultdict(list))  # task id -> its other lines
     malformed: list = field(default_factory=list)                # fact lines that are not JSON
+    errors: dict = field(default_factory=lambda: defaultdict(list))  # task id -> its stderr lines
 
     def events(self, name):
         return [f for f in self.facts if f.get('event') == name]
@@ -51,19 +55,27 @@ class RunOutput:
         return total / epochs[0]['world_size']
 
     def train_seconds(self):
+        return self.result_value('train_seconds')
+
+    def result_value(self, name):
+        """A figure of the program's own result line (None if absent)."""
         result = self.result()
-        return result['train_seconds'] if result else None
+        return result.get(name) if result else None
 
 
-def parse(text, labelled=True):
+def _split_label(raw, labelled):
+    match = LABEL.match(raw) if labelled else None
+    return (int(match.group(1)), match.group(2)) if match else (None, raw)
+
+
+def parse(text, labelled=True, stderr=''):
     """Split job output into facts and per-task lines. Unlabelled lines belong to task None."""
     out = RunOutput()
+    for raw in stderr.splitlines():
+        task, line = _split_label(raw, labelled)
+        out.errors[task].append(line)
     for raw in text.splitlines():
-        task, line = None, raw
-        if labelled:
-            match = LABEL.match(raw)
-            if match:
-                task, line = int(match.group(1)), match.group(2)
+        task, line = _split_label(raw, labelled)
         if line.startswith(FACT_PREFIX):
             try:
                 fact = json.loads(line[len(FACT_PREFIX):])
@@ -80,6 +92,11 @@ def parse(text, labelled=True):
     return out
 
 
-def read(path, labelled=True):
+def read(path, stderr_path=None, labelled=True):
     with open(path, errors='replace') as stream:
-        return parse(stream.read(), labelled)
+        text = stream.read()
+    stderr = ''
+    if stderr_path and os.path.exists(stderr_path):
+        with open(stderr_path, errors='replace') as stream:
+            stderr = stream.read()
+    return parse(text, labelled, stderr)

@@ -77,8 +77,9 @@ def parse_args(argv):
                         help='only tests whose name contains this text')
     parser.add_argument('-o', '--output', metavar='DIR',
                         help='write DIR/report.md and PNG plots')
-    parser.add_argument('--plot-var', default='samples_per_s',
-                        help='performance variable to plot (default: %(default)s)')
+    parser.add_argument('--plot-var', default=None,
+                        help="performance variable to plot (default: each check's first rate, "
+                             'by name: a unit per second, e.g. samples_per_s)')
     return parser.parse_args(argv)
 
 
@@ -136,14 +137,16 @@ def write_report(directory, args, before, after, comparisons, rule):
     from mlcheck import plots
     os.makedirs(directory, exist_ok=True)
     pictures = []
-    selected = lambda samples: [s for s in samples if s.var == args.plot_var]
+    plotted = {check: args.plot_var or min((s.var for s in ss if s.unit.endswith('/s')), default='')
+               for check, ss in history.group(before + after, lambda s: s.check).items()}
+    selected = lambda samples: [s for s in samples if s.var == plotted[s.check]]
     sides = {'before': selected(before), 'after': selected(after)}
     by_check = lambda s: (s.partition, s.check)
     for key in sorted(set(history.group(sides['before'] + sides['after'], by_check))):
         partition, check = key
         name = f'scaling-{history.slug(partition)}-{history.slug(check)}.png'
         plots.scaling({side: [s for s in ss if by_check(s) == key] for side, ss in sides.items()},
-                      f'{check} on {partition}\n{args.plot_var} against node count',
+                      f'{check} on {partition}\n{plotted[check]} against node count',
                       os.path.join(directory, name))
         pictures.append((f'{check} on {partition}, against node count', name))
     for key in sorted(set(history.group(sides['before'] + sides['after'], lambda s: s.key))):

@@ -10,8 +10,7 @@ import os
 import shlex
 
 import reframe as rfm
-from reframe.core.builtins import parameter, performance_function, run_after, sanity_function, \
-    variable
+from reframe.core.builtins import parameter, run_after, sanity_function, variable
 from reframe.core.exceptions import ConfigError as ReframeConfigError, SanityError
 from reframe.core.runtime import runtime
 
@@ -83,6 +82,20 @@ class DistributedTrainingCheck(rfm.RunOnlyRegressionTest):
     #: Lowest acceptable final test accuracy; None when the script reports none.
     min_accuracy = variable(float, type(None), value=None)
 
+    #: Seconds the ranks wait for all of them to join (-S rendezvous_timeout=S), and for each
+    #: collective (-S collective_timeout=S): a rank that died or hangs ends the job this long
+    #: after, far below its time limit.
+    rendezvous_timeout = variable(int, float, value=launch.Waits.rendezvous_timeout)
+    collective_timeout = variable(int, float, value=launch.Waits.collective_timeout)
+
+    #: A failure to inject, to see how it is reported (-S fault=crash:1:2; docs/faults.md).
+    fault = variable(str, value='')
+
+    #: Knobs a site may set per partition in extras.mlcheck.checks.<checks_key>, with defaults;
+    #: each is also a variable of the check (None until -S or the config sets it).
+    checks_key = ''
+    knobs = {}
+
     valid_prog_environs = ['builtin']
     sourcesdir = '../src'     # relative to checks/
     time_limit = '15m'
@@ -109,6 +122,8 @@ class DistributedTrainingCheck(rfm.RunOnlyRegressionTest):
     @reported_by_reframe
     def set_up_launch(self):
         self.settings = partition_settings(self.current_partition)
+        self.settings.check_node_count(self.num_nodes)
+        self.resolve_knobs()
         self.layout = launch.Layout.for_nodes(self.settings.topology, self.num_nodes)
         self.num_tasks = self.layout.num_tasks
         self.num_tasks_per_node = self.layout.tasks_per_node
@@ -116,9 +131,15 @@ class DistributedTrainingCheck(rfm.RunOnlyRegressionTest):
         if self.settings.has_gpus:
             self.num_gpus_per_node = self.layout.tasks_per_node
         self.job.launcher.options += self.layout.srun_options()
-        self.prerun_cmds += launch.job_exports(self.settings, self.layout)
+        if self.current_partition.scheduler.registered_name in ('slurm', 'squeue'):
+            # a job that lost a node fails, and is not silently run again
+            self.job.options += ['--no-requeue']
+        waits = launch.Waits(self.rendezvous_timeout, self.collective_timeout, self.fault)
+        waits.check(self.layout.num_tasks)
+        self.prerun_cmds += launch.job_exports(self.settings, self.layout, waits)
 
         data = self.settings.dataset_dir(self.dataset, self.data_dir, self.dataset_marker)
+        self.check_dataset(data, self.settings.dataset_source(self.dataset, self.data_dir))
         command = launch.rank_command(self.settings, self.script,
                                       ['--data-dir', data, *self.script_arguments()])
         image = self.settings.resolve_image(self.image)
@@ -129,39 +150,48 @@ class DistributedTrainingCheck(rfm.RunOnlyRegressionTest):
             self.container_platform.command = shlex.join(command)
             self.container_platform.mount_points = [*self.settings.bind_mounts(), (data, data)]
 
+    def resolve_knobs(self):
+        """Each knob: as set with -S, else from the partition's config, else its default."""
+        configured = self.settings.checks.get(self.checks_key, {})
+        unknown = sorted(set(configured) - set(self.knobs))
+        if unknown:
+            raise ConfigError(f'partition {self.settings.partition} extras.mlcheck.checks.'
+                              f'{self.checks_key}: unknown key(s) {", ".join(unknown)}; '
+                              f'allowed: {", ".join(sorted(self.knobs))}')
+        for name, default in self.knobs.items():
+            if getattr(self, name) is None:
+                setattr(self, name, configured.get(name, default))
+
     def script_arguments(self):
         """Arguments of the training script besides --data-dir."""
         return []
 
+    def check_dataset(self, path, source):
+        """Raise a ConfigError if the dataset in `path` (configured in `source`) is unusable,
+        so that a corrupt copy fails here and not in every rank."""
+
+    def training_promises(self):
+        """What the training program's output must show, besides the launch (see Expectations)."""
+        return {'min_accuracy': self.min_accuracy}
+
     def run_output(self):
         """The parsed output of the job (read once)."""
         if getattr(self, '_run_output', None) is None:
-            self._run_output = output.read(os.path.join(self.stagedir, self.job.stdout))
+            self._run_output = output.read(os.path.join(self.stagedir, self.job.stdout),
+                                           os.path.join(self.stagedir, self.job.stderr))
         return self._run_output
 
     @sanity_function
     def assert_training_sane(self):
-        expect = sanity.Expectations.for_run(self.settings, self.layout, self.min_accuracy)
+        expect = sanity.Expectations.for_run(self.settings, self.layout, fault=self.fault,
+                                             **self.training_promises())
         found = sanity.problems(self.run_output(), expect)
         if found:
             raise SanityError('; '.join(found))
         return True
 
-    @performance_function('samples/s')
-    def samples_per_s(self):
-        return self._figure(self.run_output().samples_per_second)
-
-    @performance_function('samples/s')
-    def samples_per_s_per_gpu(self):
-        return self._figure(self.run_output().samples_per_second_per_device)
-
-    @performance_function('s')
-    def train_time(self):
-        return self._figure(self.run_output().train_seconds)
-
-    @staticmethod
-    def _figure(compute):
-        value = compute()
+    def figure(self, name, value):
+        """A performance value; a missing one fails with its name rather than a TypeError."""
         if value is None:
-            raise SanityError(f'no data for {compute.__name__} in the output')
+            raise SanityError(f'no {name} in the output of the training program')
         return value

@@ -2,8 +2,14 @@
 
 Each rule returns a list of one-line problems; an empty list from all of them means the run
 is sane. The ReFrame checks call `problems()`; the unit tests feed it saved outputs.
+
+A run that broke off is explained first, from what every training script leaves behind: the
+ranks' exceptions in the job's stderr (labelled with the task by srun), srun's and slurmstepd's
+own messages, and the facts `rendezvous` (a rank arrived at the rendezvous), `rank` (it joined),
+`epoch` and `done` (see src/pytorch/ddp_common.py). See docs/faults.md.
 """
 
+import math
 import re
 from dataclasses import dataclass
 
@@ -18,25 +24,164 @@ class Expectations:
     min_accuracy: float = None   # None: the program reports no accuracy
     gpus: bool = False           # each rank must see exactly one GPU
     net_plugin: object = None    # mlcheck.site.NetPlugin, when the partition declares one
+    epochs: int = None           # every rank reports every epoch 1..epochs, with samples
+    loss_must_fall: bool = False # the loss stays finite and is lower in the last epoch
+    fault: str = ''              # a fault injected on purpose (-S fault=...)
 
     @property
     def world_size(self):
         return self.num_nodes * self.tasks_per_node
 
     @classmethod
-    def for_run(cls, settings, layout, min_accuracy=None):
+    def for_run(cls, settings, layout, **training):
+        """Expectations of a run launched with `layout` on the partition of `settings`;
+        `training` sets what the training program promises (min_accuracy, epochs, ...)."""
         return cls(num_nodes=layout.num_nodes, tasks_per_node=layout.tasks_per_node,
-                   masks=layout.masks, min_accuracy=min_accuracy, gpus=settings.has_gpus,
-                   net_plugin=settings.net_plugin)
+                   masks=layout.masks, gpus=settings.has_gpus, net_plugin=settings.net_plugin,
+                   **training)
 
 
 def problems(run, expect):
-    """Everything wrong with `run` (an mlcheck.output.RunOutput) against `expect`."""
+    """Everything wrong with `run` (an mlcheck.output.RunOutput) against `expect`.
+
+    When the run broke off, only why it did: the rules for a complete run would add nothing
+    but consequences (ranks that did not finish, no result).
+    """
     found = [f'unreadable fact line: {line.strip()[:120]}' for line in run.malformed]
+    found += fault_injected(run, expect)
+    why = why_it_broke_off(run, expect)
+    if why:
+        return why + found
     for rule in (ranks_started_and_finished, rank_placement, cpu_affinity, one_gpu_per_rank,
-                 accuracy, network_plugin):
+                 accuracy, epochs_from_every_rank, loss_falls, network_plugin):
         found += rule(run, expect)
     return found
+
+
+# The error that ended a rank: Python's last line of a traceback (torch prefixes it with
+# [rankN]:), a fatal signal in Python, a script's own `x.py: error: ...` (argparse, rank-env.sh),
+# or the NCCL watchdog's message on a timed-out collective.
+ERROR_LINE = re.compile(r'^(?:\[rank\d+\]:\s*)?(?:(?P<error>(?:[\w.]+(?:Error|Exception|Exit|Interrupt)'
+                        r'|Fatal Python error|[\w./-]+\.(?:py|sh): error)(?::.*)?)$|.*?(?P<watchdog>Watchdog caught collective '
+                        r'operation timeout.*))')
+# Errors that a rank gets because another one failed: the cause lies elsewhere.
+PEER_ERROR = re.compile(r'closed by peer|reset by peer|broken pipe|timed? ?out|'
+                        r'communicator was aborted|remote process exited|DistNetworkError', re.I)
+TIMEOUT = re.compile(r'timed? ?out', re.I)
+# srun (on a node that stopped answering) and slurmstepd (when Slurm ends the job) say why
+NODE_FAILURE = re.compile(r'srun: error: Node failure on (?P<node>\S+)')
+CANCELLED = re.compile(r'\*\*\* (?:JOB|STEP) \S+ ON \S+ CANCELLED AT \S+(?: DUE TO (?P<why>[^,*]*[^,* ]))?')
+TASK_STATUS = re.compile(r'^srun: error: (?P<node>[^\s:]+): tasks? (?P<tasks>[\d,-]+): (?P<status>.*)')
+STEP_ENDED = re.compile(r'Terminated|Killed|Exited with exit code')   # the task's error is elsewhere
+QUALIFIED = re.compile(r'^[\w.]+\.(\w+(?:Error|Exception)\b)')   # torch.distributed.DistStoreError
+SOURCE_LOCATION = re.compile(r'\[[^\]\s]+:\d+\] ')   # "[/path/gloo/pair.cc:561] " in gloo's errors
+
+
+def fault_injected(run, expect):
+    """A fault asked for was injected: else the script ignored it and the run proves nothing."""
+    if expect.fault and not run.events('fault'):
+        return [f'fault {expect.fault!r} was asked for, but no rank injected it '
+                f'(does the training script read MLCHECK_FAULT?)']
+    return []
+
+
+def rank_error(lines):
+    """The last exception line among a rank's stderr lines, shortened, or None."""
+    for line in reversed(lines):
+        match = ERROR_LINE.match(line.strip())
+        if match:
+            error = SOURCE_LOCATION.sub('', match.group('error') or match.group('watchdog'), count=1)
+            error = QUALIFIED.sub(r'\1', error, count=1)
+            return error if len(error) <= 160 else error[:157] + '...'
+    return None
+
+
+def why_it_broke_off(run, expect):
+    """One line on why an unfinished run ended: the rank that failed first and its error, the
+    rank that never arrived at the rendezvous or stopped responding, or the node that was lost."""
+    expected = set(range(expect.world_size))
+    unfinished = expected - set(run.by_rank('done'))
+    stderr = [line for lines in run.errors.values() for line in lines]
+    errors = {rank: e for rank in expected if (e := rank_error(run.errors.get(rank, [])))}
+    # a rank killed by a signal of its own (not by srun ending the step) leaves no traceback
+    for rank, status in task_statuses(run).items():
+        if rank in expected and rank not in errors and not STEP_ENDED.match(status):
+            errors[rank] = f'{status} (srun)'
+    if not unfinished or not (errors or any(CANCELLED.search(line) for line in stderr)):
+        return []
+
+    nodes = nodes_of_ranks(run)
+
+    def ranks_on(ranks):
+        where = sorted({nodes[r] for r in ranks if nodes.get(r)})
+        return f'{rank_list(ranks)} on {", ".join(where)}' if where else rank_list(ranks)
+
+    causes = group_by_error({r: e for r, e in errors.items() if not PEER_ERROR.search(e)})
+    if causes:
+        return [f'{ranks_on(ranks)} failed: {error}' for error, ranks in causes.items()]
+
+    lost = sorted({m.group('node') for m in map(NODE_FAILURE.search, stderr) if m})
+    if lost:
+        on_lost = [r for r in unfinished if nodes.get(r) in lost]
+        where = f'; {rank_list(on_lost)} ran there and ended without an error' if on_lost else ''
+        return [f'node {", ".join(lost)} was lost during the job (srun: Node failure){where}']
+
+    timed_out = sorted(r for r, e in errors.items() if TIMEOUT.search(e))
+    example = f' ({errors[timed_out[0]]})' if timed_out else ''
+    arrived = run.by_rank('rendezvous')
+    absent = expected - set(arrived)
+    if arrived and absent and set(run.by_rank('rank')) != expected:
+        some = next(iter(arrived.values()))
+        waited = some.get('timeout')
+        waited = f' after {waited:g} s' if isinstance(waited, (int, float)) else ''
+        return [f'{ranks_on(absent)} never arrived at the rendezvous at {some.get("master")}; '
+                f'the others gave up{waited}{example}']
+
+    silent = sorted(unfinished - set(errors))
+    if silent and timed_out:
+        epochs = [f['epoch'] for f in run.events('epoch') if f.get('rank') in silent]
+        when = f' after epoch {max(epochs)}' if epochs else ''
+        return [f'{ranks_on(silent)} stopped responding{when}: {rank_list(timed_out)} timed out '
+                f'waiting for {"it" if len(silent) == 1 else "them"} in a collective{example}']
+
+    # no rank stands out: say what the ranks saw, and why Slurm ended the job if it did
+    found = [f'{ranks_on(ranks)} failed: {error}' for error, ranks in group_by_error(errors).items()]
+    cancelled = [m.group('why') or 'cancelled' for m in map(CANCELLED.search, stderr) if m]
+    if cancelled:
+        found.append(f'{rank_list(unfinished)} did not finish: Slurm ended the job '
+                     f'({cancelled[0].lower()})')
+    return found
+
+
+def srun_task_lines(run):
+    """(task, node, status) for each task srun reported on (`srun: error: nid002: tasks 2-3: Killed`)."""
+    for line in run.errors.get(None, []):
+        match = TASK_STATUS.match(line)
+        if match:
+            for span in match.group('tasks').split(','):
+                first, _, last = span.partition('-')
+                for task in range(int(first), int(last or first) + 1):
+                    yield task, match.group('node'), match.group('status').strip()
+
+
+def task_statuses(run):
+    return {task: status for task, _, status in srun_task_lines(run)}
+
+
+def nodes_of_ranks(run):
+    """{rank: node} from the ranks' own facts, else from srun's lines about their tasks."""
+    nodes = {task: node for task, node, _ in srun_task_lines(run)}
+    for name in ('rendezvous', 'rank'):
+        nodes.update({f['rank']: f['node'] for f in run.events(name) if 'rank' in f and f.get('node')})
+    return nodes
+
+
+def group_by_error(errors):
+    """{error: [ranks]} from {rank: error}."""
+    grouped = {}
+    for rank, error in sorted(errors.items()):
+        grouped.setdefault(error, []).append(rank)
+    return grouped
 
 
 def ranks_started_and_finished(run, expect):
@@ -112,6 +257,38 @@ def accuracy(run, expect):
         return ['no test accuracy reported (no result line)']
     if not result['test_accuracy'] >= expect.min_accuracy:
         return [f'test accuracy {result["test_accuracy"]:.4f} is below {expect.min_accuracy:.4f}']
+    return []
+
+
+def epochs_from_every_rank(run, expect):
+    """Every rank trained and timed every epoch: throughput comes from all of them."""
+    if expect.epochs is None:
+        return []
+    found = []
+    wanted = set(range(1, expect.epochs + 1))
+    for rank in range(expect.world_size):
+        facts = [f for f in run.events('epoch') if f.get('rank') == rank]
+        seen = {f.get('epoch') for f in facts if f.get('samples', 0) > 0 and f.get('seconds', 0) > 0}
+        if seen != wanted:
+            found.append(f'rank {rank} reported throughput for epochs {sorted(seen, key=str)}, '
+                         f'expected 1-{expect.epochs}')
+    return found
+
+
+def loss_falls(run, expect):
+    if not expect.loss_must_fall:
+        return []
+    summaries = sorted(run.events('summary'), key=lambda s: s.get('epoch', 0))
+    if not summaries:
+        return ['no epoch summaries (no loss to check)']
+    bad = [s['epoch'] for s in summaries if not isinstance(s.get('loss'), (int, float))
+           or not math.isfinite(s['loss'])]
+    if bad:
+        return [f'loss is not finite in epoch(s) {", ".join(map(str, bad))}']
+    first, last = summaries[0], summaries[-1]
+    if len(summaries) > 1 and not last['loss'] < first['loss']:
+        return [f'loss did not fall: {first["loss"]:.4f} in epoch {first["epoch"]}, '
+                f'{last["loss"]:.4f} in epoch {last["epoch"]}']
     return []
 
 

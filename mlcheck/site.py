@@ -54,6 +54,7 @@ class PartitionSettings:
     topology: NodeTopology
     gpu_vendor: str = 'none'
     node_counts: tuple = (1,)
+    max_nodes: int = None          # the most nodes one job can get in the partition
     container_runtime: str = None  # ReFrame's container platform name, None: host Python
     images: tuple = ()             # paths or globs of images
     container_binds: tuple = ()    # 'path' or 'host_path:container_path'
@@ -62,9 +63,10 @@ class PartitionSettings:
     rank_prelude: str = ''         # shell code run in each rank before Python
     miopen_cache_root: str = '/tmp'
     net_plugin: NetPlugin = None
+    checks: dict = field(default_factory=dict)   # check name -> {variable: value}
 
-    KEYS = {'topology', 'gpu_vendor', 'node_counts', 'images', 'container_binds', 'datasets',
-            'python', 'rank_prelude', 'miopen_cache_root', 'net_plugin'}
+    KEYS = {'topology', 'gpu_vendor', 'node_counts', 'max_nodes', 'images', 'container_binds',
+            'datasets', 'python', 'rank_prelude', 'miopen_cache_root', 'net_plugin', 'checks'}
 
     @classmethod
     def from_extras(cls, partition, extras, container_runtime=None):
@@ -79,6 +81,12 @@ class PartitionSettings:
         counts = expect_int_list(entry.get('node_counts', [1]), f'{where}.node_counts', minimum=1)
         if not counts:
             raise ConfigError(f'{where}.node_counts: empty; list the node counts to test')
+        max_nodes = entry.get('max_nodes')
+        if max_nodes is not None:
+            expect_type(max_nodes, int, f'{where}.max_nodes')
+            if max_nodes < max(counts):
+                raise ConfigError(f'{where}.max_nodes: {max_nodes} is less than the largest of '
+                                  f'node_counts, {max(counts)}')
         for key in ('images', 'container_binds'):
             for item in expect_type(entry.get(key, []), (list, tuple), f'{where}.{key}'):
                 expect_type(item, str, f'{where}.{key} item')
@@ -89,12 +97,18 @@ class PartitionSettings:
             if key in entry:
                 expect_type(entry[key], str, f'{where}.{key}')
 
+        checks = expect_type(entry.get('checks', {}), dict, f'{where}.checks')
+        for name, values in checks.items():
+            for key, value in expect_type(values, dict, f'{where}.checks.{name}').items():
+                expect_type(value, (str, int, float, bool), f'{where}.checks.{name}.{key}')
+
         plugin = entry.get('net_plugin')
         return cls(
             partition=partition,
             topology=NodeTopology.from_config(entry['topology'], f'{where}.topology'),
             gpu_vendor=vendor,
             node_counts=counts,
+            max_nodes=max_nodes,
             container_runtime=container_runtime or None,
             images=tuple(entry.get('images', ())),
             container_binds=tuple(entry.get('container_binds', ())),
@@ -103,6 +117,7 @@ class PartitionSettings:
             rank_prelude=entry.get('rank_prelude', ''),
             miopen_cache_root=entry.get('miopen_cache_root', cls.miopen_cache_root),
             net_plugin=NetPlugin.from_config(plugin, f'{where}.net_plugin') if plugin else None,
+            checks={name: dict(values) for name, values in checks.items()},
         )
 
     @property
@@ -112,6 +127,14 @@ class PartitionSettings:
     @property
     def has_gpus(self):
         return self.gpu_vendor != 'none'
+
+    def check_node_count(self, num_nodes):
+        """A ConfigError unless a job of `num_nodes` nodes fits the partition."""
+        if num_nodes < 1:
+            raise ConfigError(f'num_nodes={num_nodes}: a job needs at least one node')
+        if self.max_nodes is not None and num_nodes > self.max_nodes:
+            raise ConfigError(f'num_nodes={num_nodes} does not fit partition {self.partition}: a job '
+                              f'there gets at most {self.max_nodes} nodes (extras.mlcheck.max_nodes)')
 
     def image_paths(self):
         """{image name: path} of the configured images; globs are expanded now.
@@ -153,7 +176,7 @@ class PartitionSettings:
     def dataset_dir(self, name, override='', must_contain=''):
         """The staged directory of dataset `name`, checked to exist (and to hold `must_contain`)."""
         path = override or self.datasets.get(name)
-        source = '-S data_dir' if override else f'extras.mlcheck.datasets.{name} of partition {self.partition}'
+        source = self.dataset_source(name, override)
         if not path:
             raise ConfigError(f'no {name} dataset is configured: set extras.mlcheck.datasets.{name} '
                               f'of partition {self.partition} or pass -S data_dir=DIR')
@@ -163,6 +186,10 @@ class PartitionSettings:
             raise ConfigError(f'{name} dataset directory {path} does not hold {must_contain} '
                               f'(from {source})')
         return path
+
+    def dataset_source(self, name, override=''):
+        """Where the directory of dataset `name` was given, for messages."""
+        return '-S data_dir' if override else f'extras.mlcheck.datasets.{name} of partition {self.partition}'
 
     def bind_mounts(self):
         """(host path, container path) pairs of the configured binds."""

@@ -11,22 +11,42 @@ from conftest import REPO
 REFRAME = os.path.join(os.path.dirname(sys.executable), 'reframe')
 
 
-def run_reframe(config, prefix, *args, timeout=900, env=None):
-    """reframe -C config/<config>.py (or the file `config`) -c checks/, all it writes under `prefix`."""
+def start_reframe(config, prefix, *args, perflogdir=None, env=None):
+    """reframe -C config/<config>.py (or the file `config`) -c checks/, writing under `prefix`
+    (perf logs too, unless `perflogdir` is given), as a running process."""
     if not os.path.isfile(str(config)):
         config = os.path.join(REPO, 'config', f'{config}.py')
     command = [REFRAME, '-C', str(config),
                '-c', os.path.join(REPO, 'checks'), '--prefix', str(prefix),
-               '--perflogdir', str(prefix / 'perflogs'),
+               '--perflogdir', str(perflogdir or prefix / 'perflogs'),
                '--report-file', str(prefix / 'report.json'), *args]
     prefix.mkdir(parents=True, exist_ok=True)
     env = {**os.environ, 'RFM_SAVE_LOG_FILES': 'n', 'RFM_SQLITE_DB_FILE': str(prefix / 'results.db'),
            'MLCHECK_DRY_RUN_PERFLOG_DIR': str(prefix / 'dry-run-perflogs'), **(env or {})}
-    done = subprocess.run(command, cwd=prefix, env=env, capture_output=True, text=True, timeout=timeout)
-    return done
+    return subprocess.Popen(command, cwd=prefix, env=env, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
 
 
-def report_cases(prefix):
+def run_reframe(config, prefix, *args, timeout=900, **kwargs):
+    """start_reframe() and wait for it: a CompletedProcess with its output."""
+    process = start_reframe(config, prefix, *args, **kwargs)
+    try:
+        stdout, stderr = process.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        process.communicate()
+        raise
+    return subprocess.CompletedProcess(process.args, process.returncode, stdout, stderr)
+
+
+def report_cases(prefix, check=None):
+    """The test cases of the run report, of one check class if given."""
     with open(prefix / 'report.json') as f:
         report = json.load(f)
-    return [case for run in report['runs'] for case in run['testcases']]
+    cases = [case for run in report['runs'] for case in run['testcases']]
+    return [c for c in cases if check is None or c['name'].startswith(check + ' ')]
+
+
+def perf(case):
+    """{variable: [value, reference, lower, upper, unit, result]} of a reported test case."""
+    return {key.split(':')[-1]: entry for key, entry in case['perfvalues'].items()}

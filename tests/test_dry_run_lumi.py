@@ -6,6 +6,7 @@ import re
 import pytest
 
 from conftest import REPO
+from mlcheck.staging import stage_mnist
 from reframe_runner import run_reframe
 
 REPO_CONFIG = pathlib.Path(REPO) / 'config'
@@ -17,11 +18,12 @@ LUMI_BINDS = ['/var/spool/slurmd', '/opt/cray', '/usr/lib64/libcxi.so.1', '/usr/
 
 @pytest.fixture(scope='module')
 def lumi_scripts(tmp_path_factory):
-    """{num_nodes: job script} for every node count LUMI's config lists."""
+    """{(check, num_nodes): job script} for every check and node count LUMI's config lists."""
     tmp = tmp_path_factory.mktemp('lumi')
     image = tmp / 'lumi-pytorch-rocm-6.2.4-test.sif'
     image.touch()
-    (tmp / 'data' / 'MNIST' / 'raw').mkdir(parents=True)
+    stage_mnist(str(tmp / 'data'))      # the check reads its files' headers at setup
+    (tmp / 'data' / 'cifar-100-python').mkdir(parents=True)
     done = run_reframe('lumi', tmp / 'rfm', '--system', 'lumi:standard-g', '--dry-run',
                        '-P', f'image={image}', '-S', f'data_dir={tmp / "data"}')
     assert done.returncode == 0, done.stdout + done.stderr
@@ -29,19 +31,21 @@ def lumi_scripts(tmp_path_factory):
     for path in (tmp / 'rfm' / 'stage').rglob('rfm_job.sh'):
         text = path.read_text()
         tasks = int(re.search(r'--ntasks=(\d+)', text).group(1))
-        scripts[tasks // 8] = text
+        scripts[path.parent.name.split('_')[0], tasks // 8] = text
     return image, tmp, scripts
 
 
-def test_one_script_per_configured_node_count(lumi_scripts):
+def test_one_script_per_check_and_configured_node_count(lumi_scripts):
     _, _, scripts = lumi_scripts
-    assert sorted(scripts) == [1, 2, 4]
+    assert sorted(scripts) == [(check, nodes) for check in ('CIFAR100ResNetCheck', 'MNISTDistributedCheck')
+                               for nodes in (1, 2, 4)]
 
 
+@pytest.mark.parametrize('check', ['MNISTDistributedCheck', 'CIFAR100ResNetCheck'])
 @pytest.mark.parametrize('nodes', [1, 2, 4])
-def test_one_task_per_gcd_with_seven_cores_and_the_documented_masks(lumi_scripts, nodes):
+def test_one_task_per_gcd_with_seven_cores_and_the_documented_masks(lumi_scripts, check, nodes):
     _, _, scripts = lumi_scripts
-    script = scripts[nodes]
+    script = scripts[check, nodes]
     assert f'#SBATCH --ntasks={8 * nodes}\n' in script
     assert '#SBATCH --ntasks-per-node=8\n' in script
     assert '#SBATCH --cpus-per-task=7\n' in script
@@ -50,11 +54,14 @@ def test_one_task_per_gcd_with_seven_cores_and_the_documented_masks(lumi_scripts
     srun = next(line for line in script.splitlines() if line.startswith('srun '))
     assert f'--cpu-bind=mask_cpu:{LUMI_MASKS} ' in srun
     assert ' --label ' in srun
+    # one failed rank ends the step; a job that lost a node is not run again behind our back
+    assert ' --kill-on-bad-exit=1 ' in srun
+    assert '#SBATCH --no-requeue\n' in script
 
 
 def test_ranks_run_in_singularity_with_the_binds(lumi_scripts):
     image, tmp, scripts = lumi_scripts
-    srun = next(line for line in scripts[2].splitlines() if line.startswith('srun '))
+    srun = next(line for line in scripts['MNISTDistributedCheck', 2].splitlines() if line.startswith('srun '))
     container = srun[srun.index('singularity exec'):]
     for bind in LUMI_BINDS + [str(tmp / 'data')]:
         assert f'-B"{bind}:{bind}"' in container
@@ -62,9 +69,17 @@ def test_ranks_run_in_singularity_with_the_binds(lumi_scripts):
     assert f'--data-dir {tmp / "data"}' in container
 
 
-def test_environment_of_the_job(lumi_scripts):
+def test_cifar_runs_the_course_benchmark_from_config(lumi_scripts):
+    _, tmp, scripts = lumi_scripts
+    srun = next(line for line in scripts['CIFAR100ResNetCheck', 4].splitlines() if line.startswith('srun '))
+    assert (f'python -u ./pytorch/cifar/train_cifar100.py --data-dir {tmp / "data"} --model resnet152 '
+            f'--batch-size 128 --epochs 3 --steps 0 --warmup-steps 10 --workers 4') in srun
+
+
+@pytest.mark.parametrize('check', ['MNISTDistributedCheck', 'CIFAR100ResNetCheck'])
+def test_environment_of_the_job(lumi_scripts, check):
     _, _, scripts = lumi_scripts
-    exports = dict(re.findall(r'^export (\w+)=(.*)$', scripts[2], re.M))
+    exports = dict(re.findall(r'^export (\w+)=(.*)$', scripts[check, 2], re.M))
     assert exports['NCCL_SOCKET_IFNAME'] == 'hsn0,hsn1,hsn2,hsn3'
     assert exports['NCCL_NET_GDR_LEVEL'] == '3'
     assert exports['NCCL_DEBUG'] == 'INFO'
@@ -73,6 +88,9 @@ def test_environment_of_the_job(lumi_scripts):
     assert exports['MLCHECK_VISIBLE_DEVICES_VARS'] == 'ROCR_VISIBLE_DEVICES'
     assert exports['MLCHECK_MIOPEN_CACHE_ROOT'] == '/tmp'
     assert exports['OMP_NUM_THREADS'] == '7'
+    assert exports['TORCH_NCCL_ASYNC_ERROR_HANDLING'] == '1'
+    assert (exports['MLCHECK_RENDEZVOUS_TIMEOUT'], exports['MLCHECK_COLLECTIVE_TIMEOUT']) == ('180', '300')
+    assert 'MLCHECK_FAULT' not in exports
 
 
 def test_dry_run_keeps_out_of_the_perf_logs(lumi_scripts):
@@ -80,21 +98,31 @@ def test_dry_run_keeps_out_of_the_perf_logs(lumi_scripts):
     the perf log directory, even one given with --perflogdir."""
     _, tmp, _ = lumi_scripts
     assert not (tmp / 'rfm' / 'perflogs').exists()
-    [log] = (tmp / 'rfm' / 'dry-run-perflogs').rglob('*.log')
-    assert log.relative_to(tmp / 'rfm' / 'dry-run-perflogs').parts == (
-        'lumi', 'standard-g', 'MNISTDistributedCheck.log')
-    lines = log.read_text().splitlines()[1:]
-    assert len(lines) == 3 * 3 and all('|samples' in l or '|train_time|' in l for l in lines)
-    assert {l.split('|')[10] for l in lines} == {'null'}
+    logs = sorted((tmp / 'rfm' / 'dry-run-perflogs').rglob('*.log'))
+    assert [log.relative_to(tmp / 'rfm' / 'dry-run-perflogs').parts for log in logs] == [
+        ('lumi', 'standard-g', 'CIFAR100ResNetCheck.log'),
+        ('lumi', 'standard-g', 'MNISTDistributedCheck.log')]
+    for log in logs:
+        lines = log.read_text().splitlines()[1:]
+        assert lines and {line.split('|')[10] for line in lines} == {'null'}
 
 
 def test_configured_glob_without_images_is_a_clear_error(tmp_path):
     """On a machine without LUMI's images the configured glob matches nothing: say so."""
-    (tmp_path / 'data' / 'MNIST' / 'raw').mkdir(parents=True)
+    stage_mnist(str(tmp_path / 'data'))
     done = run_reframe('lumi', tmp_path / 'rfm', '--system', 'lumi:standard-g', '--dry-run',
                        '-S', f'data_dir={tmp_path / "data"}', '-P', 'num_nodes=1')
     assert done.returncode != 0
     assert 'no image matches /appl/local/containers/sif-images/lumi-pytorch-*.sif' in done.stdout
+
+
+def test_node_count_beyond_the_partition_is_a_one_line_error(lumi_scripts):
+    image, tmp, _ = lumi_scripts
+    done = run_reframe('lumi', tmp / 'rfm-big', '--system', 'lumi:standard-g', '--dry-run',
+                       '-P', f'image={image}', '-P', 'num_nodes=2000', '-S', f'data_dir={tmp / "data"}')
+    assert done.returncode != 0
+    assert ('num_nodes=2000 does not fit partition lumi:standard-g: a job there gets at most 1024 '
+            'nodes (extras.mlcheck.max_nodes)') in done.stdout, done.stdout[-3000:]
 
 
 def test_config_typo_stops_the_session_with_one_line(tmp_path):
@@ -106,3 +134,18 @@ def test_config_typo_stops_the_session_with_one_line(tmp_path):
     assert done.returncode != 0
     assert done.stderr.strip().splitlines()[-1].startswith(
         'mlcheck: config error: partition lumi:standard-g extras.mlcheck: unknown key(s) gpu_vendr;')
+
+
+def test_unknown_check_knob_in_config_fails_that_check_in_one_line(tmp_path):
+    text = (REPO_CONFIG / 'lumi.py').read_text().replace("'batch_size': 128", "'batchsize': 128")
+    bad = tmp_path / 'lumi_knob.py'
+    bad.write_text(text)
+    (tmp_path / 'data' / 'cifar-100-python').mkdir(parents=True)
+    image = tmp_path / 'x.sif'
+    image.touch()
+    done = run_reframe(bad, tmp_path / 'rfm', '--system', 'lumi:standard-g', '--dry-run', '-n', 'CIFAR',
+                       '-P', 'num_nodes=1', '-P', f'image={image}', '-S', f'data_dir={tmp_path / "data"}')
+    assert done.returncode != 0
+    assert ('config error: partition lumi:standard-g extras.mlcheck.checks.cifar100: unknown key(s) '
+            'batchsize; allowed: amp, batch_size, channels_last, epochs, model, steps, warmup_steps, '
+            'workers') in done.stdout

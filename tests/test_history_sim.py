@@ -18,7 +18,7 @@ from mlcheck import baseline, report
 from reframe_runner import REFRAME, report_cases, run_reframe
 
 CONFIG = os.path.join(REPO, 'config', 'simulated.py')
-RUN = ('-r', '-P', 'num_nodes=1', '-S', 'epochs=3', '--repeat', '3')
+RUN = ('-r', '-n', 'MNISTDistributedCheck', '-P', 'num_nodes=1', '-S', 'epochs=3', '--repeat', '3')
 TEST = 'MNISTDistributedCheck %image=host %num_nodes=1'
 
 

@@ -12,13 +12,14 @@ import pytest
 
 from conftest import REPO, partition_entry
 from mlcheck import launch
+from mlcheck.errors import ConfigError
 from mlcheck.launch import Layout
 
 WRAPPER = os.path.join(REPO, 'src', launch.RANK_WRAPPER)
 
 
 def rank_environment(settings, partition_env, task, tmp_path, job_id=4242, nodelist='nid[005001-005002]',
-                     extra=None):
+                     extra=None, waits=launch.Waits()):
     """`env` as seen by task (node, local id) of a 2-node job on `settings`' partition."""
     layout = Layout.for_nodes(settings.topology, num_nodes=2)
     node, local = task
@@ -26,7 +27,7 @@ def rank_environment(settings, partition_env, task, tmp_path, job_id=4242, nodel
     conf.write_text('ClusterName=unit\nSlurmctldHost=localhost\n')
     # as the job script has them: the partition's env_vars, then the check's exports
     script = ''.join(f'export {k}={v}\n' for k, v in partition_env)
-    script += ''.join(f'{line}\n' for line in launch.job_exports(settings, layout))
+    script += ''.join(f'{line}\n' for line in launch.job_exports(settings, layout, waits))
     script += f'exec sh {WRAPPER} env\n'
     slurm = {
         'SLURM_CONF': str(conf), 'SLURM_JOB_ID': str(job_id), 'SLURM_JOB_NODELIST': nodelist,
@@ -105,3 +106,36 @@ def test_rank_command_runs_the_script_through_the_wrapper(sim):
     command = launch.rank_command(sim, 'pytorch/mnist/mnist_DDP.py', ['--epochs', '1'])
     assert command[:2] == ['sh', './launch/rank-env.sh']
     assert command[2:] == [sim.python, '-u', './pytorch/mnist/mnist_DDP.py', '--epochs', '1']
+
+
+def test_waits_and_fault_reach_the_ranks(sim, tmp_path):
+    """Timeouts (and a fault, when asked for) are exported for the training script to read."""
+    partition_env = partition_entry('simulated', 'sim:cluster')['env_vars']
+    waits = launch.Waits(rendezvous_timeout=20, collective_timeout=7.5, fault='crash:1:2')
+    env = rank_environment(sim, partition_env, (0, 1), tmp_path, nodelist='nid[001-002]', waits=waits)
+    assert env['MLCHECK_RENDEZVOUS_TIMEOUT'] == '20' and env['MLCHECK_COLLECTIVE_TIMEOUT'] == '7.5'
+    assert env['MLCHECK_FAULT'] == 'crash:1:2'
+    assert 'TORCH_NCCL_ASYNC_ERROR_HANDLING' not in env          # gloo: the timeout is enough
+    normal = rank_environment(sim, partition_env, (0, 1), tmp_path, nodelist='nid[001-002]')
+    assert 'MLCHECK_FAULT' not in normal and normal['MLCHECK_COLLECTIVE_TIMEOUT'] == '300'
+
+
+def test_nccl_ranks_abort_on_a_timed_out_collective(lumi, tmp_path):
+    assert lumi_env(lumi, (0, 0), tmp_path)['TORCH_NCCL_ASYNC_ERROR_HANDLING'] == '1'
+
+
+@pytest.mark.parametrize('waits, message', [
+    (launch.Waits(fault='crash:1'), "fault='crash:1': expected crash:RANK:EPOCH"),
+    (launch.Waits(fault='explode:0:1'), "fault='explode:0:1': expected"),
+    (launch.Waits(fault='hang-rendezvous:4'), "fault='hang-rendezvous:4': rank 4 is not in a world of 4 ranks"),
+    (launch.Waits(collective_timeout=0), 'collective_timeout=0: must be a positive number of seconds'),
+])
+def test_bad_waits_are_one_line_errors(waits, message):
+    with pytest.raises(ConfigError) as err:
+        waits.check(world_size=4)
+    assert message in str(err.value)
+
+
+def test_good_faults_are_accepted():
+    for fault in ('crash:3:2', 'hang-rendezvous:0', 'hang-collective:1:1', ''):
+        launch.Waits(fault=fault).check(world_size=4)

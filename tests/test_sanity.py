@@ -25,7 +25,7 @@ def lumi_text():
 
 
 def lumi_problems(lumi, text, min_accuracy=0.9):
-    expect = sanity.Expectations.for_run(lumi, Layout.for_nodes(lumi.topology, 2), min_accuracy)
+    expect = sanity.Expectations.for_run(lumi, Layout.for_nodes(lumi.topology, 2), min_accuracy=min_accuracy)
     return sanity.problems(output.parse(text), expect)
 
 
@@ -34,7 +34,7 @@ def drop_lines(text, pattern):
 
 
 def sim_problems(sim, text):
-    expect = sanity.Expectations.for_run(sim, Layout.for_nodes(sim.topology, 2), 0.9)
+    expect = sanity.Expectations.for_run(sim, Layout.for_nodes(sim.topology, 2), min_accuracy=0.9)
     return sanity.problems(output.parse(text), expect)
 
 
@@ -151,7 +151,7 @@ def test_missing_result_fails(lumi):
 
 
 def test_wrong_world_size_fails(lumi):
-    expect = sanity.Expectations.for_run(lumi, Layout.for_nodes(lumi.topology, 4), 0.9)
+    expect = sanity.Expectations.for_run(lumi, Layout.for_nodes(lumi.topology, 4), min_accuracy=0.9)
     found = sanity.problems(output.parse(lumi_text()), expect)
     assert 'ranks 16-31 never reported in (no rank line)' in found
     assert 'rank 0 ran in a world of 16, launched 32' in found

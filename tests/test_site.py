@@ -23,6 +23,8 @@ def from_extras(extras, runtime='Singularity'):
     (lambda m: m.update(gpu_vendor='intel'), "gpu_vendor: 'intel' is not one of amd, nvidia, none"),
     (lambda m: m.update(node_counts=[1, '2']), 'node_counts: expected a list of integers >= 1'),
     (lambda m: m.update(node_counts=[]), 'node_counts: empty'),
+    (lambda m: m.update(max_nodes='1024'), "max_nodes: expected int, got str '1024'"),
+    (lambda m: m.update(max_nodes=2), 'max_nodes: 2 is less than the largest of node_counts, 4'),
     (lambda m: m.update(images='/a.sif'), 'images: expected list or tuple'),
     (lambda m: m.update(datasets={'mnist': 3}), 'datasets.mnist: expected str'),
     (lambda m: m.pop('topology'), 'missing required key(s) topology'),
@@ -89,8 +91,8 @@ def test_dataset_directory_is_checked(tmp_path, sim):
         sim.dataset_dir('mnist', str(tmp_path / 'no'))
     with pytest.raises(ConfigError, match='does not hold MNIST/raw'):
         sim.dataset_dir('mnist', str(tmp_path / 'MNIST'), 'MNIST/raw')
-    with pytest.raises(ConfigError, match='no cifar100 dataset is configured'):
-        sim.dataset_dir('cifar100')
+    with pytest.raises(ConfigError, match='no imagenet dataset is configured'):
+        sim.dataset_dir('imagenet')
 
 
 def test_binds_map_to_the_same_path_unless_given(lumi):
@@ -98,3 +100,36 @@ def test_binds_map_to_the_same_path_unless_given(lumi):
     settings = from_extras({**lumi_extras(), 'mlcheck': {**lumi_extras()['mlcheck'],
                                                           'container_binds': ['/a:/b']}})
     assert settings.bind_mounts() == [('/a', '/b')]
+
+
+def test_node_count_must_fit_the_partition(sim, lumi):
+    sim.check_node_count(2)
+    with pytest.raises(ConfigError) as err:
+        sim.check_node_count(3)
+    assert str(err.value) == ('num_nodes=3 does not fit partition sim:cluster: a job there gets at '
+                              'most 2 nodes (extras.mlcheck.max_nodes)')
+    with pytest.raises(ConfigError, match='num_nodes=0: a job needs at least one node'):
+        lumi.check_node_count(0)
+    lumi.check_node_count(1024)
+
+
+def test_corrupt_mnist_files_are_named(tmp_path):
+    from mlcheck.datasets import check_mnist
+    from mlcheck.staging import stage_mnist
+    raw, _ = stage_mnist(str(tmp_path))
+    check_mnist(str(tmp_path), '-S data_dir')
+    images = os.path.join(raw, 'train-images-idx3-ubyte')
+    with open(images, 'r+b') as f:
+        f.truncate(5000)                       # a copy that stopped half-way
+    with pytest.raises(ConfigError) as err:
+        check_mnist(str(tmp_path), '-S data_dir')
+    assert str(err.value) == (f'mnist dataset file {images} is corrupt: 5000 bytes, but its header '
+                              f'(1498x28x28) needs 1174448 (from -S data_dir)')
+    with open(images, 'wb') as f:
+        f.write(b'<html>Not Found</html>')      # an error page saved in its place
+    with pytest.raises(ConfigError, match='header 3c68746d is not that of IDX unsigned bytes'):
+        check_mnist(str(tmp_path), '-S data_dir')
+    os.remove(os.path.join(raw, 't10k-labels-idx1-ubyte'))
+    os.remove(images)
+    with pytest.raises(ConfigError, match=r'train-images-idx3-ubyte is missing \(from -S data_dir\)'):
+        check_mnist(str(tmp_path), '-S data_dir')

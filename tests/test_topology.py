@@ -14,7 +14,7 @@ def test_lumi_standard_g_masks_are_the_documented_ones(lumi):
     layout = Layout.for_nodes(lumi.topology, num_nodes=4)
     assert ','.join(layout.masks) == LUMI_MASKS
     assert layout.tasks_per_node == 8 and layout.cores_per_task == 7 and layout.num_tasks == 32
-    assert layout.srun_options() == ['--label', f'--cpu-bind=mask_cpu:{LUMI_MASKS}']
+    assert layout.srun_options() == ['--label', '--kill-on-bad-exit=1', f'--cpu-bind=mask_cpu:{LUMI_MASKS}']
 
 
 def test_lumi_gcd0_gets_ccd6_without_its_first_core(lumi):

@@ -9,28 +9,31 @@ The data is read by torchvision's MNIST loader from --data-dir (the directory th
 MNIST/raw/); it is never downloaded here, so ranks do not hammer a web server.
 
 Every fact is printed as one line `MLCHECK {json}` with an "event" key:
-  rank     each rank: layout, host, Slurm node, CPU affinity, device, versions
+  rendezvous  each rank, before it joins the process group: where it waits and how long
+  rank     each rank, once it joined: layout, host, Slurm node, CPU affinity, device, versions
   epoch    each rank, each epoch: samples it trained, seconds, mean loss
   summary  rank 0, each epoch: samples over all ranks, slowest rank's seconds, mean loss
   result   rank 0: test accuracy over the whole test set, total training seconds
   done     each rank, last
-Only the standard library, torch and torchvision are used.
+  fault    a rank about to inject the fault asked for with --fault (never in normal runs)
+
+Waits are bounded, and a fault can be injected (--fault), as ../ddp_common.py describes.
+Only the standard library, torch, torchvision and ../ddp_common.py are used.
 """
 
 import argparse
-import json
 import os
-import socket
 import sys
 import time
-from datetime import timedelta
 
 import torch
 import torch.distributed as dist
 import torch.nn as nn
 import torch.nn.functional as F
-import torchvision
 from torchvision import datasets, transforms
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+from ddp_common import add_wait_arguments, emit, init_distributed  # noqa: E402
 
 MNIST_MEAN, MNIST_STD = 0.1307, 0.3081
 
@@ -46,12 +49,10 @@ def get_args_parser():
     parser.add_argument('--seed', type=int, default=1)
     parser.add_argument('--workers', type=int, default=0, help='data-loader workers per rank')
     parser.add_argument('--device', choices=['auto', 'gpu', 'cpu'], default='auto')
-    parser.add_argument('--timeout', type=float, default=300,
-                        help='seconds to wait for the rendezvous and for each collective')
     parser.add_argument('--throttle', type=float, default=0.0,
                         help='fraction of throughput to give up on purpose, 0 <= F < 1: rank 0 '
                              'idles after every step for F/(1-F) of the time its step took')
-    return parser
+    return add_wait_arguments(parser)
 
 
 class Net(nn.Module):
@@ -72,66 +73,6 @@ class Net(nn.Module):
         x = torch.flatten(self.dropout1(x), 1)
         x = self.dropout2(F.relu(self.fc1(x)))
         return F.log_softmax(self.fc2(x), dim=1)
-
-
-def emit(event, **fields):
-    print('MLCHECK ' + json.dumps({'event': event, **fields}, sort_keys=True), flush=True)
-
-
-def rank_layout():
-    """(rank, world_size, local_rank) from the torch variables, else from Slurm."""
-    def first(*names, default=None):
-        for name in names:
-            if os.environ.get(name, '') != '':
-                return int(os.environ[name])
-        return default
-
-    return (first('RANK', 'SLURM_PROCID', default=0),
-            first('WORLD_SIZE', 'SLURM_NTASKS', default=1),
-            first('LOCAL_RANK', 'SLURM_LOCALID', default=0))
-
-
-def init_distributed(args):
-    rank, world_size, local_rank = rank_layout()
-    use_gpu = args.device == 'gpu' or (args.device == 'auto' and torch.cuda.is_available())
-    if use_gpu and not torch.cuda.is_available():
-        sys.exit(f'rank {rank}: --device gpu asked, but torch sees no GPU')
-
-    if use_gpu:
-        # the launcher normally leaves one visible GPU per rank; if not, pick ours by local rank
-        device = torch.device('cuda', local_rank % torch.cuda.device_count())
-        torch.cuda.set_device(device)
-    else:
-        device = torch.device('cpu')
-    backend = 'nccl' if use_gpu else 'gloo'
-
-    if world_size > 1:
-        for name in ('MASTER_ADDR', 'MASTER_PORT'):
-            if not os.environ.get(name):
-                sys.exit(f'rank {rank}: {name} is not set; it is needed for {world_size} ranks')
-    else:
-        os.environ.setdefault('MASTER_ADDR', '127.0.0.1')
-        os.environ.setdefault('MASTER_PORT', str(_free_port()))
-
-    dist.init_process_group(backend, rank=rank, world_size=world_size,
-                            timeout=timedelta(seconds=args.timeout))
-    emit('rank', rank=rank, world_size=world_size, local_rank=local_rank,
-         host=socket.gethostname(), node=os.environ.get('SLURMD_NODENAME', socket.gethostname()),
-         affinity=sorted(os.sched_getaffinity(0)), threads=torch.get_num_threads(),
-         device=str(device), device_name=_device_name(device),
-         visible_devices=torch.cuda.device_count() if use_gpu else 0,
-         backend=backend, torch=torch.__version__, torchvision=torchvision.__version__)
-    return rank, world_size, device
-
-
-def _free_port():
-    with socket.socket() as sock:
-        sock.bind(('127.0.0.1', 0))
-        return sock.getsockname()[1]
-
-
-def _device_name(device):
-    return torch.cuda.get_device_name(device) if device.type == 'cuda' else 'cpu'
 
 
 def load_datasets(data_dir):
@@ -207,6 +148,8 @@ def main(argv=None):
     train_seconds = 0.0
     for epoch in range(1, args.epochs + 1):
         train_sampler.set_epoch(epoch)
+        if args.fault:
+            args.fault.at_epoch(rank, epoch)
         dist.barrier()
         start = time.perf_counter()
         samples, loss_sum = train_one_epoch(model, train_loader, optimizer, device,

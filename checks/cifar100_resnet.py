@@ -1,0 +1,90 @@
+"""CIFAR-100 ResNet training throughput in every PyTorch image, at every node count.
+
+The LUMI AI course's benchmark (ResNet-152 on CIFAR-100, DDP across GPUs) as a check: does it
+still train (every rank finishes, the loss is finite and falls), wired right (binding, one GPU
+per rank, network plugin), and how many images/s, per GPU, and how well it scales.
+"""
+
+import reframe as rfm
+from reframe.core.builtins import performance_function, run_before, variable
+from reframe.core.logging import getlogger
+
+from mlcheck import scaling
+from mlcheck.rfm import DistributedTrainingCheck
+
+
+@rfm.simple_test
+class CIFAR100ResNetCheck(DistributedTrainingCheck):
+    descr = 'CIFAR-100 ResNet training throughput across nodes, one rank per GPU'
+    script = 'pytorch/cifar/train_cifar100.py'
+    dataset = 'cifar100'
+    dataset_marker = 'cifar-100-python'
+
+    # Knobs: -S sets one; else the partition's extras.mlcheck.checks.cifar100; else these.
+    checks_key = 'cifar100'
+    knobs = {'model': 'resnet152', 'batch_size': 128, 'epochs': 3, 'steps': 0,
+             'warmup_steps': 10, 'workers': 4, 'amp': False, 'channels_last': False}
+    #: torchvision ResNet: resnet18, resnet50, resnet101 or resnet152
+    model = variable(str, type(None), value=None)
+    #: samples per GPU and step
+    batch_size = variable(int, type(None), value=None)
+    #: epochs; the first is reported apart from the steady state
+    epochs = variable(int, type(None), value=None)
+    #: steps per epoch at most (0: the whole epoch)
+    steps = variable(int, type(None), value=None)
+    #: untimed steps at the start
+    warmup_steps = variable(int, type(None), value=None)
+    #: data-loader workers per rank
+    workers = variable(int, type(None), value=None)
+    #: bf16 autocast
+    amp = variable(bool, type(None), value=None)
+    #: channels_last memory format
+    channels_last = variable(bool, type(None), value=None)
+
+    def script_arguments(self):
+        args = ['--model', self.model, '--batch-size', str(self.batch_size),
+                '--epochs', str(self.epochs), '--steps', str(self.steps),
+                '--warmup-steps', str(self.warmup_steps), '--workers', str(self.workers)]
+        if self.amp:
+            args.append('--amp')
+        if self.channels_last:
+            args.append('--channels-last')
+        return args
+
+    def training_promises(self):
+        return {'epochs': self.epochs, 'loss_must_fall': True}
+
+    @run_before('performance')
+    def compare_with_one_node(self):
+        if self.is_dry_run():
+            return
+        per_gpu = self.per_gpu()
+        scaling.record(self, per_gpu)
+        baseline = (per_gpu, 'itself') if self.num_nodes == 1 else \
+            scaling.one_node_baseline(self, 'images_per_s_per_gpu')
+        if baseline is None:
+            getlogger().info(f'{self.display_name}: no one-node result of image {self.image} in this '
+                             f'session or in stored results: scaling efficiency not reported')
+            self.perf_variables.pop('scaling_efficiency')
+        else:
+            self.one_node_per_gpu, source = baseline
+            getlogger().debug(f'{self.display_name}: one-node baseline from {source}')
+
+    @performance_function('images/s')
+    def images_per_s(self):
+        return self.figure('images/s', self.run_output().result_value('samples_per_s'))
+
+    @performance_function('images/s')
+    def images_per_s_per_gpu(self):
+        return self.figure('images/s per GPU', self.per_gpu())
+
+    @performance_function('%')
+    def scaling_efficiency(self):
+        return 100 * self.per_gpu() / self.one_node_per_gpu
+
+    def per_gpu(self):
+        return self.run_output().result_value('samples_per_s_per_device')
+
+    @performance_function('GFLOP/s')
+    def model_gflop_per_s(self):
+        return self.figure('model FLOP/s', self.run_output().result_value('model_flops_per_s')) / 1e9

@@ -1,0 +1,216 @@
+#!/usr/bin/env python3
+"""CIFAR-100 ResNet training benchmark: images/s of a torchvision ResNet, measured honestly.
+
+Modes, as in the LUMI AI course: `ddp` (one process per device under srun, the default),
+`single` (one process, one device) and `dp` (one process, DataParallel over the visible GPUs).
+The data is read by torchvision's CIFAR100 loader from --data-dir (the directory holding
+cifar-100-python/), or made in memory with --synthetic for a pure compute measurement.
+
+Timing: the first --warmup-steps steps are not timed; the device is synchronised before every
+clock read; the first epoch is reported apart from the steady state (epochs 2 and later), since
+it pays for allocator growth, kernel selection and caches.
+
+Facts, one `MLCHECK {json}` line each (see ../ddp_common.py): `rendezvous` and `rank` per rank
+(arriving at, and having joined, the process group); `epoch` per
+rank and epoch; `summary` per epoch from rank 0 (all ranks' samples, the slowest rank's
+seconds); `result` from rank 0 (steady-state and first-epoch samples/s, per device, step
+time, model FLOPs per sample and achieved FLOP/s); `done` per rank.
+"""
+
+import argparse
+import copy
+import math
+import os
+import sys
+import time
+
+import torch
+import torch.distributed as dist
+import torch.nn as nn
+import torchvision
+from torchvision import datasets, transforms
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+from ddp_common import (add_wait_arguments, emit, init_distributed, pick_device,  # noqa: E402
+                        report_rank, synchronize)
+
+MODELS = ('resnet18', 'resnet50', 'resnet101', 'resnet152')
+CIFAR100_MEAN, CIFAR100_STD = (0.5071, 0.4865, 0.4409), (0.2673, 0.2564, 0.2762)
+NUM_CLASSES = 100
+
+
+def get_args_parser():
+    parser = argparse.ArgumentParser(description=__doc__.split('\n')[0])
+    parser.add_argument('--data-dir', help='directory holding cifar-100-python/ (not with --synthetic)')
+    parser.add_argument('--synthetic', action='store_true', help='random in-memory images: compute only')
+    parser.add_argument('--model', choices=MODELS, default='resnet152')
+    parser.add_argument('--mode', choices=['ddp', 'single', 'dp'], default='ddp')
+    parser.add_argument('--batch-size', type=int, default=128, help='per device')
+    parser.add_argument('--epochs', type=int, default=3)
+    parser.add_argument('--steps', type=int, default=0, help='steps per epoch at most (0: whole epoch)')
+    parser.add_argument('--warmup-steps', type=int, default=5, help='untimed steps at the start')
+    parser.add_argument('--amp', action='store_true', help='bf16 autocast')
+    parser.add_argument('--channels-last', action='store_true')
+    parser.add_argument('--workers', type=int, default=2, help='data-loader workers per process')
+    parser.add_argument('--lr', type=float, default=0.05)
+    parser.add_argument('--seed', type=int, default=1)
+    parser.add_argument('--device', choices=['auto', 'gpu', 'cpu'], default='auto')
+    return add_wait_arguments(parser)
+
+
+class StagedCIFAR100(datasets.CIFAR100):
+    """torchvision's CIFAR100 reader for a staged directory.
+
+    The published archive's checksums are not checked: a site may stage the real files or a
+    generated stand-in in the same format; unreadable files still fail when they are read.
+    """
+    train_list = [['train', None]]
+    test_list = [['test', None]]
+    meta = {**datasets.CIFAR100.meta, 'md5': None}
+
+
+def training_set(args, samples_needed):
+    if args.synthetic:
+        generator = torch.Generator().manual_seed(args.seed)
+        images = torch.randn(samples_needed, 3, 32, 32, generator=generator)
+        labels = torch.randint(0, NUM_CLASSES, (samples_needed,), generator=generator)
+        return torch.utils.data.TensorDataset(images, labels)
+    if not args.data_dir or not os.path.isdir(os.path.join(args.data_dir, 'cifar-100-python')):
+        sys.exit(f'CIFAR-100 data not found: {args.data_dir}/cifar-100-python does not exist '
+                 f'(stage it, or use --synthetic)')
+    transform = transforms.Compose([transforms.ToTensor(),
+                                    transforms.Normalize(CIFAR100_MEAN, CIFAR100_STD)])
+    return StagedCIFAR100(args.data_dir, train=True, download=False, transform=transform)
+
+
+def flops_per_sample(model, batch, criterion, autocast):
+    """Model FLOPs of one forward and backward pass per sample, counted by torch."""
+    from torch.utils.flop_counter import FlopCounterMode
+    images, labels = batch
+    probe = copy.deepcopy(model)
+    with FlopCounterMode(display=False) as counter:
+        with autocast():
+            loss = criterion(probe(images), labels)
+        loss.backward()
+    return counter.get_total_flops() / len(labels)
+
+
+def train_epoch(model, loader, optimizer, criterion, device, args, untimed_steps, autocast):
+    """Train one epoch; the clock starts after `untimed_steps` steps. Returns its figures."""
+    model.train()
+    memory_format = torch.channels_last if args.channels_last else torch.contiguous_format
+    samples = steps = 0
+    loss_sum = torch.zeros((), dtype=torch.float64, device=device)   # on the device: no sync per step
+    start = None
+    for step, (images, labels) in enumerate(loader):
+        if args.steps and step >= args.steps:
+            break
+        if step == untimed_steps:
+            synchronize(device)
+            start = time.perf_counter()
+        images = images.to(device, non_blocking=True).contiguous(memory_format=memory_format)
+        labels = labels.to(device, non_blocking=True)
+        optimizer.zero_grad(set_to_none=True)
+        with autocast():
+            loss = criterion(model(images), labels)
+        loss.backward()
+        optimizer.step()
+        if step >= untimed_steps:
+            samples += len(labels)
+            steps += 1
+            loss_sum += loss.detach() * len(labels)
+    synchronize(device)
+    seconds = time.perf_counter() - start if start is not None else 0.0
+    return {'samples': samples, 'steps': steps, 'seconds': seconds,
+            'loss': loss_sum.item() / samples if samples else math.nan}
+
+
+def steady_state(summaries):
+    """Figures over the epochs after the first (or the first, if it is the only one)."""
+    steady = summaries[1:] if len(summaries) > 1 else summaries
+    seconds = sum(s['seconds'] for s in steady)
+    samples = sum(s['samples'] for s in steady)
+    steps = sum(s['steps'] for s in steady)
+    return {'samples_per_s': samples / seconds if seconds > 0 else 0.0,
+            'step_time': seconds / steps if steps else 0.0}
+
+
+def main(argv=None):
+    args = get_args_parser().parse_args(argv)
+    torch.manual_seed(args.seed)
+
+    if args.mode == 'ddp':
+        rank, world_size, device = init_distributed(args)
+        devices = world_size
+    else:
+        rank, world_size = 0, 1
+        device = pick_device(args.device)
+        devices = torch.cuda.device_count() if args.mode == 'dp' and device.type == 'cuda' else 1
+        report_rank(0, 1, 0, device, 'none')
+
+    batch = args.batch_size * (devices if args.mode == 'dp' else 1)
+    steps_per_epoch = args.steps or 10 ** 9
+    dataset = training_set(args, samples_needed=batch * min(steps_per_epoch, 50))
+    sampler = (torch.utils.data.distributed.DistributedSampler(dataset, world_size, rank, seed=args.seed)
+               if args.mode == 'ddp' else torch.utils.data.RandomSampler(dataset))
+    loader = torch.utils.data.DataLoader(dataset, batch_size=batch, sampler=sampler, drop_last=True,
+                                         num_workers=args.workers, pin_memory=device.type == 'cuda',
+                                         persistent_workers=args.workers > 0)
+
+    model = getattr(torchvision.models, args.model)(num_classes=NUM_CLASSES).to(device)
+    if args.channels_last:
+        model = model.to(memory_format=torch.channels_last)
+    criterion = nn.CrossEntropyLoss()
+    autocast = lambda: torch.autocast(device.type, dtype=torch.bfloat16, enabled=args.amp)  # noqa: E731
+    probe_batch = next(iter(loader))
+    flops = flops_per_sample(model, [t.to(device) for t in probe_batch], criterion, autocast)
+
+    if args.mode == 'ddp':
+        model = nn.parallel.DistributedDataParallel(
+            model, device_ids=[device.index] if device.type == 'cuda' else None)
+    elif args.mode == 'dp' and devices > 1:
+        model = nn.DataParallel(model)
+    optimizer = torch.optim.SGD(model.parameters(), lr=args.lr, momentum=0.9, weight_decay=5e-4)
+
+    summaries = []
+    for epoch in range(1, args.epochs + 1):
+        if args.mode == 'ddp':
+            sampler.set_epoch(epoch)
+            if args.fault:
+                args.fault.at_epoch(rank, epoch)
+            dist.barrier()
+        figures = train_epoch(model, loader, optimizer, criterion, device, args,
+                              args.warmup_steps if epoch == 1 else 0, autocast)
+        emit('epoch', rank=rank, epoch=epoch, **figures)
+        summary = {**figures, 'epoch': epoch, 'world_size': world_size}
+        if args.mode == 'ddp':   # all ranks' samples, in the slowest rank's time
+            totals = torch.tensor([figures['samples'], figures['loss'] * figures['samples']],
+                                  dtype=torch.float64, device=device)
+            slowest = torch.tensor([figures['seconds']], dtype=torch.float64, device=device)
+            dist.all_reduce(totals)
+            dist.all_reduce(slowest, op=dist.ReduceOp.MAX)
+            summary.update(samples=int(totals[0].item()), seconds=slowest.item(),
+                           loss=totals[1].item() / max(totals[0].item(), 1))
+        summary['samples_per_s'] = summary['samples'] / summary['seconds'] if summary['seconds'] else 0.0
+        summaries.append(summary)
+        if rank == 0:
+            emit('summary', **summary)
+
+    if rank == 0:
+        steady = steady_state(summaries)
+        emit('result', samples_per_s=steady['samples_per_s'],
+             samples_per_s_per_device=steady['samples_per_s'] / devices,
+             first_epoch_samples_per_s=summaries[0]['samples_per_s'], step_time=steady['step_time'],
+             flops_per_sample=flops, model_flops_per_s=flops * steady['samples_per_s'],
+             devices=devices, world_size=world_size, mode=args.mode, model=args.model,
+             batch_size=args.batch_size, epochs=args.epochs, warmup_steps=args.warmup_steps,
+             amp=args.amp, channels_last=args.channels_last, synthetic=args.synthetic)
+    if args.mode == 'ddp':
+        dist.barrier()
+    emit('done', rank=rank)
+    if args.mode == 'ddp':
+        dist.destroy_process_group()
+
+
+if __name__ == '__main__':
+    main()

@@ -1,0 +1,163 @@
+"""What the training programs share: rank layout, process group, device, and fact lines.
+
+Imported by the programs in the sibling directories (they add this directory to sys.path),
+so it runs inside the container images: standard library and torch only.
+
+Waits are bounded (add_wait_arguments): --rendezvous-timeout for all ranks to join,
+--timeout for each collective (gloo honours it; for NCCL the watchdog aborts on it, with
+TORCH_NCCL_ASYNC_ERROR_HANDLING=1 from the launcher). Their defaults, and --fault, come from
+MLCHECK_RENDEZVOUS_TIMEOUT, MLCHECK_COLLECTIVE_TIMEOUT and MLCHECK_FAULT when set. A rank that
+fails raises, so its exception ends in stderr; under `srun --kill-on-bad-exit` that ends the step.
+
+--fault injects one failure, to test how it is reported (see docs/faults.md):
+  crash:RANK:EPOCH            RANK raises an exception at the start of EPOCH
+  hang-rendezvous:RANK        RANK never arrives at the rendezvous
+  hang-collective:RANK:EPOCH  RANK stops before the first collective of EPOCH
+"""
+
+import argparse
+import json
+import os
+import socket
+import sys
+import time
+from datetime import timedelta
+
+import torch
+import torch.distributed as dist
+
+FACT_PREFIX = 'MLCHECK '
+
+
+def emit(event, **fields):
+    """One machine-readable fact: `MLCHECK {json}` on a line of its own."""
+    print(FACT_PREFIX + json.dumps({'event': event, **fields}, sort_keys=True), flush=True)
+
+
+def rank_layout():
+    """(rank, world_size, local_rank) from the torch variables, else from Slurm."""
+    def first(*names, default):
+        for name in names:
+            if os.environ.get(name, '') != '':
+                return int(os.environ[name])
+        return default
+
+    return (first('RANK', 'SLURM_PROCID', default=0),
+            first('WORLD_SIZE', 'SLURM_NTASKS', default=1),
+            first('LOCAL_RANK', 'SLURM_LOCALID', default=0))
+
+
+def pick_device(choice, local_rank=0):
+    """'auto', 'gpu' or 'cpu' -> torch.device; with several GPUs visible, the local rank's."""
+    use_gpu = choice == 'gpu' or (choice == 'auto' and torch.cuda.is_available())
+    if use_gpu and not torch.cuda.is_available():
+        sys.exit('--device gpu asked, but torch sees no GPU')
+    if not use_gpu:
+        return torch.device('cpu')
+    device = torch.device('cuda', local_rank % torch.cuda.device_count())
+    torch.cuda.set_device(device)
+    return device
+
+
+def synchronize(device):
+    """Wait for the device, so that a clock read after it measures finished work."""
+    if device.type == 'cuda':
+        torch.cuda.synchronize(device)
+
+
+def add_wait_arguments(parser):
+    """--rendezvous-timeout, --timeout and --fault, with defaults from the launcher's MLCHECK_*."""
+    env = os.environ.get
+    parser.add_argument('--rendezvous-timeout', type=float,
+                        default=env('MLCHECK_RENDEZVOUS_TIMEOUT', '180'),
+                        help='seconds to wait for all ranks to join the process group')
+    parser.add_argument('--timeout', type=float, default=env('MLCHECK_COLLECTIVE_TIMEOUT', '300'),
+                        help='seconds a collective may wait for the other ranks')
+    parser.add_argument('--fault', type=Fault.parse, default=env('MLCHECK_FAULT') or None,
+                        help='inject a failure: crash:RANK:EPOCH, hang-rendezvous:RANK or '
+                             'hang-collective:RANK:EPOCH')
+    return parser
+
+
+class Fault:
+    """A failure to inject in one rank (--fault), for testing how failures are reported."""
+    KINDS = {'crash': ('rank', 'epoch'), 'hang-rendezvous': ('rank',),
+             'hang-collective': ('rank', 'epoch')}
+
+    def __init__(self, kind, rank, epoch=None):
+        self.kind, self.rank, self.epoch = kind, rank, epoch
+
+    @classmethod
+    def parse(cls, spec):
+        kind, *values = spec.split(':')
+        if kind not in cls.KINDS:
+            raise argparse.ArgumentTypeError(f'unknown fault {kind!r}; one of {", ".join(cls.KINDS)}')
+        fields = cls.KINDS[kind]
+        if len(values) != len(fields) or not all(v.isdigit() for v in values):
+            raise argparse.ArgumentTypeError(f'{spec!r}: expected {":".join([kind, *map(str.upper, fields)])} '
+                                             f'with non-negative integers')
+        return cls(kind, *map(int, values))
+
+    def at_rendezvous(self, rank):
+        if self.kind == 'hang-rendezvous' and self.rank == rank:
+            self.inject(rank)
+
+    def at_epoch(self, rank, epoch):
+        """Called by every rank at the start of every epoch, before its first collective."""
+        if self.kind in ('crash', 'hang-collective') and (self.rank, self.epoch) == (rank, epoch):
+            self.inject(rank)
+
+    def inject(self, rank):
+        emit('fault', rank=rank, kind=self.kind, epoch=self.epoch)
+        if self.kind == 'crash':
+            raise RuntimeError(f'injected fault: rank {rank} crashed in epoch {self.epoch}')
+        while True:     # a hang: only a timeout elsewhere, or the launcher, ends it
+            time.sleep(3600)
+
+
+def init_distributed(args):
+    """Join the process group (nccl on GPUs, gloo otherwise) on args.device, within
+    args.rendezvous_timeout, with args.timeout for every collective; report this rank."""
+    rank, world_size, local_rank = rank_layout()
+    if args.fault:
+        args.fault.at_rendezvous(rank)
+    device = pick_device(args.device, local_rank)
+    backend = 'nccl' if device.type == 'cuda' else 'gloo'
+    if world_size > 1:
+        for name in ('MASTER_ADDR', 'MASTER_PORT'):
+            if not os.environ.get(name):
+                sys.exit(f'rank {rank}: {name} is not set; it is needed for {world_size} ranks')
+    else:
+        os.environ.setdefault('MASTER_ADDR', '127.0.0.1')
+        os.environ.setdefault('MASTER_PORT', str(free_port()))
+
+    host, port = os.environ['MASTER_ADDR'], int(os.environ['MASTER_PORT'])
+    emit('rendezvous', rank=rank, world_size=world_size, master=f'{host}:{port}',
+         node=os.environ.get('SLURMD_NODENAME', socket.gethostname()), timeout=args.rendezvous_timeout)
+    # the store bounds the rendezvous; the process group bounds every collective
+    store = dist.TCPStore(host, port, world_size, is_master=rank == 0,
+                          timeout=timedelta(seconds=args.rendezvous_timeout), wait_for_workers=True)
+    dist.init_process_group(backend, store=store, rank=rank, world_size=world_size,
+                            timeout=timedelta(seconds=args.timeout))
+    report_rank(rank, world_size, local_rank, device, backend)
+    return rank, world_size, device
+
+
+def report_rank(rank, world_size, local_rank, device, backend):
+    import torchvision
+    emit('rank', rank=rank, world_size=world_size, local_rank=local_rank,
+         host=socket.gethostname(), node=os.environ.get('SLURMD_NODENAME', socket.gethostname()),
+         affinity=sorted(os.sched_getaffinity(0)), threads=torch.get_num_threads(),
+         device=str(device), device_name=device_name(device),
+         visible_devices=torch.cuda.device_count() if device.type == 'cuda' else 0,
+         backend=backend, torch=torch.__version__, torchvision=torchvision.__version__)
+
+
+def free_port():
+    with socket.socket() as sock:
+        sock.bind(('127.0.0.1', 0))
+        return sock.getsockname()[1]
+
+
+def device_name(device):
+    return torch.cuda.get_device_name(device) if device.type == 'cuda' else 'cpu'

@@ -1,0 +1,175 @@
+"""CIFAR-100 benchmark: the staged data through torchvision's loader, the program's timing
+arithmetic, and the sanity rules on a real run of the simulated partition
+(sim_cluster_cifar100_2nodes.out: ResNet-18, 4 gloo ranks on nid001-002, 3 epochs of 8 steps).
+"""
+
+import importlib.util
+import json
+import math
+import os
+import re
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from conftest import DATA, REPO
+from mlcheck import output, sanity, staging
+from mlcheck.launch import Layout
+
+PROGRAM = os.path.join(REPO, 'src', 'pytorch', 'cifar', 'train_cifar100.py')
+SIM_OUT = os.path.join(DATA, 'sim_cluster_cifar100_2nodes.out')
+
+
+def load_program():
+    spec = importlib.util.spec_from_file_location('train_cifar100', PROGRAM)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.fixture(scope='module')
+def staged(tmp_path_factory):
+    dest = tmp_path_factory.mktemp('cifar')
+    staging.stage_cifar100(str(dest))
+    return dest
+
+
+def test_torchvision_loader_reads_the_staged_set(staged):
+    program = load_program()
+    train = program.StagedCIFAR100(str(staged), train=True)
+    test = program.StagedCIFAR100(str(staged), train=False)
+    assert (len(train), len(test)) == (5000, 1000)
+    assert train.data.shape == (5000, 32, 32, 3) and train.data.dtype == np.uint8
+    assert len(train.classes) == 100 and train.classes[7] == 'class_07'
+    assert sorted(set(train.targets)) == list(range(100)) and sorted(set(test.targets)) == list(range(100))
+    image, label = train[0]
+    assert image.size == (32, 32) and image.mode == 'RGB' and 0 <= label < 100
+
+
+def test_staged_files_have_cifar100_keys_and_layout(staged):
+    import pickle
+    with open(staged / 'cifar-100-python' / 'train', 'rb') as f:
+        entry = pickle.load(f, encoding='latin1')
+    assert set(entry) == {'filenames', 'batch_label', 'fine_labels', 'coarse_labels', 'data'}
+    assert entry['data'].shape == (5000, 3072)
+    assert max(entry['coarse_labels']) == 19 and max(entry['fine_labels']) == 99
+    with open(staged / 'cifar-100-python' / 'meta', 'rb') as f:
+        meta = pickle.load(f, encoding='latin1')
+    assert len(meta['fine_label_names']) == 100 and len(meta['coarse_label_names']) == 20
+
+
+def test_staging_keeps_a_complete_earlier_staging(staged):
+    before = os.stat(staged / 'cifar-100-python' / 'train').st_mtime_ns
+    assert staging.stage_cifar100(str(staged))[1] is False
+    assert os.stat(staged / 'cifar-100-python' / 'train').st_mtime_ns == before
+
+
+def test_steady_state_excludes_the_first_epoch():
+    program = load_program()
+    summaries = [{'samples': 100, 'seconds': 10.0, 'steps': 5},
+                 {'samples': 200, 'seconds': 1.0, 'steps': 10},
+                 {'samples': 200, 'seconds': 3.0, 'steps': 10}]
+    assert program.steady_state(summaries) == {'samples_per_s': 100.0, 'step_time': 0.2}
+    assert program.steady_state(summaries[:1]) == {'samples_per_s': 10.0, 'step_time': 2.0}
+
+
+def run_program(*args):
+    env = {**os.environ, 'OMP_NUM_THREADS': '2'}
+    for name in ('RANK', 'WORLD_SIZE', 'LOCAL_RANK', 'SLURM_PROCID', 'SLURM_NTASKS', 'SLURM_LOCALID'):
+        env.pop(name, None)
+    done = subprocess.run([sys.executable, PROGRAM, '--model', 'resnet18', '--workers', '0', *args],
+                          capture_output=True, text=True, env=env, timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    return output.parse(done.stdout, labelled=False)
+
+
+@pytest.mark.parametrize('mode', ['single', 'dp', 'ddp'])
+def test_warmup_steps_are_not_timed_and_first_epoch_is_apart(mode):
+    run = run_program('--synthetic', '--mode', mode, '--batch-size', '4', '--epochs', '3',
+                      '--steps', '5', '--warmup-steps', '2')
+    epochs = sorted(run.events('summary'), key=lambda s: s['epoch'])
+    assert [(e['samples'], e['steps']) for e in epochs] == [(12, 3), (20, 5), (20, 5)]
+    result = run.result()
+    steady = sum(e['samples'] for e in epochs[1:]) / sum(e['seconds'] for e in epochs[1:])
+    assert result['samples_per_s'] == pytest.approx(steady)
+    assert result['first_epoch_samples_per_s'] == pytest.approx(12 / epochs[0]['seconds'])
+    assert result['samples_per_s_per_device'] == pytest.approx(result['samples_per_s'] / result['devices'])
+    assert result['model_flops_per_s'] == pytest.approx(result['flops_per_sample'] * steady)
+    # ResNet-18 at 32x32: ~0.07 GFLOP forward per image, about three times that with backward
+    assert 1.5e8 < result['flops_per_sample'] < 3e8
+    assert run.by_rank('done') and result['mode'] == mode
+
+
+def test_program_reads_the_staged_set_and_the_loss_falls(staged):
+    run = run_program('--data-dir', str(staged), '--mode', 'single', '--batch-size', '32',
+                      '--epochs', '3', '--steps', '8', '--warmup-steps', '1')
+    losses = [s['loss'] for s in sorted(run.events('summary'), key=lambda s: s['epoch'])]
+    assert all(math.isfinite(l) for l in losses) and losses[-1] < losses[0]
+
+
+def test_missing_data_is_a_one_line_error(tmp_path):
+    done = subprocess.run([sys.executable, PROGRAM, '--data-dir', str(tmp_path), '--mode', 'single'],
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode != 0
+    assert done.stderr.strip().splitlines()[-1] == (
+        f'CIFAR-100 data not found: {tmp_path}/cifar-100-python does not exist (stage it, or use --synthetic)')
+
+
+# --- sanity on a real run ---------------------------------------------------------------------
+
+def sim_problems(sim, text, epochs=3):
+    expect = sanity.Expectations.for_run(sim, Layout.for_nodes(sim.topology, 2),
+                                         epochs=epochs, loss_must_fall=True)
+    return sanity.problems(output.parse(text), expect)
+
+
+def sim_text():
+    with open(SIM_OUT) as f:
+        return f.read()
+
+
+def edit_facts(text, event, change):
+    """Apply change(fact) to every fact line of `event`, keeping srun's label."""
+    lines = []
+    for line in text.splitlines():
+        label, _, rest = line.partition(': MLCHECK ')
+        if rest and json.loads(rest)['event'] == event:
+            fact = json.loads(rest)
+            change(fact)
+            line = f'{label}: MLCHECK {json.dumps(fact, sort_keys=True)}'
+        lines.append(line)
+    return '\n'.join(lines)
+
+
+def test_real_cifar_run_is_sane(sim):
+    assert sim_problems(sim, sim_text()) == []
+
+
+def test_real_cifar_run_figures():
+    run = output.read(SIM_OUT)
+    result = run.result()
+    assert result['samples_per_s_per_device'] == pytest.approx(result['samples_per_s'] / 4)
+    assert result['world_size'] == 4 and result['model'] == 'resnet18'
+
+
+def test_loss_that_does_not_fall_fails(sim):
+    text = edit_facts(sim_text(), 'summary', lambda f: f.update(loss=4.6))
+    assert sim_problems(sim, text) == ['loss did not fall: 4.6000 in epoch 1, 4.6000 in epoch 3']
+
+
+def test_nan_loss_fails(sim):
+    text = edit_facts(sim_text(), 'summary', lambda f: f.update(loss=float('nan')) if f['epoch'] == 3 else None)
+    assert sim_problems(sim, text) == ['loss is not finite in epoch(s) 3']
+
+
+def test_rank_without_throughput_for_an_epoch_fails(sim):
+    text = '\n'.join(l for l in sim_text().splitlines()
+                     if not re.match(r'2: MLCHECK .*"epoch": 2, "event": "epoch"', l))
+    assert sim_problems(sim, text) == ['rank 2 reported throughput for epochs [1, 3], expected 1-3']
+
+
+def test_rank_that_timed_nothing_fails(sim):
+    text = edit_facts(sim_text(), 'epoch', lambda f: f.update(samples=0) if f['rank'] == 1 and f['epoch'] == 1 else None)
+    assert sim_problems(sim, text) == ['rank 1 reported throughput for epochs [2, 3], expected 1-3']

@@ -1,0 +1,125 @@
+"""Why a run broke off, from saved outputs of real faulty runs on the simulated partition.
+
+tests/data/faults/sim_<fault>.out/.err are the stdout and stderr (srun --label) of 2-node jobs
+(4 gloo ranks on nid001-002) run by ReFrame with -S fault=... and 10 s timeouts:
+crash:1:2, hang-rendezvous:3, hang-collective:2:2, and a node loss (nid002's slurmd, job step
+and ranks killed, as tests/test_faults_sim.py does). Each case is also varied into its neighbours.
+"""
+
+import os
+import re
+
+import pytest
+
+from conftest import DATA
+from mlcheck import output, sanity
+from mlcheck.launch import Layout
+
+FAULTS = os.path.join(DATA, 'faults')
+
+
+def saved(name):
+    with open(os.path.join(FAULTS, f'sim_{name}.out')) as out, \
+            open(os.path.join(FAULTS, f'sim_{name}.err')) as err:
+        return out.read(), err.read()
+
+
+def problems(sim, stdout, stderr, fault=''):
+    expect = sanity.Expectations.for_run(sim, Layout.for_nodes(sim.topology, 2), min_accuracy=0.9,
+                                         fault=fault)
+    return sanity.problems(output.parse(stdout, stderr=stderr), expect)
+
+
+def without(text, pattern):
+    return ''.join(line for line in text.splitlines(keepends=True) if not re.search(pattern, line))
+
+
+def test_crash_names_the_rank_its_node_and_its_exception(sim):
+    # ranks 0, 2, 3 also failed, with "Connection closed by peer": a consequence, not the cause
+    assert problems(sim, *saved('crash'), fault='crash:1:2') == [
+        'rank 1 on nid001 failed: RuntimeError: injected fault: rank 1 crashed in epoch 2']
+
+
+def test_crash_without_a_traceback_is_named_from_srun(sim):
+    """A rank killed by a signal (segfault in a library) leaves only srun's line."""
+    stdout, stderr = saved('crash')
+    stderr = without(stderr, r'^1: ').replace('nid001: task 1: Exited with exit code 1',
+                                              'nid001: task 1: Segmentation fault (core dumped)')
+    assert problems(sim, stdout, stderr) == [
+        'rank 1 on nid001 failed: Segmentation fault (core dumped) (srun)']
+
+
+def test_the_same_error_on_every_rank_is_one_line(sim):
+    """E.g. a corrupt dataset that every rank fails to read."""
+    stdout, stderr = saved('crash')
+    stderr = re.sub(r'RuntimeError: .*', 'RuntimeError: invalid magic number 2049 in train-images-idx3-ubyte',
+                    stderr)
+    assert problems(sim, stdout, stderr) == [
+        'ranks 0-3 on nid001, nid002 failed: RuntimeError: invalid magic number 2049 in train-images-idx3-ubyte']
+
+
+def test_rank_that_never_arrived_at_the_rendezvous(sim):
+    assert problems(sim, *saved('hang-rendezvous'), fault='hang-rendezvous:3') == [
+        'rank 3 on nid002 never arrived at the rendezvous at nid001:10067; the others gave up after '
+        '10 s (DistStoreError: wait timeout after 10000ms, keys: /0//cpu//0/0)']
+
+
+def test_rank_that_stopped_inside_training(sim):
+    assert problems(sim, *saved('hang-collective'), fault='hang-collective:2:2') == [
+        'rank 2 on nid002 stopped responding after epoch 1: ranks 0-1, 3 timed out waiting for it '
+        'in a collective (RuntimeError: Timed out waiting 10000ms for recv operation to complete)']
+
+
+def test_lost_node_is_named_with_its_ranks(sim):
+    assert problems(sim, *saved('nodeloss')) == [
+        'node nid002 was lost during the job (srun: Node failure); ranks 2-3 ran there and ended '
+        'without an error']
+
+
+def test_job_that_hit_its_time_limit_says_so(sim):
+    """Every rank blocked with no timeout of its own: only Slurm's time limit ended the job."""
+    stdout, _ = saved('hang-collective')
+    stderr = ('srun: Job step aborted: Waiting up to 4 seconds for job step to finish.\n'
+              'slurmstepd-nid001: error: *** JOB 69 ON nid001 CANCELLED AT 2026-11-21T23:50:10 '
+              'DUE TO TIME LIMIT ***\n')
+    assert problems(sim, stdout, stderr) == [
+        'ranks 0-3 did not finish: Slurm ended the job (time limit)']
+
+
+def test_fault_asked_for_but_not_injected_fails(sim):
+    """A script that ignores MLCHECK_FAULT would make a fault test pass for nothing."""
+    stdout, stderr = saved('crash')
+    with open(os.path.join(DATA, 'sim_cluster_2nodes.out')) as f:
+        good = f.read()
+    assert problems(sim, good, '', fault='crash:1:2') == [
+        "fault 'crash:1:2' was asked for, but no rank injected it (does the training script read "
+        "MLCHECK_FAULT?)"]
+    assert problems(sim, stdout, stderr, fault='crash:1:2')[0].startswith('rank 1 on nid001 failed')
+
+
+def test_good_run_with_harmless_stderr_is_sane(sim):
+    """Warnings in stderr of a run where every rank finished explain nothing and fail nothing."""
+    with open(os.path.join(DATA, 'sim_cluster_2nodes.out')) as f:
+        good = f.read()
+    stderr = '0: UserWarning: TypedStorage is deprecated\n2: [W1121 socket.cpp:469] timed out\n'
+    assert problems(sim, good, stderr) == []
+
+
+@pytest.mark.parametrize('line, error', [
+    ('[rank1]: RuntimeError: boom', 'RuntimeError: boom'),
+    ('torch.distributed.DistStoreError: wait timeout after 10000ms', 'DistStoreError: wait timeout after 10000ms'),
+    ('RuntimeError: [/__w/pytorch/third_party/gloo/gloo/transport/tcp/pair.cc:561] Connection closed by peer',
+     'RuntimeError: Connection closed by peer'),
+    ('KeyboardInterrupt', 'KeyboardInterrupt'),
+    ('mnist_DDP.py: error: argument --epochs: invalid int value', 'mnist_DDP.py: error: argument --epochs: invalid int value'),
+    ('rank-env.sh: error: SLURM_PROCID is not set', 'rank-env.sh: error: SLURM_PROCID is not set'),
+    ('slurmstepd-nid001: error: *** STEP 66.0 ON nid001 CANCELLED AT 2026-11-21T23:49:21 ***', None),
+    ('[rank0]:[E1121 10:00:00.1 ProcessGroupNCCL.cpp:632] [Rank 0] Watchdog caught collective operation '
+     'timeout: WorkNCCL(SeqNum=5, OpType=ALLREDUCE) ran for 300012 milliseconds before timing out.',
+     'Watchdog caught collective operation timeout: WorkNCCL(SeqNum=5, OpType=ALLREDUCE) ran for '
+     '300012 milliseconds before timing out.'),
+    ('  File "x.py", line 3, in <module>', None),
+    ('[W1121 socket.cpp:469] [c10d] waitForInput: poll returned 0, likely a timeout', None),
+])
+def test_rank_error_lines(line, error):
+    assert sanity.rank_error([line]) == error
