@@ -143,8 +143,8 @@ def test_baseline_from_a_stored_session_is_used_by_reframe(runs, tmp_path):
             f"{sessions['unchanged']['uuid']}") in (refs / 'sim.yaml').read_text()
 
     # ReFrame applies them: a dry run reports the new reference of every value
-    done = run_reframe('simulated', tmp_path / 'dry', '--dry-run', '-P', 'num_nodes=1',
-                       env={'MLCHECK_REFERENCES_DIR': str(refs)})
+    done = run_reframe('simulated', tmp_path / 'dry', '--dry-run', '-n', 'MNISTDistributedCheck',
+                       '-P', 'num_nodes=1', env={'MLCHECK_REFERENCES_DIR': str(refs)})
     assert done.returncode == 0, done.stdout + done.stderr
     [case] = report_cases(tmp_path / 'dry')
     assert case['perfvalues']['sim:cluster:samples_per_s'][1] == entry['samples_per_s'][0]
