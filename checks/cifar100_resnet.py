@@ -80,7 +80,8 @@ class CIFAR100ResNetCheck(DistributedTrainingCheck):
 
     @performance_function('%')
     def scaling_efficiency(self):
-        return 100 * self.per_gpu() / self.one_node_per_gpu
+        # the ratio first: x / x is exactly 1, whereas 100 * x / x can round to 99.99999999999999
+        return 100 * (self.per_gpu() / self.one_node_per_gpu)
 
     def per_gpu(self):
         return self.run_output().result_value('samples_per_s_per_device')
