@@ -1,5 +1,6 @@
 """The simulated partition: a real Slurm cluster of several slurmd "nodes" on one machine
-(bin/simslurm up), CPU-only PyTorch with the gloo backend, in the host's Python.
+(bin/simslurm up), CPU-only PyTorch with the gloo backend, in the host's Python (image 'host')
+and in Charliecloud images built by bin/setup from images/*/requirements.txt (mlcheck.images).
 
 Each node has two "GPU slots" of one core each, so the masks are 0x1 and 0x2 and a 2-node job
 runs four ranks, as a LUMI-G node runs eight.
@@ -8,6 +9,7 @@ runs four ranks, as a LUMI-G node runs eight.
 import os
 import sys
 
+from mlcheck import images
 from mlcheck.rfm_config import builtin_environment, logging_config, storage_config
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -28,6 +30,8 @@ site_configuration = {
             'environs': ['builtin'],
             'max_jobs': 1,              # 2 cores: concurrent jobs would distort the throughput
             'env_vars': [['GLOO_SOCKET_IFNAME', 'lo']],
+            # ch-run: unprivileged, from Debian (no Singularity there)
+            'container_platforms': [{'type': 'Charliecloud'}],
             'extras': {
                 'mlcheck': {
                     'topology': {'cores_per_domain': 1, 'gpu_domains': [0, 1]},
@@ -35,8 +39,11 @@ site_configuration = {
                     'node_counts': [1, 2],
                     # bin/simslurm starts SIMSLURM_NODES nodes (2 unless set)
                     'max_nodes': int(os.environ.get('SIMSLURM_NODES', '2')),
+                    'images': ['host', *map(images.image_path, images.recipe_names())],
                     'datasets': {'mnist': DATA_DIR, 'cifar100': DATA_DIR},
-                    'python': sys.executable,   # the suite's own venv, which has torch
+                    'python': images.VENV_PYTHON,
+                    'host_python': sys.executable,   # the suite's own venv, which has torch
+                    'data_mount': images.DATA_MOUNT,  # a bind target must exist in the image
                     # 2 shared cores: a small ResNet for a few steps, no loader processes
                     'checks': {
                         'cifar100': {'model': 'resnet18', 'batch_size': 16, 'epochs': 3,

@@ -108,9 +108,9 @@ def job_exports(settings, layout, waits=Waits()):
     return [f'export {name}={value}' for name, value in env.items()]
 
 
-def rank_command(settings, script, args, srcdir='.'):
-    """The command every task runs: the rank wrapper, then the training script."""
-    return ['sh', f'{srcdir}/{RANK_WRAPPER}', settings.python, '-u', f'{srcdir}/{script}', *args]
+def rank_command(python, script, args, srcdir='.'):
+    """The command every task runs: the rank wrapper, then `python` on the training script."""
+    return ['sh', f'{srcdir}/{RANK_WRAPPER}', python, '-u', f'{srcdir}/{script}', *args]
 
 
 def shell_quote(text):

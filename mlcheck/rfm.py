@@ -14,10 +14,10 @@ from reframe.core.builtins import parameter, run_after, sanity_function, variabl
 from reframe.core.exceptions import ConfigError as ReframeConfigError, SanityError
 from reframe.core.runtime import runtime
 
-from mlcheck import launch, output, sanity
+from mlcheck import containers, launch, output, sanity
 from mlcheck.errors import ConfigError
 from mlcheck.rfm_config import references_file
-from mlcheck.site import PartitionSettings
+from mlcheck.site import ImageUnavailable, PartitionSettings
 
 
 def reported_by_reframe(fn):
@@ -140,15 +140,28 @@ class DistributedTrainingCheck(rfm.RunOnlyRegressionTest):
 
         data = self.settings.dataset_dir(self.dataset, self.data_dir, self.dataset_marker)
         self.check_dataset(data, self.settings.dataset_source(self.dataset, self.data_dir))
-        command = launch.rank_command(self.settings, self.script,
-                                      ['--data-dir', data, *self.script_arguments()])
-        image = self.settings.resolve_image(self.image)
+        try:
+            image = self.settings.resolve_image(self.image)
+        except ImageUnavailable as err:
+            self.skip(str(err))
+        command = shlex.join(launch.rank_command(
+            self.settings.python_for(image), self.script,
+            ['--data-dir', self.settings.data_path_for(image, data), *self.script_arguments()]))
         if image is None:
-            self.executable = shlex.join(command)
+            self.executable = command
         else:
+            self.container_platform = self.container_platform_of_partition()
             self.container_platform.image = image
-            self.container_platform.command = shlex.join(command)
-            self.container_platform.mount_points = [*self.settings.bind_mounts(), (data, data)]
+            self.container_platform.command = command
+            self.container_platform.mount_points = self.settings.bind_mounts(data)
+
+    def container_platform_of_partition(self):
+        name = self.current_partition.container_runtime
+        try:
+            return containers.platform_for(name)
+        except ValueError:
+            raise ConfigError(f'partition {self.settings.partition} container_platforms: unknown '
+                              f'type {name!r} (known: {", ".join(containers.known_platforms())})') from None
 
     def resolve_knobs(self):
         """Each knob: as set with -S, else from the partition's config, else its default."""

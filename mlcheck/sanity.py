@@ -61,9 +61,12 @@ def problems(run, expect):
 # The error that ended a rank: Python's last line of a traceback (torch prefixes it with
 # [rankN]:), a fatal signal in Python, a script's own `x.py: error: ...` (argparse, rank-env.sh),
 # or the NCCL watchdog's message on a timed-out collective.
+# an exception, a script's or the container runtime's error (ch-run's; Singularity's and
+# Apptainer's FATAL), or NCCL's watchdog
 ERROR_LINE = re.compile(r'^(?:\[rank\d+\]:\s*)?(?:(?P<error>(?:[\w.]+(?:Error|Exception|Exit|Interrupt)'
-                        r'|Fatal Python error|[\w./-]+\.(?:py|sh): error)(?::.*)?)$|.*?(?P<watchdog>Watchdog caught collective '
-                        r'operation timeout.*))')
+                        r'|Fatal Python error|[\w./-]+\.(?:py|sh): error|ch-run\[\d+\]: error|FATAL)(?::.*)?)$'
+                        r'|.*?(?P<watchdog>Watchdog caught collective operation timeout.*))')
+RUNTIME_DETAILS = re.compile(r'(?<=^ch-run)\[\d+\]|\s*\(\w+\.c:\d+ \d+\)$')   # ch-run's pid and C source line
 # Errors that a rank gets because another one failed: the cause lies elsewhere.
 PEER_ERROR = re.compile(r'closed by peer|reset by peer|broken pipe|timed? ?out|'
                         r'communicator was aborted|remote process exited|DistNetworkError', re.I)
@@ -92,6 +95,7 @@ def rank_error(lines):
         if match:
             error = SOURCE_LOCATION.sub('', match.group('error') or match.group('watchdog'), count=1)
             error = QUALIFIED.sub(r'\1', error, count=1)
+            error = RUNTIME_DETAILS.sub('', error)
             return error if len(error) <= 160 else error[:157] + '...'
     return None
 

@@ -11,6 +11,7 @@ import re
 from dataclasses import dataclass, field
 
 from mlcheck.errors import ConfigError, expect_int_list, expect_mapping, expect_type
+from mlcheck.images import unbuilt_reason
 from mlcheck.topology import NodeTopology
 
 # What a GPU vendor's runtime needs per rank: the variables that make exactly one GPU visible,
@@ -22,6 +23,10 @@ GPU_VENDORS = {
 }
 HOST_IMAGE = 'host'   # the image name of "no container": the partition's own Python
 IMAGE_SUFFIXES = ('.sif', '.sqfs', '.squashfs', '.img')
+
+
+class ImageUnavailable(ConfigError):
+    """A configured image whose build recorded why it could not run here: its checks skip."""
 
 
 @dataclass(frozen=True)
@@ -59,14 +64,17 @@ class PartitionSettings:
     images: tuple = ()             # paths or globs of images
     container_binds: tuple = ()    # 'path' or 'host_path:container_path'
     datasets: dict = field(default_factory=dict)
-    python: str = 'python3'        # the interpreter inside the images (or on the host)
+    python: str = 'python3'        # the interpreter inside the images
+    host_python: str = 'python3'   # the interpreter of image 'host' (no container)
+    data_mount: str = None         # where datasets are bound in the images; None: at their host path
     rank_prelude: str = ''         # shell code run in each rank before Python
     miopen_cache_root: str = '/tmp'
     net_plugin: NetPlugin = None
     checks: dict = field(default_factory=dict)   # check name -> {variable: value}
 
     KEYS = {'topology', 'gpu_vendor', 'node_counts', 'max_nodes', 'images', 'container_binds',
-            'datasets', 'python', 'rank_prelude', 'miopen_cache_root', 'net_plugin', 'checks'}
+            'datasets', 'python', 'host_python', 'data_mount', 'rank_prelude', 'miopen_cache_root',
+            'net_plugin', 'checks'}
 
     @classmethod
     def from_extras(cls, partition, extras, container_runtime=None):
@@ -93,7 +101,7 @@ class PartitionSettings:
         datasets = expect_type(entry.get('datasets', {}), dict, f'{where}.datasets')
         for name, path in datasets.items():
             expect_type(path, str, f'{where}.datasets.{name}')
-        for key in ('python', 'rank_prelude', 'miopen_cache_root'):
+        for key in ('python', 'host_python', 'data_mount', 'rank_prelude', 'miopen_cache_root'):
             if key in entry:
                 expect_type(entry[key], str, f'{where}.{key}')
 
@@ -114,6 +122,8 @@ class PartitionSettings:
             container_binds=tuple(entry.get('container_binds', ())),
             datasets=dict(datasets),
             python=entry.get('python', cls.python),
+            host_python=entry.get('host_python', cls.host_python),
+            data_mount=entry.get('data_mount'),
             rank_prelude=entry.get('rank_prelude', ''),
             miopen_cache_root=entry.get('miopen_cache_root', cls.miopen_cache_root),
             net_plugin=NetPlugin.from_config(plugin, f'{where}.net_plugin') if plugin else None,
@@ -140,38 +150,63 @@ class PartitionSettings:
         """{image name: path} of the configured images; globs are expanded now.
 
         A glob that matches nothing stays, under its own pattern, so that running it
-        names the pattern instead of silently testing fewer images.
+        names the pattern instead of silently testing fewer images. The entry 'host' (and a
+        partition without a container runtime) is the partition's own Python, path None.
         """
         if not self.container_runtime:
             return {HOST_IMAGE: None}
         found = {}
         for entry in self.images:
+            if entry == HOST_IMAGE:
+                found[HOST_IMAGE] = None
+                continue
             matches = sorted(glob.glob(entry)) if glob.has_magic(entry) else [entry]
             for path in matches or [entry]:
                 found[image_name(path)] = path
         return found
 
     def resolve_image(self, image):
-        """The image path for a parameter value: a configured name, or a path given with -P."""
+        """The image path for a parameter value (a configured name, or a path given with -P);
+        None for the partition's own Python."""
         where = f'partition {self.partition}'
-        if not self.container_runtime:
-            if image != HOST_IMAGE:
-                raise ConfigError(f'{where} has no container runtime, so image {image!r} cannot '
-                                  f'run there (its only image is {HOST_IMAGE!r})')
-            return None
-        if '/' in image:
-            path = image
-        else:
-            known = self.image_paths()
-            if image not in known:
-                raise ConfigError(f'image {image!r} is not configured for {where} '
-                                  f'(configured: {", ".join(sorted(known)) or "none"})')
+        known = self.image_paths()
+        if '/' not in image and image in known:
             path = known[image]
+            if path is None:
+                return None
+        elif '/' in image and self.container_runtime:
+            path = image
+        elif not self.container_runtime:
+            raise ConfigError(f'{where} has no container runtime, so image {image!r} cannot '
+                              f'run there (its only image is {HOST_IMAGE!r})')
+        else:
+            raise ConfigError(f'image {image!r} is not configured for {where} '
+                              f'(configured: {", ".join(sorted(known)) or "none"})')
         if glob.has_magic(path):
             raise ConfigError(f'no image matches {path} (extras.mlcheck.images of {where})')
         if not os.path.exists(path):
+            reason = unbuilt_reason(path)
+            if reason:
+                raise ImageUnavailable(f'image {image_name(path)} was not built on this machine: {reason}')
             raise ConfigError(f'image not found: {path} (for {where})')
         return path
+
+    def python_for(self, image_path):
+        """The interpreter the ranks run: the images' one, or the host's for no image."""
+        return self.host_python if image_path is None else self.python
+
+    def data_path_for(self, image_path, data_dir):
+        """Where the ranks see dataset directory `data_dir`."""
+        return data_dir if image_path is None or not self.data_mount else self.data_mount
+
+    def bind_mounts(self, data_dir):
+        """(host path, container path) pairs: the configured binds, and the dataset directory."""
+        pairs = []
+        for bind in self.container_binds:
+            src, _, dst = bind.partition(':')
+            pairs.append((src, dst or src))
+        pairs.append((data_dir, self.data_mount or data_dir))
+        return pairs
 
     def dataset_dir(self, name, override='', must_contain=''):
         """The staged directory of dataset `name`, checked to exist (and to hold `must_contain`)."""
@@ -190,14 +225,6 @@ class PartitionSettings:
     def dataset_source(self, name, override=''):
         """Where the directory of dataset `name` was given, for messages."""
         return '-S data_dir' if override else f'extras.mlcheck.datasets.{name} of partition {self.partition}'
-
-    def bind_mounts(self):
-        """(host path, container path) pairs of the configured binds."""
-        pairs = []
-        for bind in self.container_binds:
-            src, _, dst = bind.partition(':')
-            pairs.append((src, dst or src))
-        return pairs
 
 
 def image_name(path):

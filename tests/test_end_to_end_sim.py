@@ -1,6 +1,6 @@
 """End to end on the simulated Slurm cluster: real slurmctld/slurmd, srun CPU binding,
 torch.distributed gloo ranks across the "nodes", torchvision's MNIST and CIFAR100 loaders on
-data staged in their real formats.
+data staged in their real formats, in the host's Python and in each Charliecloud image.
 """
 
 import os
@@ -10,8 +10,11 @@ import pytest
 import yaml
 
 from conftest import REPO
+from mlcheck import images
 from mlcheck.rfm_config import PERFLOG_HEADER
 from reframe_runner import perf, report_cases, run_reframe
+
+IMAGES = ['host', *images.recipe_names()]
 
 PERF_VARS = {
     'MNISTDistributedCheck': ('samples_per_s', 'samples_per_s_per_gpu', 'train_time'),
@@ -22,7 +25,11 @@ PERF_VARS = {
 
 @pytest.fixture(scope='module')
 def suite_run(cluster, tmp_path_factory):
-    """The whole suite, as `bin/run-suite` runs it, into a private prefix."""
+    """The whole suite, as `bin/run-suite` runs it, into a private prefix: every check in the
+    host's Python and in every image, at 1 and 2 nodes."""
+    for name in images.recipe_names():
+        assert images.is_current(name), (f'image {name} is not built (bin/setup builds it): '
+                                          f'{images.unbuilt_reason(images.image_path(name))}')
     prefix = tmp_path_factory.mktemp('e2e')
     done = run_reframe('simulated', prefix, '-r', env={'RFM_ENABLE_RESULTS_STORAGE': '0'})
     return prefix, done
@@ -34,13 +41,35 @@ def references():
         return yaml.safe_load(f)
 
 
-def test_every_check_passes_at_1_and_2_nodes(suite_run):
+def image_of(case):
+    return case['image']
+
+
+def test_every_check_passes_in_every_image_at_1_and_2_nodes(suite_run):
     prefix, done = suite_run
     assert done.returncode == 0, done.stdout[-4000:] + done.stderr[-2000:]
     for check in PERF_VARS:
         cases = report_cases(prefix, check)
-        assert sorted(c['num_nodes'] for c in cases) == [1, 2]
+        assert sorted((image_of(c), c['num_nodes']) for c in cases) == [
+            (image, nodes) for image in sorted(IMAGES) for nodes in (1, 2)]
         assert all(c['result'] == 'pass' for c in cases), [c.get('fail_reason') for c in cases]
+
+
+def test_each_image_runs_its_own_torch_inside_the_container(suite_run):
+    """The ranks of an image report that image's torch, and ran in the image's root."""
+    prefix, _ = suite_run
+    from mlcheck import output
+    for case in report_cases(prefix, 'MNISTDistributedCheck'):
+        ranks = output.read(os.path.join(case['outputdir'], 'rfm_job.out')).by_rank('rank')
+        versions = {r['torch'].split('+')[0] for r in ranks.values()}
+        if image_of(case) == 'host':
+            import torch
+            assert versions == {torch.__version__.split('+')[0]}
+        else:
+            recipe = images.read_recipe(image_of(case))
+            assert versions == set(re.findall(r'^torch==(\S+)', recipe, re.M)), (case['name'], versions)
+            script = open(os.path.join(case['outputdir'], 'rfm_job.sh')).read()
+            assert f' {images.image_path(image_of(case))} -- sh ./launch/rank-env.sh {images.VENV_PYTHON}' in script
 
 
 @pytest.mark.parametrize('check', PERF_VARS)
@@ -50,49 +79,53 @@ def test_performance_values_are_recorded_against_references(suite_run, reference
         values = perf(case)
         assert set(values) == set(PERF_VARS[check])
         assert all(isinstance(values[v][0], float) and values[v][0] > 0 for v in values), values
-        # the references of config/references/sim.yaml for this node count were applied
-        expected = references[check]['sim:cluster']['host'][case['num_nodes']]
-        assert {v: values[v][1:5] for v in expected} == expected
+        # the references of config/references/sim.yaml for this image and node count were applied
+        expected = references[check]['sim:cluster'][image_of(case)][case['num_nodes']]
+        assert {v: values[v][1:5] for v in expected} == expected, case['name']
 
     log = prefix / 'perflogs' / 'sim' / 'cluster' / f'{check}.log'
     header, *lines = log.read_text().splitlines()
     assert header == PERFLOG_HEADER
     assert header.split('|')[2:9] == ['system:partition', 'name', 'image', 'num_nodes', 'num_tasks',
                                       'jobid', 'job_nodelist']
-    for nodes in (1, 2):
-        for var in PERF_VARS[check]:
-            line = next(l for l in lines if f'|host|{nodes}|{2 * nodes}|' in l and f'|{var}|' in l)
-            assert float(line.split(f'|{var}|')[1].split('|')[0]) > 0, line
+    for image in IMAGES:
+        for nodes in (1, 2):
+            for var in PERF_VARS[check]:
+                line = next(l for l in lines if f'|{image}|{nodes}|{2 * nodes}|' in l and f'|{var}|' in l)
+                assert float(line.split(f'|{var}|')[1].split('|')[0]) > 0, line
 
 
 def test_one_node_scaling_efficiency_is_100_and_two_nodes_is_relative_to_it(suite_run):
+    """Per image: each image's 2-node run is compared with its own 1-node run."""
     prefix, _ = suite_run
-    cases = {c['num_nodes']: perf(c) for c in report_cases(prefix, 'CIFAR100ResNetCheck')}
-    assert cases[1]['scaling_efficiency'][0] == 100.0
-    assert cases[2]['scaling_efficiency'][0] == pytest.approx(
-        100 * cases[2]['images_per_s_per_gpu'][0] / cases[1]['images_per_s_per_gpu'][0])
+    cases = {(image_of(c), c['num_nodes']): perf(c) for c in report_cases(prefix, 'CIFAR100ResNetCheck')}
+    for image in IMAGES:
+        assert cases[image, 1]['scaling_efficiency'][0] == 100.0
+        assert cases[image, 2]['scaling_efficiency'][0] == pytest.approx(
+            100 * cases[image, 2]['images_per_s_per_gpu'][0] / cases[image, 1]['images_per_s_per_gpu'][0])
 
 
 def test_ranks_ran_where_and_how_they_were_asked(suite_run):
-    """Beyond the checks' own sanity: read the 2-node jobs' output directly."""
+    """Beyond the checks' own sanity: read the 2-node jobs' output directly, in every image
+    (inside a container the affinity is what srun's mask gave ch-run)."""
     prefix, _ = suite_run
     from mlcheck import output
     for check in PERF_VARS:
-        case = next(c for c in report_cases(prefix, check) if c['num_nodes'] == 2)
-        run = output.read(os.path.join(case['outputdir'], 'rfm_job.out'))
-        ranks = run.by_rank('rank')
-        assert sorted(ranks) == [0, 1, 2, 3]
-        assert {(r['node'], r['local_rank'], tuple(r['affinity'])) for r in ranks.values()} == {
-            ('nid001', 0, (0,)), ('nid001', 1, (1,)), ('nid002', 0, (0,)), ('nid002', 1, (1,))}
-    mnist = next(c for c in report_cases(prefix, 'MNISTDistributedCheck') if c['num_nodes'] == 2)
-    assert output.read(os.path.join(mnist['outputdir'], 'rfm_job.out')).result()['test_accuracy'] >= 0.9
+        for case in (c for c in report_cases(prefix, check) if c['num_nodes'] == 2):
+            run = output.read(os.path.join(case['outputdir'], 'rfm_job.out'))
+            ranks = run.by_rank('rank')
+            assert sorted(ranks) == [0, 1, 2, 3], case['name']
+            assert {(r['node'], r['local_rank'], tuple(r['affinity'])) for r in ranks.values()} == {
+                ('nid001', 0, (0,)), ('nid001', 1, (1,)), ('nid002', 0, (0,)), ('nid002', 1, (1,))}
+            if check == 'MNISTDistributedCheck':
+                assert run.result()['test_accuracy'] >= 0.9, case['name']
 
 
 def test_scaling_efficiency_from_stored_results(cluster, tmp_path):
     """A 2-node run alone takes its one-node baseline from an earlier, stored session;
     without stored results it reports no efficiency rather than a made-up one."""
     storage = {'RFM_ENABLE_RESULTS_STORAGE': '1', 'RFM_SQLITE_DB_FILE': str(tmp_path / 'results.db')}
-    short = ('-n', 'CIFAR100ResNetCheck', '-S', 'epochs=2')
+    short = ('-n', 'CIFAR100ResNetCheck', '-P', 'image=host', '-S', 'epochs=2')
     first = run_reframe('simulated', tmp_path / 'one', '-r', *short, '-P', 'num_nodes=1', env=storage)
     second = run_reframe('simulated', tmp_path / 'two', '-r', *short, '-P', 'num_nodes=2', env=storage)
     alone = run_reframe('simulated', tmp_path / 'alone', '-r', *short, '-P', 'num_nodes=2',
@@ -107,17 +140,17 @@ def test_scaling_efficiency_from_stored_results(cluster, tmp_path):
 
 
 def test_missing_dataset_is_a_one_line_error(cluster, tmp_path):
-    done = run_reframe('simulated', tmp_path, '-r', '-n', 'MNIST', '-P', 'num_nodes=1',
+    done = run_reframe('simulated', tmp_path, '-r', '-n', 'MNIST', '-P', 'image=host', '-P', 'num_nodes=1',
                        '-S', 'data_dir=/nonexistent/mnist')
     assert done.returncode != 0
     assert 'mnist dataset directory not found: /nonexistent/mnist (from -S data_dir)' in done.stdout
 
 
-def test_image_on_a_partition_without_container_runtime_is_an_error(cluster, tmp_path):
+def test_missing_image_is_a_one_line_error(cluster, tmp_path):
     done = run_reframe('simulated', tmp_path, '-r', '-n', 'MNIST', '-P', 'num_nodes=1',
-                       '-P', 'image=/images/x.sif')
+                       '-P', 'image=/images/x')
     assert done.returncode != 0
-    assert "has no container runtime, so image '/images/x.sif' cannot run there" in done.stdout
+    assert 'image not found: /images/x (for partition sim:cluster)' in done.stdout
 
 
 def test_a_model_that_does_not_learn_fails_sanity(cluster, tmp_path):
@@ -131,7 +164,19 @@ def test_a_model_that_does_not_learn_fails_sanity(cluster, tmp_path):
     for split, (x, y) in {'train': (train_x, rng.permutation(train_y)), 'test': (test_x, test_y)}.items():
         write_idx(raw / MNIST_FILES[split][0], x)
         write_idx(raw / MNIST_FILES[split][1], y)
-    done = run_reframe('simulated', tmp_path / 'rfm', '-r', '-n', 'MNIST', '-P', 'num_nodes=1',
-                       '-S', f'data_dir={tmp_path / "data"}', '-S', 'epochs=3')
+    done = run_reframe('simulated', tmp_path / 'rfm', '-r', '-n', 'MNIST', '-P', 'image=host',
+                       '-P', 'num_nodes=1', '-S', f'data_dir={tmp_path / "data"}', '-S', 'epochs=3')
     assert done.returncode != 0
     assert re.search(r'sanity error: test accuracy 0\.\d+ is below 0\.9000', done.stdout), done.stdout[-3000:]
+
+
+def test_image_without_the_mount_points_fails_with_ch_runs_error(cluster, tmp_path):
+    """The bare Debian root the images are made from has no /mlcheck/data to bind onto:
+    every rank's ch-run fails, and the check says so in one line instead of timing out."""
+    bare = os.path.join(images.IMAGE_CACHE, f'.base-{images.DEBIAN_SUITE}')
+    assert os.path.isdir(bare), 'the image build leaves its Debian root here'
+    done = run_reframe('simulated', tmp_path, '-r', '-n', 'MNIST', '-P', 'num_nodes=1', '-P', f'image={bare}')
+    assert done.returncode != 0
+    [case] = report_cases(tmp_path)
+    assert (f"ranks 0-1 on nid001 failed: ch-run: error: can't mkdir: {bare}/mlcheck: "
+            f"Read-only file system") in case['fail_reason']

@@ -51,7 +51,8 @@ class History:
         self.count += 1
         prefix = self.root / f'{self.count:02d}-{name}'
         storage = {'RFM_ENABLE_RESULTS_STORAGE': '1', 'RFM_SQLITE_DB_FILE': str(self.db)}
-        return prefix, start_reframe('simulated', prefix, '-r', '-n', 'MNISTDistributedCheck', *args,
+        return prefix, start_reframe('simulated', prefix, '-r', '-n', 'MNISTDistributedCheck',
+                                     '-P', 'image=host', *args,
                                      perflogdir=self.perflogs, env=storage)
 
     def finish(self, name, process, timeout=600):

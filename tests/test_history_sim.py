@@ -18,7 +18,8 @@ from mlcheck import baseline, report
 from reframe_runner import REFRAME, report_cases, run_reframe
 
 CONFIG = os.path.join(REPO, 'config', 'simulated.py')
-RUN = ('-r', '-n', 'MNISTDistributedCheck', '-P', 'num_nodes=1', '-S', 'epochs=3', '--repeat', '3')
+RUN = ('-r', '-n', 'MNISTDistributedCheck', '-P', 'image=host', '-P', 'num_nodes=1', '-S', 'epochs=3',
+       '--repeat', '3')
 TEST = 'MNISTDistributedCheck %image=host %num_nodes=1'
 
 
@@ -144,7 +145,7 @@ def test_baseline_from_a_stored_session_is_used_by_reframe(runs, tmp_path):
 
     # ReFrame applies them: a dry run reports the new reference of every value
     done = run_reframe('simulated', tmp_path / 'dry', '--dry-run', '-n', 'MNISTDistributedCheck',
-                       '-P', 'num_nodes=1', env={'MLCHECK_REFERENCES_DIR': str(refs)})
+                       '-P', 'image=host', '-P', 'num_nodes=1', env={'MLCHECK_REFERENCES_DIR': str(refs)})
     assert done.returncode == 0, done.stdout + done.stderr
     [case] = report_cases(tmp_path / 'dry')
     assert case['perfvalues']['sim:cluster:samples_per_s'][1] == entry['samples_per_s'][0]

@@ -113,6 +113,11 @@ def test_good_run_with_harmless_stderr_is_sane(sim):
     ('KeyboardInterrupt', 'KeyboardInterrupt'),
     ('mnist_DDP.py: error: argument --epochs: invalid int value', 'mnist_DDP.py: error: argument --epochs: invalid int value'),
     ('rank-env.sh: error: SLURM_PROCID is not set', 'rank-env.sh: error: SLURM_PROCID is not set'),
+    # container runtimes: ch-run (without its pid and source line, so all ranks group), Singularity
+    ("ch-run[6235]: error: can't mkdir: /img/mlcheck: Read-only file system (ch_misc.c:409 30)",
+     "ch-run: error: can't mkdir: /img/mlcheck: Read-only file system"),
+    ('FATAL:   container creation failed: mount /data->/data error: no such file or directory',
+     'FATAL:   container creation failed: mount /data->/data error: no such file or directory'),
     ('slurmstepd-nid001: error: *** STEP 66.0 ON nid001 CANCELLED AT 2026-11-21T23:49:21 ***', None),
     ('[rank0]:[E1121 10:00:00.1 ProcessGroupNCCL.cpp:632] [Rank 0] Watchdog caught collective operation '
      'timeout: WorkNCCL(SeqNum=5, OpType=ALLREDUCE) ran for 300012 milliseconds before timing out.',

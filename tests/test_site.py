@@ -77,11 +77,46 @@ def test_missing_images_name_the_path(tmp_path):
         settings.resolve_image(str(tmp_path / 'x.sif'))
 
 
-def test_partition_without_container_runtime_runs_on_the_host(sim):
-    assert sim.image_paths() == {'host': None}
-    assert sim.resolve_image('host') is None
+def test_partition_without_container_runtime_runs_on_the_host():
+    settings = from_extras(lumi_extras(), runtime=None)
+    assert settings.image_paths() == {'host': None}
+    assert settings.resolve_image('host') is None
     with pytest.raises(ConfigError, match='has no container runtime'):
-        sim.resolve_image('/images/x.sif')
+        settings.resolve_image('/images/x.sif')
+    with pytest.raises(ConfigError, match="has no container runtime, so image 'torch' cannot run"):
+        settings.resolve_image('torch')
+
+
+def test_host_runs_beside_images_with_its_own_python(tmp_path):
+    """'host' among the images: the partition's own Python, the data at its host path."""
+    (tmp_path / 'torch-a').mkdir()
+    extras = lumi_extras()
+    extras['mlcheck'].update(images=['host', str(tmp_path / 'torch-a')], python='/opt/venv/bin/python',
+                             host_python='/usr/bin/python3', data_mount='/mlcheck/data')
+    settings = from_extras(extras, runtime='Charliecloud')
+    assert settings.image_paths() == {'host': None, 'torch-a': str(tmp_path / 'torch-a')}
+    assert settings.resolve_image('host') is None
+    image = settings.resolve_image('torch-a')
+    assert (settings.python_for(None), settings.python_for(image)) == ('/usr/bin/python3', '/opt/venv/bin/python')
+    assert settings.data_path_for(None, '/d') == '/d'
+    assert settings.data_path_for(image, '/d') == '/mlcheck/data'
+    assert ('/d', '/mlcheck/data') in settings.bind_mounts('/d')
+
+
+def test_an_image_that_could_not_be_built_says_why(tmp_path):
+    """Its recorded reason makes the check skip; without one, a missing image is an error."""
+    from mlcheck.site import ImageUnavailable
+    extras = lumi_extras()
+    extras['mlcheck']['images'] = ['host', str(tmp_path / 'torch-a'), str(tmp_path / 'torch-b')]
+    (tmp_path / 'torch-a.unbuilt').write_text('only 2.0 GB free in /cache; an image needs about 14 GB\n')
+    settings = from_extras(extras, runtime='Charliecloud')
+    with pytest.raises(ImageUnavailable) as err:
+        settings.resolve_image('torch-a')
+    assert str(err.value) == ('image torch-a was not built on this machine: only 2.0 GB free in '
+                              '/cache; an image needs about 14 GB')
+    with pytest.raises(ConfigError, match=f'image not found: {tmp_path}/torch-b') as err:
+        settings.resolve_image('torch-b')
+    assert not isinstance(err.value, ImageUnavailable)
 
 
 def test_dataset_directory_is_checked(tmp_path, sim):
@@ -96,10 +131,10 @@ def test_dataset_directory_is_checked(tmp_path, sim):
 
 
 def test_binds_map_to_the_same_path_unless_given(lumi):
-    assert ('/opt/cray', '/opt/cray') in lumi.bind_mounts()
+    assert ('/opt/cray', '/opt/cray') in lumi.bind_mounts('/data')
     settings = from_extras({**lumi_extras(), 'mlcheck': {**lumi_extras()['mlcheck'],
                                                           'container_binds': ['/a:/b']}})
-    assert settings.bind_mounts() == [('/a', '/b')]
+    assert settings.bind_mounts('/data') == [('/a', '/b'), ('/data', '/data')]
 
 
 def test_node_count_must_fit_the_partition(sim, lumi):

@@ -1,0 +1,103 @@
+"""The job scripts generated for the simulated partition: the host's Python and Charliecloud images."""
+
+import os
+import re
+import sys
+
+import pytest
+
+from conftest import REPO, partition_entry
+from mlcheck import images
+from reframe_runner import report_cases, run_reframe
+
+DATA = f'{REPO}/var/data'
+
+
+def srun_line(script):
+    return next(line for line in script.splitlines() if line.startswith('srun '))
+
+
+@pytest.fixture(scope='module')
+def sim_scripts(tmp_path_factory):
+    """{(check, image, num_nodes): (job script, stage directory)} of a dry run in the host's
+    Python and in an image given by path (an empty directory: a dry run only writes the script)."""
+    tmp = tmp_path_factory.mktemp('sim')
+    image = tmp / 'torch-test'
+    image.mkdir()
+    done = run_reframe('simulated', tmp / 'rfm', '--dry-run', '-P', f'image=host,{image}')
+    assert done.returncode == 0, done.stdout + done.stderr
+    scripts = {}
+    for case in report_cases(tmp / 'rfm'):
+        with open(f"{case['stagedir']}/rfm_job.sh") as f:
+            scripts[case['name'].split()[0], case['image'], case['num_nodes']] = f.read(), case['stagedir']
+    return image, tmp, scripts
+
+
+def test_every_check_in_host_and_image_at_each_node_count(sim_scripts):
+    image, _, scripts = sim_scripts
+    assert sorted(scripts) == [(check, name, nodes)
+                               for check in ('CIFAR100ResNetCheck', 'MNISTDistributedCheck')
+                               for name in sorted(['host', str(image)]) for nodes in (1, 2)]
+
+
+@pytest.mark.parametrize('check, script', [('MNISTDistributedCheck', 'pytorch/mnist/mnist_DDP.py'),
+                                           ('CIFAR100ResNetCheck', 'pytorch/cifar/train_cifar100.py')])
+def test_ranks_run_in_charliecloud_with_stage_and_data_bound(sim_scripts, check, script):
+    image, _, scripts = sim_scripts
+    job, stagedir = scripts[check, str(image), 2]
+    srun = srun_line(job)
+    launch, container = srun.split(' ch-run ', 1)
+    # srun binds each task, then ch-run execs inside the image (the mask survives the exec)
+    assert launch == 'srun --cpus-per-task=1 --label --kill-on-bad-exit=1 --cpu-bind=mask_cpu:0x1,0x2'
+    binds, rest = container.split(' --cd=/rfm_workdir ')
+    assert binds.split() == [f'--bind={DATA}:{images.DATA_MOUNT}',
+                             f'--bind={stagedir}:/rfm_workdir']
+    assert rest.startswith(f'{image} -- sh ./launch/rank-env.sh {images.VENV_PYTHON} -u ./{script} '
+                           f'--data-dir {images.DATA_MOUNT} ')
+    # ch-run refuses to start without USER, which batch jobs may lack
+    assert 'export USER="${USER:-$(id -un)}"\n' in job
+    assert '#SBATCH --ntasks=4\n' in job and '#SBATCH --ntasks-per-node=2\n' in job
+
+
+def test_host_runs_the_suites_python_on_the_data_where_it_is(sim_scripts):
+    _, _, scripts = sim_scripts
+    srun = srun_line(scripts['MNISTDistributedCheck', 'host', 1][0])
+    assert 'ch-run' not in srun
+    # the suite's venv (reframe runs it as python3, pytest perhaps as python)
+    venv_python = re.escape(os.path.dirname(sys.executable)) + r'/python3?'
+    assert re.search(f' sh ./launch/rank-env.sh {venv_python} -u ./pytorch/mnist/mnist_DDP.py '
+                     f'--data-dir {re.escape(DATA)} --epochs 10$', srun), srun
+
+
+def test_sim_partition_names_charliecloud_and_every_recipe():
+    entry = partition_entry('simulated', 'sim:cluster')
+    assert entry['container_platforms'] == [{'type': 'Charliecloud'}]
+    assert entry['extras']['mlcheck']['images'] == [
+        'host', *(images.image_path(name) for name in images.recipe_names())]
+    assert len(images.recipe_names()) >= 2
+
+
+def test_unbuilt_image_is_skipped_with_its_reason_and_the_host_still_runs(cluster, tmp_path):
+    image = tmp_path / 'torch-old'
+    (tmp_path / 'torch-old.unbuilt').write_text('building needs root (debootstrap); run bin/setup as root\n')
+    done = run_reframe('simulated', tmp_path / 'rfm', '-r', '-n', 'MNIST', '-P', 'num_nodes=1',
+                       '-P', f'image=host,{image}', '-S', 'epochs=3')
+    assert done.returncode == 0, done.stdout[-3000:]
+    results = {c['image']: c['result'] for c in report_cases(tmp_path / 'rfm')}
+    assert results == {'host': 'pass', str(image): 'skip'}
+    assert ('image torch-old was not built on this machine: building needs root (debootstrap); '
+            'run bin/setup as root') in done.stdout
+
+
+def test_unknown_container_platform_is_a_one_line_error(tmp_path):
+    config = tmp_path / 'bad.py'
+    text = open(f'{REPO}/config/simulated.py').read()
+    config.write_text(text.replace("{'type': 'Charliecloud'}", "{'type': 'Podmann'}").replace(
+        'REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))', f'REPO = {REPO!r}'))
+    image = tmp_path / 'img'
+    image.mkdir()
+    done = run_reframe(config, tmp_path / 'rfm', '--dry-run', '-n', 'MNIST', '-P', 'num_nodes=1',
+                       '-P', f'image={image}')
+    assert done.returncode != 0
+    assert ("config error: partition sim:cluster container_platforms: unknown type 'Podmann' (known: "
+            "Apptainer, Charliecloud, Docker, Sarus, Shifter, Singularity)") in done.stdout
