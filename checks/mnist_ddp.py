@@ -35,11 +35,11 @@ class MNISTDistributedCheck(DistributedTrainingCheck):
 
     @performance_function('samples/s')
     def samples_per_s(self):
-        return self.figure('samples/s', self.run_output().samples_per_second())
+        return self.figure('samples/s', self.run_output().result_value('samples_per_s'))
 
     @performance_function('samples/s')
     def samples_per_s_per_gpu(self):
-        return self.figure('samples/s per GPU', self.run_output().samples_per_second_per_device())
+        return self.figure('samples/s per GPU', self.run_output().result_value('samples_per_s_per_device'))
 
     @performance_function('s')
     def train_time(self):

@@ -33,26 +33,7 @@ class RunOutput:
         results = self.events('result')
         return results[-1] if results else None
 
-    # --- performance figures ---------------------------------------------------------------
-
-    def steady_epochs(self):
-        """Epoch summaries without the first one (warm-up: allocation, kernel caches), if more."""
-        summaries = sorted(self.events('summary'), key=lambda s: s['epoch'])
-        return summaries[1:] if len(summaries) > 1 else summaries
-
-    def samples_per_second(self):
-        """All ranks' samples over the epochs' wall time (the slowest rank's), in steady state."""
-        epochs = self.steady_epochs()
-        seconds = sum(e['seconds'] for e in epochs)
-        if not epochs or seconds <= 0:
-            return None
-        return sum(e['samples'] for e in epochs) / seconds
-
-    def samples_per_second_per_device(self):
-        total, epochs = self.samples_per_second(), self.steady_epochs()
-        if total is None:
-            return None
-        return total / epochs[0]['world_size']
+    # --- performance figures: the program's own result line -------------------------------
 
     def train_seconds(self):
         return self.result_value('train_seconds')

@@ -67,12 +67,18 @@ def test_staging_keeps_a_complete_earlier_staging(staged):
 
 
 def test_steady_state_excludes_the_first_epoch():
-    program = load_program()
+    load_program()                          # which puts src/pytorch on sys.path
+    from ddp_common import steady_state
     summaries = [{'samples': 100, 'seconds': 10.0, 'steps': 5},
                  {'samples': 200, 'seconds': 1.0, 'steps': 10},
                  {'samples': 200, 'seconds': 3.0, 'steps': 10}]
-    assert program.steady_state(summaries) == {'samples_per_s': 100.0, 'step_time': 0.2}
-    assert program.steady_state(summaries[:1]) == {'samples_per_s': 10.0, 'step_time': 2.0}
+    assert steady_state(summaries, 4) == {'samples_per_s': 100.0, 'samples_per_s_per_device': 25.0,
+                                          'step_time': 0.2}
+    assert steady_state(summaries[:1], 1) == {'samples_per_s': 10.0, 'samples_per_s_per_device': 10.0,
+                                              'step_time': 2.0}
+    # epochs that do not count steps (MNIST's) give no step time
+    assert steady_state([{'samples': 60, 'seconds': 2.0}], 2) == {'samples_per_s': 30.0,
+                                                                  'samples_per_s_per_device': 15.0}
 
 
 def run_program(*args):

@@ -34,6 +34,37 @@ def emit(event, **fields):
     print(FACT_PREFIX + json.dumps({'event': event, **fields}, sort_keys=True), flush=True)
 
 
+def epoch_summary(figures, epoch, world_size, device, distributed=True):
+    """One epoch over all ranks: their samples and mean loss, in the slowest rank's seconds
+    (the epoch lasts as long as its slowest rank). `figures` are this rank's: samples,
+    seconds, mean loss and whatever else it counted. Every rank must call it."""
+    summary = {**figures, 'epoch': epoch, 'world_size': world_size}
+    if distributed:
+        totals = torch.tensor([figures['samples'], figures['loss'] * figures['samples']],
+                              dtype=torch.float64, device=device)
+        slowest = torch.tensor([figures['seconds']], dtype=torch.float64, device=device)
+        dist.all_reduce(totals)
+        dist.all_reduce(slowest, op=dist.ReduceOp.MAX)
+        summary.update(samples=int(totals[0].item()), seconds=slowest.item(),
+                       loss=totals[1].item() / max(totals[0].item(), 1))
+    summary['samples_per_s'] = summary['samples'] / summary['seconds'] if summary['seconds'] else 0.0
+    return summary
+
+
+def steady_state(summaries, devices):
+    """Throughput over the epochs after the first (warm-up: allocation, kernel caches), or over
+    the first if it is the only one: samples/s in total and per device, and seconds per step
+    where the epochs counted their steps."""
+    steady = summaries[1:] if len(summaries) > 1 else summaries
+    seconds = sum(s['seconds'] for s in steady)
+    samples_per_s = sum(s['samples'] for s in steady) / seconds if seconds > 0 else 0.0
+    figures = {'samples_per_s': samples_per_s, 'samples_per_s_per_device': samples_per_s / devices}
+    steps = sum(s.get('steps', 0) for s in steady)
+    if steps:
+        figures['step_time'] = seconds / steps
+    return figures
+
+
 def rank_layout():
     """(rank, world_size, local_rank) from the torch variables, else from Slurm."""
     def first(*names, default):

@@ -31,8 +31,8 @@ import torchvision
 from torchvision import datasets, transforms
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-from ddp_common import (add_wait_arguments, emit, init_distributed, pick_device,  # noqa: E402
-                        report_rank, synchronize)
+from ddp_common import (add_wait_arguments, emit, epoch_summary, init_distributed,  # noqa: E402
+                        pick_device, report_rank, steady_state, synchronize)
 
 MODELS = ('resnet18', 'resnet50', 'resnet101', 'resnet152')
 CIFAR100_MEAN, CIFAR100_STD = (0.5071, 0.4865, 0.4409), (0.2673, 0.2564, 0.2762)
@@ -125,16 +125,6 @@ def train_epoch(model, loader, optimizer, criterion, device, args, untimed_steps
             'loss': loss_sum.item() / samples if samples else math.nan}
 
 
-def steady_state(summaries):
-    """Figures over the epochs after the first (or the first, if it is the only one)."""
-    steady = summaries[1:] if len(summaries) > 1 else summaries
-    seconds = sum(s['seconds'] for s in steady)
-    samples = sum(s['samples'] for s in steady)
-    steps = sum(s['steps'] for s in steady)
-    return {'samples_per_s': samples / seconds if seconds > 0 else 0.0,
-            'step_time': seconds / steps if steps else 0.0}
-
-
 def main(argv=None):
     args = get_args_parser().parse_args(argv)
     torch.manual_seed(args.seed)
@@ -182,25 +172,14 @@ def main(argv=None):
         figures = train_epoch(model, loader, optimizer, criterion, device, args,
                               args.warmup_steps if epoch == 1 else 0, autocast)
         emit('epoch', rank=rank, epoch=epoch, **figures)
-        summary = {**figures, 'epoch': epoch, 'world_size': world_size}
-        if args.mode == 'ddp':   # all ranks' samples, in the slowest rank's time
-            totals = torch.tensor([figures['samples'], figures['loss'] * figures['samples']],
-                                  dtype=torch.float64, device=device)
-            slowest = torch.tensor([figures['seconds']], dtype=torch.float64, device=device)
-            dist.all_reduce(totals)
-            dist.all_reduce(slowest, op=dist.ReduceOp.MAX)
-            summary.update(samples=int(totals[0].item()), seconds=slowest.item(),
-                           loss=totals[1].item() / max(totals[0].item(), 1))
-        summary['samples_per_s'] = summary['samples'] / summary['seconds'] if summary['seconds'] else 0.0
+        summary = epoch_summary(figures, epoch, world_size, device, distributed=args.mode == 'ddp')
         summaries.append(summary)
         if rank == 0:
             emit('summary', **summary)
 
     if rank == 0:
-        steady = steady_state(summaries)
-        emit('result', samples_per_s=steady['samples_per_s'],
-             samples_per_s_per_device=steady['samples_per_s'] / devices,
-             first_epoch_samples_per_s=summaries[0]['samples_per_s'], step_time=steady['step_time'],
+        steady = steady_state(summaries, devices)
+        emit('result', **steady, first_epoch_samples_per_s=summaries[0]['samples_per_s'],
              flops_per_sample=flops, model_flops_per_s=flops * steady['samples_per_s'],
              devices=devices, world_size=world_size, mode=args.mode, model=args.model,
              batch_size=args.batch_size, epochs=args.epochs, warmup_steps=args.warmup_steps,

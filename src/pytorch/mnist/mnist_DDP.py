@@ -12,8 +12,9 @@ Every fact is printed as one line `MLCHECK {json}` with an "event" key:
   rendezvous  each rank, before it joins the process group: where it waits and how long
   rank     each rank, once it joined: layout, host, Slurm node, CPU affinity, device, versions
   epoch    each rank, each epoch: samples it trained, seconds, mean loss
-  summary  rank 0, each epoch: samples over all ranks, slowest rank's seconds, mean loss
-  result   rank 0: test accuracy over the whole test set, total training seconds
+  summary  rank 0, each epoch: samples over all ranks, slowest rank's seconds, mean loss, samples/s
+  result   rank 0: test accuracy over the whole test set, total training seconds, and the
+           steady-state samples/s (epochs after the first) in total and per device
   done     each rank, last
   fault    a rank about to inject the fault asked for with --fault (never in normal runs)
 
@@ -33,7 +34,8 @@ import torch.nn.functional as F
 from torchvision import datasets, transforms
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-from ddp_common import add_wait_arguments, emit, init_distributed  # noqa: E402
+from ddp_common import (add_wait_arguments, emit, epoch_summary, init_distributed,  # noqa: E402
+                        steady_state)
 
 MNIST_MEAN, MNIST_STD = 0.1307, 0.3081
 
@@ -145,7 +147,7 @@ def main(argv=None):
     optimizer = torch.optim.Adadelta(model.parameters(), lr=args.lr)
     scheduler = torch.optim.lr_scheduler.StepLR(optimizer, step_size=1, gamma=args.gamma)
 
-    train_seconds = 0.0
+    summaries = []
     for epoch in range(1, args.epochs + 1):
         train_sampler.set_epoch(epoch)
         if args.fault:
@@ -158,23 +160,18 @@ def main(argv=None):
             torch.cuda.synchronize()
         seconds = time.perf_counter() - start
         scheduler.step()
-        emit('epoch', rank=rank, epoch=epoch, samples=samples, seconds=seconds,
-             loss=loss_sum / max(samples, 1))
-
-        # the epoch lasts as long as its slowest rank
-        totals = torch.tensor([samples, loss_sum], dtype=torch.float64, device=device)
-        slowest = torch.tensor([seconds], dtype=torch.float64, device=device)
-        dist.all_reduce(totals)
-        dist.all_reduce(slowest, op=dist.ReduceOp.MAX)
-        train_seconds += slowest.item()
+        figures = {'samples': samples, 'seconds': seconds, 'loss': loss_sum / max(samples, 1)}
+        emit('epoch', rank=rank, epoch=epoch, **figures)
+        summary = epoch_summary(figures, epoch, world_size, device)
+        summaries.append(summary)
         if rank == 0:
-            emit('summary', epoch=epoch, samples=int(totals[0].item()), seconds=slowest.item(),
-                 loss=totals[1].item() / max(totals[0].item(), 1), world_size=world_size)
+            emit('summary', **summary)
 
     correct, total = evaluate(model, test_loader, device)
     if rank == 0:
         emit('result', test_accuracy=correct / max(total, 1), test_samples=int(total),
-             train_seconds=train_seconds, epochs=args.epochs, world_size=world_size)
+             train_seconds=sum(s['seconds'] for s in summaries), epochs=args.epochs,
+             world_size=world_size, **steady_state(summaries, world_size))
     dist.barrier()
     emit('done', rank=rank)
     dist.destroy_process_group()
