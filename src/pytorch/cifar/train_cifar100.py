@@ -31,8 +31,8 @@ import torchvision
 from torchvision import datasets, transforms
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-from ddp_common import (add_wait_arguments, emit, epoch_summary, init_distributed,  # noqa: E402
-                        pick_device, report_rank, steady_state, synchronize)
+from ddp_common import (add_wait_arguments, emit, epoch_summary, finish,  # noqa: E402
+                        init_distributed, pick_device, report_rank, steady_state, synchronize)
 
 MODELS = ('resnet18', 'resnet50', 'resnet101', 'resnet152')
 CIFAR100_MEAN, CIFAR100_STD = (0.5071, 0.4865, 0.4409), (0.2673, 0.2564, 0.2762)
@@ -184,11 +184,7 @@ def main(argv=None):
              devices=devices, world_size=world_size, mode=args.mode, model=args.model,
              batch_size=args.batch_size, epochs=args.epochs, warmup_steps=args.warmup_steps,
              amp=args.amp, channels_last=args.channels_last, synthetic=args.synthetic)
-    if args.mode == 'ddp':
-        dist.barrier()
-    emit('done', rank=rank)
-    if args.mode == 'ddp':
-        dist.destroy_process_group()
+    finish(rank, distributed=args.mode == 'ddp')
 
 
 if __name__ == '__main__':

@@ -34,8 +34,8 @@ import torch.nn.functional as F
 from torchvision import datasets, transforms
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-from ddp_common import (add_wait_arguments, emit, epoch_summary, init_distributed,  # noqa: E402
-                        steady_state)
+from ddp_common import (add_wait_arguments, emit, epoch_summary, finish,  # noqa: E402
+                        init_distributed, steady_state)
 
 MNIST_MEAN, MNIST_STD = 0.1307, 0.3081
 
@@ -172,9 +172,7 @@ def main(argv=None):
         emit('result', test_accuracy=correct / max(total, 1), test_samples=int(total),
              train_seconds=sum(s['seconds'] for s in summaries), epochs=args.epochs,
              world_size=world_size, **steady_state(summaries, world_size))
-    dist.barrier()
-    emit('done', rank=rank)
-    dist.destroy_process_group()
+    finish(rank)
 
 
 if __name__ == '__main__':
