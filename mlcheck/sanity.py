@@ -71,6 +71,8 @@ RUNTIME_DETAILS = re.compile(r'(?<=^ch-run)\[\d+\]|\s*\(\w+\.c:\d+ \d+\)$')   # 
 PEER_ERROR = re.compile(r'closed by peer|reset by peer|broken pipe|timed? ?out|'
                         r'communicator was aborted|remote process exited|DistNetworkError', re.I)
 TIMEOUT = re.compile(r'timed? ?out', re.I)
+# a rank that could not reach the master's store (name not resolved, or nothing listening)
+UNREACHABLE = re.compile(r'trying to connect to \((?P<host>[^,()]+), (?P<port>\d+)\)')
 # srun (on a node that stopped answering) and slurmstepd (when Slurm ends the job) say why
 NODE_FAILURE = re.compile(r'srun: error: Node failure on (?P<node>\S+)')
 CANCELLED = re.compile(r'\*\*\* (?:JOB|STEP) \S+ ON \S+ CANCELLED AT \S+(?: DUE TO (?P<why>[^,*]*[^,* ]))?')
@@ -140,6 +142,13 @@ def why_it_broke_off(run, expect):
         waited = f' after {waited:g} s' if isinstance(waited, (int, float)) else ''
         return [f'{ranks_on(absent)} never arrived at the rendezvous at {some.get("master")}; '
                 f'the others gave up{waited}{example}']
+
+    unreachable = {r: m for r, e in errors.items() if (m := UNREACHABLE.search(e))}
+    if unreachable and not run.by_rank('rank'):
+        first = next(iter(unreachable.values()))
+        return [f'{ranks_on(sorted(unreachable))} could not connect to the rendezvous at '
+                f'{first.group("host")}:{first.group("port")}: check that the nodes resolve its name '
+                f'and reach it ({errors[min(unreachable)]})']
 
     silent = sorted(unfinished - set(errors))
     if silent and timed_out:

@@ -64,6 +64,25 @@ def test_rank_that_never_arrived_at_the_rendezvous(sim):
         '10 s (DistStoreError: wait timeout after 10000ms, keys: /0//cpu//0/0)']
 
 
+def test_rank_that_could_not_reach_the_master(sim):
+    """As captured from an image without /etc/hosts: every rank arrived, rank 2 could not resolve
+    nid001, and the others were waiting for it. Not a hang inside training."""
+    stdout = ''.join(
+        f'{r}: MLCHECK {{"event": "rendezvous", "master": "nid001:10619", "node": "nid00{1 + r // 2}", '
+        f'"rank": {r}, "timeout": 180.0, "world_size": 4}}\n' for r in (2, 0, 3, 1))
+    stderr = ('2: torch.distributed.DistNetworkError: The client socket has timed out after 180000ms '
+              'while trying to connect to (nid001, 10619).\n'
+              'srun: error: nid002: task 2: Exited with exit code 1\n'
+              'srun: launch/slurm: _step_signal: Terminating StepId=619.0\n'
+              '0: slurmstepd-nid001: error: *** STEP 619.0 ON nid001 CANCELLED AT 2026-11-22T02:22:06 ***\n'
+              'srun: error: nid002: task 3: Terminated\n'
+              'srun: error: nid001: tasks 0-1: Terminated\n')
+    assert problems(sim, stdout, stderr) == [
+        'rank 2 on nid002 could not connect to the rendezvous at nid001:10619: check that the nodes '
+        'resolve its name and reach it (DistNetworkError: The client socket has timed out after '
+        '180000ms while trying to connect to (nid001, 10619).)']
+
+
 def test_rank_that_stopped_inside_training(sim):
     assert problems(sim, *saved('hang-collective'), fault='hang-collective:2:2') == [
         'rank 2 on nid002 stopped responding after epoch 1: ranks 0-1, 3 timed out waiting for it '
