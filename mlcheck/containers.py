@@ -45,7 +45,6 @@ def platform_for(name):
     return ContainerPlatform.create(name)   # ValueError for a name nobody knows
 
 
-
 def known_platforms():
     """Names of every platform `platform_for` can create."""
     reframe_ones = [cls.__name__ for cls in vars(reframe_containers).values()

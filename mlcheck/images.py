@@ -1,6 +1,6 @@
 """Container images for the simulated partition, built from Debian's packages and PyPI.
 
-Each `images/<name>/requirements.txt` is one image: Debian 12 (debootstrap minbase with python3)
+Each `config/images/<name>/requirements.txt` is one image: Debian 12 (debootstrap minbase with python3)
 and a venv at /opt/venv holding those pins, as a directory that Charliecloud's `ch-run` runs
 unprivileged. The wheels are fetched by the host's pip (its indexes, certificates and local
 package directories), so nothing inside the image needs the network.
@@ -24,7 +24,7 @@ import sys
 import time
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-RECIPES = os.path.join(REPO, 'images')
+RECIPES = os.path.join(REPO, 'config', 'images')
 IMAGE_CACHE = os.environ.get('MLCHECK_IMAGE_CACHE', '/var/cache/mlcheck/images')
 
 DEBIAN_SUITE, DEBIAN_MIRROR = 'bookworm', 'http://deb.debian.org/debian'
@@ -125,16 +125,19 @@ def check_can_build(cache):
     for tool, package in (('debootstrap', 'debootstrap'), ('ch-run', 'charliecloud-runtime')):
         if shutil.which(tool) is None:
             raise CannotBuild(f'{tool} is not installed (Debian package {package})')
-    os.makedirs(cache, exist_ok=True)
     free = shutil.disk_usage(cache).free
     if free < SPACE_NEEDED_GB * 1e9:
         raise CannotBuild(f'only {gigabytes(free)} free in {cache}; an image needs about '
                           f'{SPACE_NEEDED_GB} GB')
 
 
+def base_root_path(cache=IMAGE_CACHE):
+    return os.path.join(cache, f'.base-{DEBIAN_SUITE}')
+
+
 def base_root(cache):
     """A minimal Debian root with python3, made once and copied for every image."""
-    base = os.path.join(cache, f'.base-{DEBIAN_SUITE}')
+    base = base_root_path(cache)
     if os.path.isfile(os.path.join(base, 'usr', 'bin', 'python3')):
         return base
     partial = base + '.partial'
@@ -149,11 +152,10 @@ def base_root(cache):
     return base
 
 
-def python_version(root):
+def python_version(root, env):
     """major.minor of python3 in the image root `root`."""
     code = 'import sys; print("%d.%d" % sys.version_info[:2])'
-    return run(['ch-run', root, '--', 'python3', '-c', code], 'python3 in the image',
-               env=ch_run_env()).strip()
+    return run(['ch-run', root, '--', 'python3', '-c', code], 'python3 in the image', env=env).strip()
 
 
 def build(name, cache=IMAGE_CACHE):
@@ -161,9 +163,10 @@ def build(name, cache=IMAGE_CACHE):
     started = time.monotonic()
     recipe = read_recipe(name)
     base = base_root(cache)
-    host_python = '%d.%d' % sys.version_info[:2]
-    if python_version(base) != host_python:
-        raise CannotBuild(f'the image has Python {python_version(base)} but the host pip that '
+    env = ch_run_env()
+    host_python, image_python = '%d.%d' % sys.version_info[:2], python_version(base, env)
+    if image_python != host_python:
+        raise CannotBuild(f'the image has Python {image_python} but the host pip that '
                           f'fetches its wheels runs {host_python}')
 
     final = image_path(name, cache)
@@ -186,13 +189,13 @@ def build(name, cache=IMAGE_CACHE):
 
     say(f'{name}: installing into /opt/venv')
     in_image = ['ch-run', '-w', f'--bind={wheels}:/wheels', partial, '--']
-    run([*in_image, 'python3', '-m', 'venv', '/opt/venv'], 'creating the venv', env=ch_run_env())
+    run([*in_image, 'python3', '-m', 'venv', '/opt/venv'], 'creating the venv', env=env)
     run([*in_image, VENV_PYTHON, '-m', 'pip', 'install', '-q', '--disable-pip-version-check',
          '--no-index', '--find-links', '/wheels', '-r', '/wheels/requirements.txt'],
-        'pip install in the image', env=ch_run_env())
+        'pip install in the image', env=env)
     versions = run(['ch-run', partial, '--', VENV_PYTHON, '-c',
                     'import torch, torchvision; print(torch.__version__, torchvision.__version__)'],
-                   'importing torch in the image', env=ch_run_env()).strip()
+                   'importing torch in the image', env=env).strip()
     os.rmdir(partial + '/wheels')
     with open(os.path.join(partial, STAMP), 'w') as f:
         f.write(stamp_text(name))
@@ -208,7 +211,6 @@ def build(name, cache=IMAGE_CACHE):
 @contextlib.contextmanager
 def cache_lock(cache):
     """One build at a time per cache (bin/run-suite and bin/run-tests may start together)."""
-    os.makedirs(cache, exist_ok=True)
     with open(os.path.join(cache, '.lock'), 'w') as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
         yield
@@ -261,7 +263,7 @@ def main(argv=None):
     known = recipe_names()
     unknown = sorted(set(args.names) - set(known))
     if unknown:
-        parser.error(f'no recipe images/{unknown[0]}/requirements.txt (recipes: {", ".join(known)})')
+        parser.error(f'no recipe config/images/{unknown[0]}/requirements.txt (recipes: {", ".join(known)})')
     names = args.names or known
     if args.action == 'list':
         for name in names:

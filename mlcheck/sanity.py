@@ -60,9 +60,8 @@ def problems(run, expect):
 
 # The error that ended a rank: Python's last line of a traceback (torch prefixes it with
 # [rankN]:), a fatal signal in Python, a script's own `x.py: error: ...` (argparse, rank-env.sh),
-# or the NCCL watchdog's message on a timed-out collective.
-# an exception, a script's or the container runtime's error (ch-run's; Singularity's and
-# Apptainer's FATAL), or NCCL's watchdog
+# the container runtime's (ch-run's error; Singularity's and Apptainer's FATAL), or the NCCL
+# watchdog's message on a timed-out collective.
 ERROR_LINE = re.compile(r'^(?:\[rank\d+\]:\s*)?(?:(?P<error>(?:[\w.]+(?:Error|Exception|Exit|Interrupt)'
                         r'|Fatal Python error|[\w./-]+\.(?:py|sh): error|ch-run\[\d+\]: error|FATAL)(?::.*)?)$'
                         r'|.*?(?P<watchdog>Watchdog caught collective operation timeout.*))')

@@ -173,7 +173,7 @@ def test_a_model_that_does_not_learn_fails_sanity(cluster, tmp_path):
 def test_image_without_the_mount_points_fails_with_ch_runs_error(cluster, tmp_path):
     """The bare Debian root the images are made from has no /mlcheck/data to bind onto:
     every rank's ch-run fails, and the check says so in one line instead of timing out."""
-    bare = os.path.join(images.IMAGE_CACHE, f'.base-{images.DEBIAN_SUITE}')
+    bare = images.base_root_path()
     assert os.path.isdir(bare), 'the image build leaves its Debian root here'
     done = run_reframe('simulated', tmp_path, '-r', '-n', 'MNIST', '-P', 'num_nodes=1', '-P', f'image={bare}')
     assert done.returncode != 0

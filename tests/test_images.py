@@ -83,4 +83,4 @@ def test_unknown_image_name_is_a_one_line_usage_error(capsys):
     with pytest.raises(SystemExit) as exit_:
         images.main(['build', 'torch-0.1'])
     assert exit_.value.code == 2
-    assert 'no recipe images/torch-0.1/requirements.txt (recipes: torch-2.14.1, torch-2.9.1)' in capsys.readouterr().err
+    assert 'no recipe config/images/torch-0.1/requirements.txt (recipes: torch-2.14.1, torch-2.9.1)' in capsys.readouterr().err
