@@ -9,7 +9,7 @@ import reframe as rfm
 from reframe.core.builtins import performance_function, run_before, variable
 from reframe.core.logging import getlogger
 
-from mlcheck import scaling
+from mlcheck.perf import scaling
 from mlcheck.rfm import DistributedTrainingCheck
 
 

@@ -7,7 +7,7 @@ finishes, the model learns), with the right CPU binding and network plugin, and 
 import reframe as rfm
 from reframe.core.builtins import performance_function, variable
 
-from mlcheck.datasets import check_mnist
+from mlcheck.data.datasets import check_mnist
 from mlcheck.rfm import DistributedTrainingCheck
 
 

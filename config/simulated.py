@@ -1,6 +1,6 @@
 """The simulated partition: a real Slurm cluster of several slurmd "nodes" on one machine
 (bin/simslurm up), CPU-only PyTorch with the gloo backend, in the host's Python (image 'host')
-and in Charliecloud images built by bin/setup from config/images/*/requirements.txt (mlcheck.images).
+and in Charliecloud images built by bin/setup from config/images/*/requirements.txt (mlcheck.data.images).
 
 Each node has two "GPU slots" of one core each, so the masks are 0x1 and 0x2 and a 2-node job
 runs four ranks, as a LUMI-G node runs eight.
@@ -9,7 +9,7 @@ runs four ranks, as a LUMI-G node runs eight.
 import os
 import sys
 
-from mlcheck import images
+from mlcheck.data import images
 from mlcheck.rfm_config import builtin_environment, logging_config, storage_config
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))

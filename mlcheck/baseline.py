@@ -17,7 +17,7 @@ from datetime import datetime
 
 import yaml
 
-from mlcheck import history
+from mlcheck.perf import history
 from mlcheck.errors import InputError
 from mlcheck.report import add_source_arguments, open_database, text_table
 from mlcheck.rfm_config import references_dir

@@ -17,9 +17,9 @@ import os
 import sys
 from datetime import datetime
 
-from mlcheck import history
+from mlcheck.perf import history
 from mlcheck.errors import InputError
-from mlcheck.history import Rule
+from mlcheck.perf.history import Rule
 
 DEFAULT_CONFIG = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
                               'config', 'simulated.py')
@@ -134,7 +134,7 @@ def summary(comparisons, rule):
 
 def write_report(directory, args, before, after, comparisons, rule):
     """DIR/report.md and its plots; returns the report's path."""
-    from mlcheck import plots
+    from mlcheck.perf import plots
     os.makedirs(directory, exist_ok=True)
     pictures = []
     plotted = {check: args.plot_var or min((s.var for s in ss if s.unit.endswith('/s')), default='')

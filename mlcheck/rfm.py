@@ -14,7 +14,8 @@ from reframe.core.builtins import parameter, run_after, sanity_function, variabl
 from reframe.core.exceptions import ConfigError as ReframeConfigError, SanityError
 from reframe.core.runtime import runtime
 
-from mlcheck import containers, launch, output, sanity
+from mlcheck.judging import output, sanity
+from mlcheck.placement import containers, launch
 from mlcheck.errors import ConfigError
 from mlcheck.rfm_config import references_file
 from mlcheck.site import ImageUnavailable, PartitionSettings

@@ -11,8 +11,8 @@ import re
 from dataclasses import dataclass, field
 
 from mlcheck.errors import ConfigError, expect_int_list, expect_mapping, expect_type
-from mlcheck.images import unbuilt_reason
-from mlcheck.topology import NodeTopology
+from mlcheck.data.images import unbuilt_reason
+from mlcheck.placement.topology import NodeTopology
 
 # What a GPU vendor's runtime needs per rank: the variables that make exactly one GPU visible,
 # and whether MIOpen (AMD) needs a private cache directory.

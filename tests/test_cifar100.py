@@ -15,8 +15,9 @@ import numpy as np
 import pytest
 
 from conftest import DATA, REPO
-from mlcheck import output, sanity, staging
-from mlcheck.launch import Layout
+from mlcheck.data import staging
+from mlcheck.judging import output, sanity
+from mlcheck.placement.launch import Layout
 
 PROGRAM = os.path.join(REPO, 'src', 'pytorch', 'cifar', 'train_cifar100.py')
 SIM_OUT = os.path.join(DATA, 'sim_cluster_cifar100_2nodes.out')

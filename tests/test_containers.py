@@ -2,7 +2,7 @@
 
 import pytest
 
-from mlcheck.containers import Charliecloud, known_platforms, platform_for
+from mlcheck.placement.containers import Charliecloud, known_platforms, platform_for
 
 
 def charliecloud(**values):

@@ -6,7 +6,7 @@ import re
 import pytest
 
 from conftest import REPO
-from mlcheck.staging import stage_mnist
+from mlcheck.data.staging import stage_mnist
 from reframe_runner import run_reframe
 
 REPO_CONFIG = pathlib.Path(REPO) / 'config'

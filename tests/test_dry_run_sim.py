@@ -7,7 +7,7 @@ import sys
 import pytest
 
 from conftest import REPO, partition_entry
-from mlcheck import images
+from mlcheck.data import images
 from reframe_runner import report_cases, run_reframe
 
 DATA = f'{REPO}/var/data'

@@ -10,7 +10,7 @@ import pytest
 import yaml
 
 from conftest import REPO
-from mlcheck import images
+from mlcheck.data import images
 from mlcheck.rfm_config import PERFLOG_HEADER
 from reframe_runner import perf, report_cases, run_reframe
 
@@ -58,7 +58,7 @@ def test_every_check_passes_in_every_image_at_1_and_2_nodes(suite_run):
 def test_each_image_runs_its_own_torch_inside_the_container(suite_run):
     """The ranks of an image report that image's torch, and ran in the image's root."""
     prefix, _ = suite_run
-    from mlcheck import output
+    from mlcheck.judging import output
     for case in report_cases(prefix, 'MNISTDistributedCheck'):
         ranks = output.read(os.path.join(case['outputdir'], 'rfm_job.out')).by_rank('rank')
         versions = {r['torch'].split('+')[0] for r in ranks.values()}
@@ -109,7 +109,7 @@ def test_ranks_ran_where_and_how_they_were_asked(suite_run):
     """Beyond the checks' own sanity: read the 2-node jobs' output directly, in every image
     (inside a container the affinity is what srun's mask gave ch-run)."""
     prefix, _ = suite_run
-    from mlcheck import output
+    from mlcheck.judging import output
     for check in PERF_VARS:
         for case in (c for c in report_cases(prefix, check) if c['num_nodes'] == 2):
             run = output.read(os.path.join(case['outputdir'], 'rfm_job.out'))
@@ -156,7 +156,7 @@ def test_missing_image_is_a_one_line_error(cluster, tmp_path):
 def test_a_model_that_does_not_learn_fails_sanity(cluster, tmp_path):
     """Labels shuffled at random: training runs, but accuracy stays at chance and the check fails."""
     import numpy as np
-    from mlcheck.staging import MNIST_FILES, digits_as_mnist, write_idx
+    from mlcheck.data.staging import MNIST_FILES, digits_as_mnist, write_idx
     train_x, train_y, test_x, test_y = digits_as_mnist()
     raw = tmp_path / 'data' / 'MNIST' / 'raw'
     raw.mkdir(parents=True)

@@ -245,7 +245,7 @@ def test_two_sessions_at_once_both_complete(history):
 
 
 def corrupt_dataset(root):
-    from mlcheck.staging import stage_mnist
+    from mlcheck.data.staging import stage_mnist
     raw, _ = stage_mnist(str(root))
     with open(os.path.join(raw, 't10k-images-idx3-ubyte'), 'r+b') as f:
         f.truncate(4096)

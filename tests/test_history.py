@@ -18,9 +18,10 @@ import sqlite3
 import pytest
 
 from conftest import DATA, load_site_config
-from mlcheck import history, report
+from mlcheck import report
+from mlcheck.perf import history
 from mlcheck.errors import InputError
-from mlcheck.history import Rule
+from mlcheck.perf.history import Rule
 from mlcheck.rfm_config import invoked_as_dry_run
 
 PERFLOGS = os.path.join(DATA, 'perflogs')

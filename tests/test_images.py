@@ -6,7 +6,7 @@ import re
 
 import pytest
 
-from mlcheck import images
+from mlcheck.data import images
 
 
 def test_every_recipe_pins_torch_and_torchvision_exactly():

@@ -11,9 +11,9 @@ import subprocess
 import pytest
 
 from conftest import REPO, partition_entry
-from mlcheck import launch
+from mlcheck.placement import launch
 from mlcheck.errors import ConfigError
-from mlcheck.launch import Layout
+from mlcheck.placement.launch import Layout
 
 WRAPPER = os.path.join(REPO, 'src', launch.RANK_WRAPPER)
 

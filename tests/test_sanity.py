@@ -12,8 +12,8 @@ import re
 import pytest
 
 from conftest import DATA
-from mlcheck import output, sanity
-from mlcheck.launch import Layout
+from mlcheck.judging import output, sanity
+from mlcheck.placement.launch import Layout
 
 LUMI_OUT = os.path.join(DATA, 'lumi_standard-g_2nodes.out')
 SIM_OUT = os.path.join(DATA, 'sim_cluster_2nodes.out')

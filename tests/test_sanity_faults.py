@@ -12,8 +12,8 @@ import re
 import pytest
 
 from conftest import DATA
-from mlcheck import output, sanity
-from mlcheck.launch import Layout
+from mlcheck.judging import output, sanity
+from mlcheck.placement.launch import Layout
 
 FAULTS = os.path.join(DATA, 'faults')
 

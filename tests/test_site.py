@@ -149,8 +149,8 @@ def test_node_count_must_fit_the_partition(sim, lumi):
 
 
 def test_corrupt_mnist_files_are_named(tmp_path):
-    from mlcheck.datasets import check_mnist
-    from mlcheck.staging import stage_mnist
+    from mlcheck.data.datasets import check_mnist
+    from mlcheck.data.staging import stage_mnist
     raw, _ = stage_mnist(str(tmp_path))
     check_mnist(str(tmp_path), '-S data_dir')
     images = os.path.join(raw, 'train-images-idx3-ubyte')

@@ -3,8 +3,8 @@
 import pytest
 
 from mlcheck.errors import ConfigError
-from mlcheck.launch import Layout
-from mlcheck.topology import NodeTopology, cores_to_mask, mask_to_cores
+from mlcheck.placement.launch import Layout
+from mlcheck.placement.topology import NodeTopology, cores_to_mask, mask_to_cores
 
 LUMI_MASKS = ('0xfe000000000000,0xfe00000000000000,0xfe0000,0xfe000000,'
               '0xfe,0xfe00,0xfe00000000,0xfe0000000000')

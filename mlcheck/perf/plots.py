@@ -11,7 +11,7 @@ import matplotlib
 matplotlib.use('Agg')   # files only, no display
 import matplotlib.pyplot as plt   # noqa: E402
 
-from mlcheck.history import group   # noqa: E402
+from mlcheck.perf.history import group   # noqa: E402
 
 COLOURS = {'before': 'tab:blue', 'after': 'tab:orange'}
 

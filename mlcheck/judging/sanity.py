@@ -13,7 +13,7 @@ import math
 import re
 from dataclasses import dataclass
 
-from mlcheck.topology import mask_to_cores
+from mlcheck.placement.topology import mask_to_cores
 
 
 @dataclass(frozen=True)
@@ -42,7 +42,7 @@ class Expectations:
 
 
 def problems(run, expect):
-    """Everything wrong with `run` (an mlcheck.output.RunOutput) against `expect`.
+    """Everything wrong with `run` (an mlcheck.judging.output.RunOutput) against `expect`.
 
     When the run broke off, only why it did: the rules for a complete run would add nothing
     but consequences (ranks that did not finish, no result).

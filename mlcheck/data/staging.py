@@ -9,7 +9,7 @@ random smooth colour pattern, each image that pattern shifted and with noise, so
 learn it. It is written in CIFAR-100's own python-pickle format (DEST/cifar-100-python/train,
 test, meta), where torchvision's CIFAR100 loader reads it.
 
-    python -m mlcheck.staging mnist|cifar100 DEST
+    python -m mlcheck.data.staging mnist|cifar100 DEST
 """
 
 import argparse
@@ -22,7 +22,7 @@ import tempfile
 
 import numpy as np
 
-from mlcheck.datasets import IDX_UBYTE, MNIST_FILES   # torchvision's names, the IDX type code
+from mlcheck.data.datasets import IDX_UBYTE, MNIST_FILES   # torchvision's names, the IDX type code
 
 TEST_FRACTION = 1 / 6   # MNIST's own split is 60000 / 10000
 DIGIT_SIZE, FRAME_SIZE = 20, 28

@@ -10,8 +10,8 @@ outside any checkout so that a fresh clone finds them); a second run builds noth
 cannot be built (no root, too little disk, a failed step) gets `<name>.unbuilt` beside it, holding
 the reason, which its checks report when they skip.
 
-    python -m mlcheck.images build [NAME ...]    # build what is missing or out of date
-    python -m mlcheck.images list                # each image: built, or why not
+    python -m mlcheck.data.images build [NAME ...]    # build what is missing or out of date
+    python -m mlcheck.data.images list                # each image: built, or why not
 """
 
 import argparse
@@ -23,7 +23,7 @@ import subprocess
 import sys
 import time
 
-REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 RECIPES = os.path.join(REPO, 'config', 'images')
 IMAGE_CACHE = os.environ.get('MLCHECK_IMAGE_CACHE', '/var/cache/mlcheck/images')
 
@@ -256,7 +256,7 @@ def build_missing(names, cache=IMAGE_CACHE):
 
 
 def main(argv=None):
-    parser = argparse.ArgumentParser(prog='python -m mlcheck.images', description=__doc__.split('\n')[0])
+    parser = argparse.ArgumentParser(prog='python -m mlcheck.data.images', description=__doc__.split('\n')[0])
     parser.add_argument('action', choices=['build', 'list'])
     parser.add_argument('names', nargs='*', metavar='NAME', help='images to build (default: all recipes)')
     args = parser.parse_args(argv)

@@ -1,0 +1,1 @@
+"""Data and images: dataset checks and staging in their real formats, container image builds."""

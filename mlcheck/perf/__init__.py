@@ -1,0 +1,1 @@
+"""Performance history: samples from perf logs and the results database, their comparison, plots, scaling."""
