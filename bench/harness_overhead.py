@@ -52,9 +52,9 @@ def harness_loop(model, batches, optimizer, criterion, device, args):
     return figures['samples'] / figures['seconds']
 
 
-def matmul_flops(device, size, repeats=10):
-    """FLOP/s of a square fp32 matrix multiply: the hardware's practical dense limit."""
-    a, b = (torch.randn(size, size, device=device) for _ in range(2))
+def matmul_flops(device, size, dtype=torch.float32, repeats=10):
+    """FLOP/s of a square matrix multiply in `dtype`: the hardware's practical dense limit."""
+    a, b = (torch.randn(size, size, device=device, dtype=dtype) for _ in range(2))
     a @ b
     synchronize(device)
     start = time.perf_counter()
@@ -92,11 +92,14 @@ def main():
         rates['bare'].append(bare_loop(model, batches, optimizer, criterion, device))
         rates['harness'].append(harness_loop(model, batches, optimizer, criterion, device, loop_args))
     peak = matmul_flops(device, args.matmul_size)
+    # the limit of bf16 autocast (--amp) runs, for comparing their model FLOP/s
+    peak_bf16 = matmul_flops(device, args.matmul_size, torch.bfloat16)
 
     print(f'device {device_name(device)}, {torch.get_num_threads()} threads, {args.model}, '
           f'batch {args.batch_size}, {args.rounds} rounds of {args.steps} steps, '
           f'{flops / 1e9:.3f} GFLOP per image (forward + backward)')
-    print(f'matrix multiply ({args.matmul_size}^2, fp32): {peak / 1e9:.1f} GFLOP/s')
+    print(f'matrix multiply ({args.matmul_size}^2): fp32 {peak / 1e9:.1f} GFLOP/s, '
+          f'bf16 {peak_bf16 / 1e9:.1f} GFLOP/s')
     for name, values in rates.items():
         median = statistics.median(values)
         print(f'{name:8s} median {median:8.1f} images/s (min {min(values):.1f}, max {max(values):.1f}), '

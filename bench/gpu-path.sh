@@ -1,0 +1,47 @@
+#!/usr/bin/env bash
+# The GPU code paths on one GPU of a node without Slurm: both training programs as one rank
+# (NCCL backend, NCCL_DEBUG=INFO, through src/launch/rank-env.sh as srun would start them), the
+# CIFAR-100 benchmark in fp32 and with --amp --channels-last, and the harness against a bare loop.
+# Each program's stdout and stderr are labelled "0: " as `srun --label` labels task 0, so the
+# project's own sanity code reads them as it reads a job's output.
+#
+#   bench/gpu-path.sh DATA_DIR OUT_DIR      (DATA_DIR: staged MNIST/ and cifar-100-python/)
+set -uo pipefail
+data=${1:?usage: bench/gpu-path.sh DATA_DIR OUT_DIR}
+out=${2:?usage: bench/gpu-path.sh DATA_DIR OUT_DIR}
+repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+python=${PYTHON:-python3}
+mkdir -p "$out"
+export PYTHONUNBUFFERED=1
+
+# one rank, as Slurm would describe task 0 of a one-task step
+as_rank0() {
+    local name=$1; shift
+    env SLURM_PROCID=0 SLURM_LOCALID=0 SLURM_NTASKS=1 SLURM_JOB_ID=0 \
+        MLCHECK_VISIBLE_DEVICES_VARS=CUDA_VISIBLE_DEVICES NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=INIT,NET \
+        TORCH_NCCL_ASYNC_ERROR_HANDLING=1 \
+        sh "$repo/src/launch/rank-env.sh" "$python" -u "$@" \
+        > >(sed 's/^/0: /' > "$out/$name.out") 2> >(sed 's/^/0: /' > "$out/$name.err")
+    local rc=$?
+    wait
+    echo "$name: exit $rc"
+}
+
+cd "$repo"
+as_rank0 mnist src/pytorch/mnist/mnist_DDP.py --data-dir "$data" --epochs 3
+as_rank0 cifar100 src/pytorch/cifar/train_cifar100.py --data-dir "$data" --model resnet152 \
+    --batch-size 128 --epochs 3 --warmup-steps 10 --workers 4
+
+# fp32 against bf16 autocast with channels-last: same model, batch and steps, synthetic data
+for variant in fp32 amp; do
+    extra=(); [ "$variant" = amp ] && extra=(--amp --channels-last)
+    "$python" -u src/pytorch/cifar/train_cifar100.py --synthetic --mode single --model resnet152 \
+        --batch-size 256 --epochs 3 --steps 40 --warmup-steps 10 --workers 0 "${extra[@]}" \
+        > "$out/cifar100-$variant.out" 2>&1
+    grep '"event": "result"' "$out/cifar100-$variant.out" | head -1
+done
+
+for model in resnet18 resnet50; do
+    "$python" -u bench/harness_overhead.py --device gpu --model "$model" --batch-size 128 \
+        --steps 20 --rounds 11 --matmul-size 8192
+done 2>&1 | tee "$out/harness.txt"
