@@ -123,16 +123,17 @@ def test_warmup_longer_than_an_epoch_still_times_every_epoch(staged):
 def test_timed_steps_are_one_nodes_pass_whatever_the_world_size():
     """By default an epoch is one node's pass over the data (real CIFAR-100 on LUMI: 50000
     images, 128 per GCD, 8 GCDs per node: 48 steps) at any node count; more ranks add passes."""
-    program = load_program()
-    steps = lambda *argv: program.steps_per_epoch(program.get_args_parser().parse_args(argv), 50000, 128)
-    assert steps('--ranks-per-node', '8') == 48
-    assert steps('--ranks-per-node', '8', '--steps', '7') == 7
+    load_program()                          # which puts src/pytorch on sys.path
+    from ddp_common import steps_per_epoch
+    assert steps_per_epoch(0, 50000, 128, ranks_per_node=8) == 48
+    assert steps_per_epoch(7, 50000, 128, ranks_per_node=8) == 7
 
 
 def test_a_set_too_small_for_one_step_is_a_one_line_error():
-    args = load_program().get_args_parser().parse_args(['--ranks-per-node', '8'])
+    load_program()
+    from ddp_common import steps_per_epoch
     with pytest.raises(SystemExit, match='10 samples make no step of 4 on each of 8 ranks per node: give --steps'):
-        load_program().steps_per_epoch(args, 10, 4)
+        steps_per_epoch(0, 10, 4, ranks_per_node=8)
 
 
 def test_program_reads_the_staged_set_and_the_loss_falls(staged):

@@ -23,7 +23,6 @@ time, model FLOPs per sample and achieved FLOP/s); `done` per rank.
 
 import argparse
 import copy
-import itertools
 import math
 import os
 import sys
@@ -36,8 +35,9 @@ import torchvision
 from torchvision import datasets, transforms
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-from ddp_common import (add_wait_arguments, emit, epoch_summary, finish,  # noqa: E402
-                        init_distributed, pick_device, report_rank, steady_state, synchronize)
+from ddp_common import (add_epoch_arguments, add_wait_arguments, batches, emit,  # noqa: E402
+                        epoch_summary, finish, init_distributed, pick_device, report_rank,
+                        steady_state, steps_per_epoch, synchronize)
 
 MODELS = ('resnet18', 'resnet50', 'resnet101', 'resnet152')
 CIFAR100_MEAN, CIFAR100_STD = (0.5071, 0.4865, 0.4409), (0.2673, 0.2564, 0.2762)
@@ -52,10 +52,6 @@ def get_args_parser():
     parser.add_argument('--mode', choices=['ddp', 'single', 'dp'], default='ddp')
     parser.add_argument('--batch-size', type=int, default=128, help='per device')
     parser.add_argument('--epochs', type=int, default=3)
-    parser.add_argument('--steps', type=int, default=0,
-                        help='timed steps per rank and epoch (0: one pass over the data on one node)')
-    parser.add_argument('--ranks-per-node', type=int, default=1,
-                        help='ranks that share one pass over the data when --steps is 0')
     parser.add_argument('--warmup-steps', type=int, default=5, help='untimed steps before epoch 1')
     parser.add_argument('--amp', action='store_true', help='bf16 autocast')
     parser.add_argument('--channels-last', action='store_true')
@@ -63,7 +59,7 @@ def get_args_parser():
     parser.add_argument('--lr', type=float, default=0.05)
     parser.add_argument('--seed', type=int, default=1)
     parser.add_argument('--device', choices=['auto', 'gpu', 'cpu'], default='auto')
-    return add_wait_arguments(parser)
+    return add_epoch_arguments(add_wait_arguments(parser))
 
 
 class StagedCIFAR100(datasets.CIFAR100):
@@ -101,23 +97,6 @@ def flops_per_sample(model, batch, criterion, autocast):
             loss = criterion(probe(images), labels)
         loss.backward()
     return counter.get_total_flops() / len(labels)
-
-
-def batches(loader, sampler):
-    """The loader's batches without end: a new pass, shuffled anew, when one runs out."""
-    for data_pass in itertools.count():
-        if hasattr(sampler, 'set_epoch'):
-            sampler.set_epoch(data_pass)
-        yield from loader
-
-
-def steps_per_epoch(args, dataset_size, batch):
-    """Timed steps of each epoch: the same at every node count (see the module's docstring)."""
-    steps = args.steps or dataset_size // (batch * args.ranks_per_node)
-    if steps < 1:
-        sys.exit(f'{dataset_size} samples make no step of {batch} on each of {args.ranks_per_node} '
-                 f'ranks per node: give --steps')
-    return steps
 
 
 def train_steps(model, stream, count, optimizer, criterion, device, args, autocast):
@@ -159,7 +138,7 @@ def main(argv=None):
 
     batch = args.batch_size * (devices if args.mode == 'dp' else 1)
     dataset = training_set(args, samples_needed=batch * min(args.steps or 50, 50))
-    steps = steps_per_epoch(args, len(dataset), batch)
+    steps = steps_per_epoch(args.steps, len(dataset), batch, args.ranks_per_node)
     sampler = (torch.utils.data.distributed.DistributedSampler(dataset, world_size, rank, seed=args.seed)
                if args.mode == 'ddp' else torch.utils.data.RandomSampler(dataset))
     loader = torch.utils.data.DataLoader(dataset, batch_size=batch, sampler=sampler, drop_last=True,
