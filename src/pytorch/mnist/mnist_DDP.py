@@ -143,7 +143,7 @@ def main(argv=None):
     train_sampler = torch.utils.data.distributed.DistributedSampler(
         train_set, num_replicas=world_size, rank=rank, shuffle=True, seed=args.seed)
     train_loader = torch.utils.data.DataLoader(
-        train_set, batch_size=args.batch_size, sampler=train_sampler,
+        train_set, batch_size=args.batch_size, sampler=train_sampler, drop_last=True,   # equal steps
         num_workers=args.workers, pin_memory=device.type == 'cuda')
     # each rank tests a disjoint slice, so every test sample counts exactly once
     test_shard = torch.utils.data.Subset(test_set, range(rank, len(test_set), world_size))
