@@ -2,7 +2,7 @@
 """Does the CIFAR-100 benchmark's training loop cost throughput? Measure it side by side.
 
 In one process, on the same model, batches and device, alternate rounds of the benchmark's own
-`train_epoch` (src/pytorch/cifar/train_cifar100.py) and of a bare PyTorch loop (zero_grad,
+`train_steps` (src/pytorch/cifar/train_cifar100.py) and of a bare PyTorch loop (zero_grad,
 forward, loss, backward, step), and print images/s of both and their ratio (target: >= 0.97).
 Both are also set against the device's measured matrix-multiply rate, to show how far the model
 is from the hardware's limit (model FLOP utilisation).
@@ -47,8 +47,8 @@ def bare_loop(model, batches, optimizer, criterion, device):
 
 
 def harness_loop(model, batches, optimizer, criterion, device, args):
-    figures = program.train_epoch(model, batches, optimizer, criterion, device, args, 0,
-                                  lambda: torch.autocast(device.type, enabled=False))
+    figures = program.train_steps(model, iter(batches), len(batches), optimizer, criterion, device,
+                                  args, lambda: torch.autocast(device.type, enabled=False))
     return figures['samples'] / figures['seconds']
 
 

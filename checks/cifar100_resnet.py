@@ -30,9 +30,10 @@ class CIFAR100ResNetCheck(DistributedTrainingCheck):
     batch_size = variable(int, type(None), value=None)
     #: epochs; the first is reported apart from the steady state
     epochs = variable(int, type(None), value=None)
-    #: steps per epoch at most (0: the whole epoch)
+    #: timed steps per rank and epoch (0: one pass over the data on one node), the same at
+    #: every node count
     steps = variable(int, type(None), value=None)
-    #: untimed steps at the start
+    #: untimed steps before epoch 1
     warmup_steps = variable(int, type(None), value=None)
     #: data-loader workers per rank
     workers = variable(int, type(None), value=None)
@@ -44,7 +45,8 @@ class CIFAR100ResNetCheck(DistributedTrainingCheck):
     def script_arguments(self):
         args = ['--model', self.model, '--batch-size', str(self.batch_size),
                 '--epochs', str(self.epochs), '--steps', str(self.steps),
-                '--warmup-steps', str(self.warmup_steps), '--workers', str(self.workers)]
+                '--warmup-steps', str(self.warmup_steps), '--workers', str(self.workers),
+                '--ranks-per-node', str(self.layout.tasks_per_node)]
         if self.amp:
             args.append('--amp')
         if self.channels_last:

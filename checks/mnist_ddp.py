@@ -8,6 +8,7 @@ import reframe as rfm
 from reframe.core.builtins import performance_function, variable
 
 from mlcheck.data.datasets import check_mnist
+from mlcheck.judging.accuracy import mnist_bar
 from mlcheck.rfm import DistributedTrainingCheck
 
 
@@ -23,15 +24,17 @@ class MNISTDistributedCheck(DistributedTrainingCheck):
     throttle = variable(float, value=0.0)
     dataset = 'mnist'
     dataset_marker = 'MNIST/raw'
-    # the small CNN reaches ~0.95 on the simulated partition's digits and ~0.99 on MNIST;
-    # a run that does not learn (diverged, broken data or labels) stays far below
-    min_accuracy = 0.9
 
     def script_arguments(self):
-        args = ['--epochs', str(self.epochs)]
+        args = ['--epochs', str(self.epochs), '--ranks-per-node', str(self.layout.tasks_per_node)]
         if self.throttle:
             args += ['--throttle', str(self.throttle)]
         return args
+
+    def training_promises(self):
+        if self.min_accuracy is not None:
+            return {'min_accuracy': self.min_accuracy}
+        return {'min_accuracy': mnist_bar(self.epochs)}   # what a healthy run of this length reaches
 
     @performance_function('samples/s')
     def samples_per_s(self):

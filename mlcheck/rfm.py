@@ -10,15 +10,16 @@ import os
 import shlex
 
 import reframe as rfm
-from reframe.core.builtins import parameter, run_after, sanity_function, variable
+from reframe.core.builtins import parameter, run_after, run_before, sanity_function, variable
 from reframe.core.exceptions import ConfigError as ReframeConfigError, SanityError
+from reframe.core.logging import getlogger
 from reframe.core.runtime import runtime
 
-from mlcheck.judging import output, sanity
+from mlcheck.judging import output, references, sanity
 from mlcheck.placement import containers, launch
 from mlcheck.errors import ConfigError
 from mlcheck.rfm_config import references_file
-from mlcheck.site import ImageUnavailable, PartitionSettings
+from mlcheck.site import ImageUnavailable, PartitionSettings, image_parameter
 
 
 def reported_by_reframe(fn):
@@ -65,7 +66,8 @@ def _configured(values_of):
 class DistributedTrainingCheck(rfm.RunOnlyRegressionTest):
     #: Container image: a name configured for the partition (extras.mlcheck.images),
     #: 'host' where the partition has no container runtime, or an image path given with -P.
-    image = parameter(_configured(lambda s: s.image_paths()), type=str)
+    #: A path is named by its file name, as configured images are (mlcheck.site.ImageByPath).
+    image = parameter(_configured(lambda s: s.image_paths()), type=image_parameter)
 
     #: Number of nodes; the partition's extras.mlcheck.node_counts unless given with -P.
     num_nodes = parameter(_configured(lambda s: s.node_counts), type=int)
@@ -118,6 +120,19 @@ class DistributedTrainingCheck(rfm.RunOnlyRegressionTest):
         path = references_file(runtime().system.name)
         if os.path.isfile(path):
             self.reference = {'$ref': path}
+
+    @run_before('performance')
+    def say_when_performance_is_not_judged(self):
+        """A test without references passes whatever its figures: say so, once per test."""
+        if self.is_dry_run():
+            return
+        keys = {'$partition': self.current_partition.fullname, 'image': str(self.image),
+                'num_nodes': self.num_nodes}
+        why = references.missing_references(references_file(runtime().system.name),
+                                            type(self).__name__, keys, self.perf_variables)
+        if why:
+            getlogger().warning(f'{self.display_name}: performance not judged: {why} '
+                                f'(record them with python -m mlcheck.baseline)')
 
     @run_after('setup')
     @reported_by_reframe

@@ -170,12 +170,13 @@ class PartitionSettings:
         None for the partition's own Python."""
         where = f'partition {self.partition}'
         known = self.image_paths()
-        if '/' not in image and image in known:
+        given = image_given_by_path(image)
+        if given is None and image in known:
             path = known[image]
             if path is None:
                 return None
-        elif '/' in image and self.container_runtime:
-            path = image
+        elif given is not None and self.container_runtime:
+            path = given
         elif not self.container_runtime:
             raise ConfigError(f'{where} has no container runtime, so image {image!r} cannot '
                               f'run there (its only image is {HOST_IMAGE!r})')
@@ -235,3 +236,27 @@ def image_name(path):
             return name[:-len(suffix)]
     return name
 
+
+
+class ImageByPath(str):
+    """An image given by path (-P image=PATH): a str equal to its name, as a configured image
+    is named, so that its references, perf log lines, history and test name are those of the
+    same image configured by path; the path it was given by is kept in `.path`."""
+
+    def __new__(cls, path):
+        image = super().__new__(cls, image_name(path))
+        image.path = path
+        return image
+
+    def __reduce__(self):                # copies (ReFrame deep-copies parameter values) keep the path
+        return type(self), (self.path,)
+
+
+def image_parameter(value):
+    """A value of the `image` parameter as given with -P: a name, or a path (containing '/')."""
+    return ImageByPath(value) if '/' in value else value
+
+
+def image_given_by_path(image):
+    """The path an image was given by with -P, else None (a configured name)."""
+    return getattr(image, 'path', None) or (image if '/' in image else None)

@@ -97,16 +97,43 @@ def test_warmup_steps_are_not_timed_and_first_epoch_is_apart(mode):
     run = run_program('--synthetic', '--mode', mode, '--batch-size', '4', '--epochs', '3',
                       '--steps', '5', '--warmup-steps', '2')
     epochs = sorted(run.events('summary'), key=lambda s: s['epoch'])
-    assert [(e['samples'], e['steps']) for e in epochs] == [(12, 3), (20, 5), (20, 5)]
+    # the warm-up comes before epoch 1: every epoch times all of its steps
+    assert [(e['samples'], e['steps']) for e in epochs] == [(20, 5), (20, 5), (20, 5)]
     result = run.result()
     steady = sum(e['samples'] for e in epochs[1:]) / sum(e['seconds'] for e in epochs[1:])
     assert result['samples_per_s'] == pytest.approx(steady)
-    assert result['first_epoch_samples_per_s'] == pytest.approx(12 / epochs[0]['seconds'])
+    assert result['first_epoch_samples_per_s'] == pytest.approx(20 / epochs[0]['seconds'])
     assert result['samples_per_s_per_device'] == pytest.approx(result['samples_per_s'] / result['devices'])
     assert result['model_flops_per_s'] == pytest.approx(result['flops_per_sample'] * steady)
     # ResNet-18 at 32x32: ~0.07 GFLOP forward per image, about three times that with backward
     assert 1.5e8 < result['flops_per_sample'] < 3e8
     assert run.by_rank('done') and result['mode'] == mode
+
+
+def test_warmup_longer_than_an_epoch_still_times_every_epoch(staged):
+    """8 warm-up steps and epochs of 3 steps, as 48 steps per node at 16 nodes: epoch 1 used to
+    time nothing (0 samples, nan loss), failing a healthy run."""
+    run = run_program('--data-dir', str(staged), '--mode', 'single', '--batch-size', '32',
+                      '--epochs', '2', '--steps', '3', '--warmup-steps', '8')
+    epochs = sorted(run.events('summary'), key=lambda s: s['epoch'])
+    assert [(e['samples'], e['steps']) for e in epochs] == [(96, 3), (96, 3)]
+    assert all(math.isfinite(e['loss']) and e['seconds'] > 0 for e in epochs)
+
+
+def test_timed_steps_are_one_nodes_pass_whatever_the_world_size():
+    """By default an epoch is one node's pass over the data (real CIFAR-100 on LUMI: 50000
+    images, 128 per GCD, 8 GCDs per node: 48 steps) at any node count; more ranks add passes."""
+    load_program()                          # which puts src/pytorch on sys.path
+    from ddp_common import steps_per_epoch
+    assert steps_per_epoch(0, 50000, 128, ranks_per_node=8) == 48
+    assert steps_per_epoch(7, 50000, 128, ranks_per_node=8) == 7
+
+
+def test_a_set_too_small_for_one_step_is_a_one_line_error():
+    load_program()
+    from ddp_common import steps_per_epoch
+    with pytest.raises(SystemExit, match='10 samples make no step of 4 on each of 8 ranks per node: give --steps'):
+        steps_per_epoch(0, 10, 4, ranks_per_node=8)
 
 
 def test_program_reads_the_staged_set_and_the_loss_falls(staged):

@@ -19,7 +19,7 @@ WRAPPER = os.path.join(REPO, 'src', launch.RANK_WRAPPER)
 
 
 def rank_environment(settings, partition_env, task, tmp_path, job_id=4242, nodelist='nid[005001-005002]',
-                     extra=None, waits=launch.Waits()):
+                     extra=None, waits=launch.Waits(), shell='sh'):
     """`env` as seen by task (node, local id) of a 2-node job on `settings`' partition."""
     layout = Layout.for_nodes(settings.topology, num_nodes=2)
     node, local = task
@@ -28,7 +28,7 @@ def rank_environment(settings, partition_env, task, tmp_path, job_id=4242, nodel
     # as the job script has them: the partition's env_vars, then the check's exports
     script = ''.join(f'export {k}={v}\n' for k, v in partition_env)
     script += ''.join(f'{line}\n' for line in launch.job_exports(settings, layout, waits))
-    script += f'exec sh {WRAPPER} env\n'
+    script += f'exec {shell} {WRAPPER} env\n'
     slurm = {
         'SLURM_CONF': str(conf), 'SLURM_JOB_ID': str(job_id), 'SLURM_JOB_NODELIST': nodelist,
         'SLURM_PROCID': str(node * layout.tasks_per_node + local), 'SLURM_LOCALID': str(local),
@@ -58,6 +58,30 @@ def test_lumi_rank_gets_layout_gpu_and_network_settings(lumi, tmp_path):
     assert env['NCCL_DEBUG'] == 'INFO'
     assert env['NCCL_SOCKET_IFNAME'] == 'hsn0,hsn1,hsn2,hsn3' and env['NCCL_NET_GDR_LEVEL'] == '3'
     assert env['CONDA_ACTIVATED'] == 'yes'             # the site's prelude ran in the rank
+
+
+def conda_like_activate(tmp_path):
+    """An activate script as conda's: it reads unset variables (PS1) and takes an argument."""
+    script = tmp_path / 'activate'
+    script.write_text('if [ -n "$PS1" ]; then PS1="($1) $PS1"; fi\nexport CONDA_ACTIVATED="$1"\n')
+    return script
+
+
+@pytest.mark.parametrize('shell', ['dash', 'bash'])
+def test_lumi_prelude_runs_as_in_a_users_shell(lumi, tmp_path, shell):
+    """`source` and unset variables, as LUMI's $WITH_CONDA does: under nounset every rank died
+    (PS1: unbound variable), and dash knew no `source`."""
+    activate = conda_like_activate(tmp_path)
+    env = lumi_env(lumi, (0, 0), tmp_path, shell=shell, extra={'WITH_CONDA': f'source {activate} pytorch'})
+    assert env['CONDA_ACTIVATED'] == 'pytorch'
+    assert 'PS1' not in env
+
+
+@pytest.mark.parametrize('shell', ['dash', 'bash'])
+def test_failing_prelude_is_named(lumi, tmp_path, shell):
+    with pytest.raises(AssertionError, match="rank-env.sh: error: the site's rank_prelude failed "
+                                             "with exit status 3"):
+        lumi_env(lumi, (0, 0), tmp_path, shell=shell, extra={'WITH_CONDA': 'x=1; (exit 3)'})
 
 
 def test_master_port_differs_between_jobs_and_avoids_ephemeral_ports(lumi, tmp_path):

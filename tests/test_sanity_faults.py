@@ -147,3 +147,27 @@ def test_good_run_with_harmless_stderr_is_sane(sim):
 ])
 def test_rank_error_lines(line, error):
     assert sanity.rank_error([line]) == error
+
+
+# --- a rank that died in its launch shell, before Python ran ----------------------------------
+
+@pytest.mark.parametrize('line, code', [
+    ('./launch/rank-env.sh: 40: exec: python: not found', 127),              # dash
+    ('/opt/conda/etc/profile.d/conda.sh: line 26: PS1: unbound variable', 1),  # bash
+])
+def test_launch_shell_error_is_named_with_the_exit_code(sim, line, code):
+    """Only the shell's line and srun's exit code: this used to give 'ranks 0-1 never reported
+    in (no rank line); ranks 0-1 did not finish', without the cause."""
+    stderr = (f'0: {line}\n1: {line}\n'
+              f'srun: error: nid001: tasks 0-1: Exited with exit code {code}\n'
+              f'srun: error: nid002: tasks 2-3: Terminated\n')
+    assert problems(sim, '', stderr) == [f'ranks 0-1 on nid001 failed: {line} (exit code {code})']
+
+
+def test_failed_prelude_is_named_with_the_exit_code(sim):
+    stderr = ("0: rank-env.sh: error: the site's rank_prelude failed with exit status 1\n"
+              'srun: error: nid001: task 0: Exited with exit code 1\n'
+              'srun: error: nid001: task 1: Terminated\nsrun: error: nid002: tasks 2-3: Terminated\n')
+    assert problems(sim, '', stderr) == [
+        "rank 0 on nid001 failed: rank-env.sh: error: the site's rank_prelude failed with exit "
+        "status 1 (exit code 1)"]

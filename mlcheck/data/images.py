@@ -6,9 +6,14 @@ unprivileged. The wheels are fetched by the host's pip (its indexes, certificate
 package directories), so nothing inside the image needs the network.
 
 Images are built once into the image cache (MLCHECK_IMAGE_CACHE, default /var/cache/mlcheck/images,
-outside any checkout so that a fresh clone finds them); a second run builds nothing. An image that
-cannot be built (no root, too little disk, a failed step) gets `<name>.unbuilt` beside it, holding
-the reason, which its checks report when they skip.
+outside any checkout so that a fresh clone finds them); a second run builds nothing. The cache is
+keyed by content: the image of a recipe lives in `<cache>/<key>/<name>`, the key a digest of the
+recipe and the build steps. A changed recipe (another checkout's, or a later commit's) is built
+beside the other images, and no image is ever removed or rebuilt in place: jobs of another
+checkout may be running from it. An image of the same recipe in the earlier layout
+(`<cache>/<name>`) is reused through hard links (no extra space; `list` shows such leftovers).
+An image that cannot be built (no root, too little disk, a failed step) gets `<name>.unbuilt`
+beside its keyed path, holding the reason; nothing is at that path, so its checks skip, saying why.
 
     python -m mlcheck.data.images build [NAME ...]    # build what is missing or out of date
     python -m mlcheck.data.images list                # each image: built, or why not
@@ -17,6 +22,7 @@ the reason, which its checks report when they skip.
 import argparse
 import contextlib
 import fcntl
+import hashlib
 import os
 import shutil
 import subprocess
@@ -55,7 +61,19 @@ def recipe_names():
                   if os.path.isfile(os.path.join(RECIPES, name, 'requirements.txt')))
 
 
+def recipe_key(name):
+    """The cache key of image `name`: a digest of its recipe and of the build steps."""
+    return hashlib.sha256(stamp_text(name).encode()).hexdigest()[:16]
+
+
 def image_path(name, cache=IMAGE_CACHE):
+    """Where the image of `name`'s recipe, as it is in this checkout, is built (its file name
+    stays `name`: that is how the checks name it)."""
+    return os.path.join(cache, recipe_key(name), name)
+
+
+def earlier_layout_path(name, cache=IMAGE_CACHE):
+    """Where images were built before the cache was keyed by content."""
     return os.path.join(cache, name)
 
 
@@ -77,13 +95,34 @@ def stamp_text(name):
     return f'mlcheck image build steps {BUILD_STEPS_VERSION}\n{read_recipe(name)}'
 
 
-def is_current(name, cache=IMAGE_CACHE):
-    """Is the image built, by the current build steps from its recipe as it is now?"""
+def has_stamp_of(path, name):
+    """Was the image at `path` built by the current build steps from `name`'s recipe as it is now?"""
     try:
-        with open(os.path.join(image_path(name, cache), STAMP)) as f:
+        with open(os.path.join(path, STAMP)) as f:
             return f.read() == stamp_text(name)
     except OSError:
         return False
+
+
+def is_current(name, cache=IMAGE_CACHE):
+    """Is the image of `name`'s current recipe built?"""
+    return has_stamp_of(image_path(name, cache), name)
+
+
+def reuse_earlier_layout(name, cache):
+    """Give the image of the same recipe built in the earlier layout its keyed path, as hard
+    links (no copy of the data; the earlier path stays, for the jobs that use it). True if done."""
+    earlier, final = earlier_layout_path(name, cache), image_path(name, cache)
+    if not has_stamp_of(earlier, name):
+        return False
+    os.makedirs(os.path.dirname(final), exist_ok=True)
+    partial = final + '.partial'
+    shutil.rmtree(partial, ignore_errors=True)
+    run(['cp', '-al', earlier, partial], f'linking {earlier}')
+    os.rename(partial, final)
+    say(f'{name}: the image built from the same recipe at {earlier} is now also {final} '
+        f'(hard links, no extra space)')
+    return True
 
 
 def say(text):
@@ -170,7 +209,11 @@ def build(name, cache=IMAGE_CACHE):
                           f'fetches its wheels runs {host_python}')
 
     final = image_path(name, cache)
-    partial, wheels = final + '.partial', os.path.join(cache, f'.wheels-{name}')
+    if os.path.exists(final):     # never removed: a job may be running from it
+        raise RuntimeError(f'{final} exists but is not a finished build of its recipe; '
+                           f'remove it by hand once no job uses it')
+    os.makedirs(os.path.dirname(final), exist_ok=True)
+    partial, wheels = final + '.partial', os.path.join(os.path.dirname(final), f'.wheels-{name}')
     shutil.rmtree(partial, ignore_errors=True)
     say(f'{name}: copying the base root')
     run(['cp', '-a', '--reflink=auto', base, partial], 'copying the base root')
@@ -200,7 +243,6 @@ def build(name, cache=IMAGE_CACHE):
     with open(os.path.join(partial, STAMP), 'w') as f:
         f.write(stamp_text(name))
 
-    shutil.rmtree(final, ignore_errors=True)
     os.rename(partial, final)
     shutil.rmtree(wheels, ignore_errors=True)   # the image is the cache
     seconds, size = time.monotonic() - started, disk_usage(final)
@@ -217,6 +259,7 @@ def cache_lock(cache):
 
 
 def record_unbuilt(name, reason, cache):
+    os.makedirs(os.path.dirname(image_path(name, cache)), exist_ok=True)
     with open(image_path(name, cache) + UNBUILT_SUFFIX, 'w') as f:
         f.write(reason + '\n')
 
@@ -238,8 +281,9 @@ def build_missing(names, cache=IMAGE_CACHE):
                 say(f'{name}: cached, {gigabytes(disk_usage(image_path(name, cache)))} in {cache}')
                 continue
             try:
-                check_can_build(cache)
-                build(name, cache)
+                if not reuse_earlier_layout(name, cache):
+                    check_can_build(cache)
+                    build(name, cache)
             except CannotBuild as err:
                 reason = str(err)
             except (RuntimeError, OSError) as err:
@@ -270,6 +314,11 @@ def main(argv=None):
             path = image_path(name)
             state = 'built' if is_current(name) else f'not built: {unbuilt_reason(path) or "never tried"}'
             print(f'{name}\t{path}\t{state}')
+        for name in known:
+            earlier = earlier_layout_path(name)
+            if os.path.isfile(os.path.join(earlier, STAMP)):
+                print(f'{name}\t{earlier}\tearlier cache layout: kept for the jobs of older '
+                      f'checkouts; remove it by hand once none uses it')
         return 0
     return 1 if build_missing(names) else 0
 

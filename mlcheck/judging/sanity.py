@@ -79,6 +79,12 @@ TASK_STATUS = re.compile(r'^srun: error: (?P<node>[^\s:]+): tasks? (?P<tasks>[\d
 STEP_ENDED = re.compile(r'Terminated|Killed|Exited with exit code')   # the task's error is elsewhere
 QUALIFIED = re.compile(r'^[\w.]+\.(\w+(?:Error|Exception)\b)')   # torch.distributed.DistStoreError
 SOURCE_LOCATION = re.compile(r'\[[^\]\s]+:\d+\] ')   # "[/path/gloo/pair.cc:561] " in gloo's errors
+# A shell's own error, as dash (`./launch/rank-env.sh: 40: exec: python: not found`) and bash
+# (`/opt/conda/etc/profile.d/conda.sh: line 26: PS1: unbound variable`) write it: a rank that
+# died in its launch shell, before Python ran (a missing interpreter, a failed activation).
+SHELL_ERROR = re.compile(r'^(?P<error>[\w./-]+: (?:line )?\d+: \S.*)$')
+SHELL_SCRIPT_ERROR = re.compile(r'^[\w./-]+\.sh: error')
+EXIT_CODE = re.compile(r'^Exited with exit code (?P<code>\d+)')
 
 
 def fault_injected(run, expect):
@@ -92,9 +98,9 @@ def fault_injected(run, expect):
 def rank_error(lines):
     """The last exception line among a rank's stderr lines, shortened, or None."""
     for line in reversed(lines):
-        match = ERROR_LINE.match(line.strip())
+        match = ERROR_LINE.match(line.strip()) or SHELL_ERROR.match(line.strip())
         if match:
-            error = SOURCE_LOCATION.sub('', match.group('error') or match.group('watchdog'), count=1)
+            error = SOURCE_LOCATION.sub('', match.group('error') or match.groupdict().get('watchdog'), count=1)
             error = QUALIFIED.sub(r'\1', error, count=1)
             error = RUNTIME_DETAILS.sub('', error)
             return error if len(error) <= 160 else error[:157] + '...'
@@ -114,6 +120,7 @@ def why_it_broke_off(run, expect):
             errors[rank] = f'{status} (srun)'
     if not unfinished or not (errors or any(CANCELLED.search(line) for line in stderr)):
         return []
+    errors = with_shell_exit_codes(errors, task_statuses(run))
 
     nodes = nodes_of_ranks(run)
 
@@ -163,6 +170,17 @@ def why_it_broke_off(run, expect):
         found.append(f'{rank_list(unfinished)} did not finish: Slurm ended the job '
                      f'({cancelled[0].lower()})')
     return found
+
+
+def with_shell_exit_codes(errors, statuses):
+    """A launch shell's error with the rank's exit code from srun (127: command not found):
+    unlike a Python exception, the line alone does not say how the rank ended."""
+    coded = dict(errors)
+    for rank, error in errors.items():
+        code = EXIT_CODE.match(statuses.get(rank, ''))
+        if code and (SHELL_ERROR.match(error) or SHELL_SCRIPT_ERROR.match(error)):
+            coded[rank] = f'{error} (exit code {code.group("code")})'
+    return coded
 
 
 def srun_task_lines(run):

@@ -12,8 +12,16 @@ die() { echo "rank-env.sh: error: $*" >&2; exit 1; }
 
 [ -n "${SLURM_PROCID:-}" ] || die "SLURM_PROCID is not set: start this under srun"
 
+# The prelude is site code written for a user's shell (e.g. conda's activate, which reads unset
+# variables such as PS1): run it as such a shell would, without errexit and nounset, and with
+# bash's `source` also where /bin/sh is dash. Only its final status counts.
 if [ -n "${MLCHECK_RANK_PRELUDE:-}" ]; then
+    command -v source >/dev/null 2>&1 || source() { _mlcheck_file=$1; shift; . "$_mlcheck_file"; }
+    set +eu
     eval "$MLCHECK_RANK_PRELUDE"
+    status=$?
+    set -eu
+    [ "$status" -eq 0 ] || die "the site's rank_prelude failed with exit status $status"
 fi
 
 export RANK="$SLURM_PROCID"

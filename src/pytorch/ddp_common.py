@@ -16,6 +16,7 @@ fails raises, so its exception ends in stderr; under `srun --kill-on-bad-exit` t
 """
 
 import argparse
+import itertools
 import json
 import os
 import socket
@@ -208,3 +209,31 @@ def free_port():
 
 def device_name(device):
     return torch.cuda.get_device_name(device) if device.type == 'cuda' else 'cpu'
+
+
+def steps_per_epoch(steps, dataset_size, batch, ranks_per_node):
+    """Steps of each epoch, the same at every node count: `steps`, or if 0 the steps that one
+    pass over the data takes on one node (`ranks_per_node` ranks of `batch` samples each). More
+    nodes then give each rank the same work (more passes over the data), not less."""
+    steps = steps or dataset_size // (batch * ranks_per_node)
+    if steps < 1:
+        sys.exit(f'{dataset_size} samples make no step of {batch} on each of {ranks_per_node} '
+                 f'ranks per node: give --steps')
+    return steps
+
+
+def batches(loader, sampler):
+    """The loader's batches without end: a new pass, shuffled anew, when one runs out."""
+    for data_pass in itertools.count():
+        if hasattr(sampler, 'set_epoch'):
+            sampler.set_epoch(data_pass)
+        yield from loader
+
+
+def add_epoch_arguments(parser):
+    """--steps and --ranks-per-node: how many steps an epoch has (see steps_per_epoch)."""
+    parser.add_argument('--steps', type=int, default=0,
+                        help='steps per rank and epoch (0: one pass over the data on one node)')
+    parser.add_argument('--ranks-per-node', type=int, default=1,
+                        help='ranks that share one pass over the data when --steps is 0')
+    return parser

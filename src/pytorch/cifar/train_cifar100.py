@@ -6,9 +6,13 @@ Modes, as in the LUMI AI course: `ddp` (one process per device under srun, the d
 The data is read by torchvision's CIFAR100 loader from --data-dir (the directory holding
 cifar-100-python/), or made in memory with --synthetic for a pure compute measurement.
 
-Timing: the first --warmup-steps steps are not timed; the device is synchronised before every
-clock read; the first epoch is reported apart from the steady state (epochs 2 and later), since
-it pays for allocator growth, kernel selection and caches.
+Timing: --warmup-steps untimed steps come before epoch 1 and belong to no epoch; every epoch then
+times the same number of steps per rank, whatever the number of ranks: --steps, or by default
+the steps that one pass over the data takes on one node (--ranks-per-node ranks). A rank whose
+share of the data runs out starts another pass (a new shuffle), so adding nodes never shrinks
+the timed work. The device is synchronised before every clock read; the first epoch is reported
+apart from the steady state (epochs 2 and later), since it pays for allocator growth, kernel
+selection and caches.
 
 Facts, one `MLCHECK {json}` line each (see ../ddp_common.py): `rendezvous` and `rank` per rank
 (arriving at, and having joined, the process group); `epoch` per
@@ -31,8 +35,9 @@ import torchvision
 from torchvision import datasets, transforms
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-from ddp_common import (add_wait_arguments, emit, epoch_summary, finish,  # noqa: E402
-                        init_distributed, pick_device, report_rank, steady_state, synchronize)
+from ddp_common import (add_epoch_arguments, add_wait_arguments, batches, emit,  # noqa: E402
+                        epoch_summary, finish, init_distributed, pick_device, report_rank,
+                        steady_state, steps_per_epoch, synchronize)
 
 MODELS = ('resnet18', 'resnet50', 'resnet101', 'resnet152')
 CIFAR100_MEAN, CIFAR100_STD = (0.5071, 0.4865, 0.4409), (0.2673, 0.2564, 0.2762)
@@ -47,8 +52,7 @@ def get_args_parser():
     parser.add_argument('--mode', choices=['ddp', 'single', 'dp'], default='ddp')
     parser.add_argument('--batch-size', type=int, default=128, help='per device')
     parser.add_argument('--epochs', type=int, default=3)
-    parser.add_argument('--steps', type=int, default=0, help='steps per epoch at most (0: whole epoch)')
-    parser.add_argument('--warmup-steps', type=int, default=5, help='untimed steps at the start')
+    parser.add_argument('--warmup-steps', type=int, default=5, help='untimed steps before epoch 1')
     parser.add_argument('--amp', action='store_true', help='bf16 autocast')
     parser.add_argument('--channels-last', action='store_true')
     parser.add_argument('--workers', type=int, default=2, help='data-loader workers per process')
@@ -57,7 +61,7 @@ def get_args_parser():
     parser.add_argument('--lr', type=float, default=0.01)
     parser.add_argument('--seed', type=int, default=1)
     parser.add_argument('--device', choices=['auto', 'gpu', 'cpu'], default='auto')
-    return add_wait_arguments(parser)
+    return add_epoch_arguments(add_wait_arguments(parser))
 
 
 class StagedCIFAR100(datasets.CIFAR100):
@@ -97,19 +101,16 @@ def flops_per_sample(model, batch, criterion, autocast):
     return counter.get_total_flops() / len(labels)
 
 
-def train_epoch(model, loader, optimizer, criterion, device, args, untimed_steps, autocast):
-    """Train one epoch; the clock starts after `untimed_steps` steps. Returns its figures."""
+def train_steps(model, stream, count, optimizer, criterion, device, args, autocast):
+    """Train `count` steps from `stream`, timed from the first. Returns their figures."""
     model.train()
     memory_format = torch.channels_last if args.channels_last else torch.contiguous_format
-    samples = steps = 0
+    samples = 0
     loss_sum = torch.zeros((), dtype=torch.float64, device=device)   # on the device: no sync per step
-    start = None
-    for step, (images, labels) in enumerate(loader):
-        if args.steps and step >= args.steps:
-            break
-        if step == untimed_steps:
-            synchronize(device)
-            start = time.perf_counter()
+    synchronize(device)
+    start = time.perf_counter()
+    for _ in range(count):
+        images, labels = next(stream)
         images = images.to(device, non_blocking=True).contiguous(memory_format=memory_format)
         labels = labels.to(device, non_blocking=True)
         optimizer.zero_grad(set_to_none=True)
@@ -117,13 +118,10 @@ def train_epoch(model, loader, optimizer, criterion, device, args, untimed_steps
             loss = criterion(model(images), labels)
         loss.backward()
         optimizer.step()
-        if step >= untimed_steps:
-            samples += len(labels)
-            steps += 1
-            loss_sum += loss.detach() * len(labels)
+        samples += len(labels)
+        loss_sum += loss.detach() * len(labels)
     synchronize(device)
-    seconds = time.perf_counter() - start if start is not None else 0.0
-    return {'samples': samples, 'steps': steps, 'seconds': seconds,
+    return {'samples': samples, 'steps': count, 'seconds': time.perf_counter() - start,
             'loss': loss_sum.item() / samples if samples else math.nan}
 
 
@@ -141,8 +139,8 @@ def main(argv=None):
         report_rank(0, 1, 0, device, 'none')
 
     batch = args.batch_size * (devices if args.mode == 'dp' else 1)
-    steps_per_epoch = args.steps or 10 ** 9
-    dataset = training_set(args, samples_needed=batch * min(steps_per_epoch, 50))
+    dataset = training_set(args, samples_needed=batch * min(args.steps or 50, 50))
+    steps = steps_per_epoch(args.steps, len(dataset), batch, args.ranks_per_node)
     sampler = (torch.utils.data.distributed.DistributedSampler(dataset, world_size, rank, seed=args.seed)
                if args.mode == 'ddp' else torch.utils.data.RandomSampler(dataset))
     loader = torch.utils.data.DataLoader(dataset, batch_size=batch, sampler=sampler, drop_last=True,
@@ -164,15 +162,15 @@ def main(argv=None):
         model = nn.DataParallel(model)
     optimizer = torch.optim.SGD(model.parameters(), lr=args.lr, momentum=0.9, weight_decay=5e-4)
 
+    stream = batches(loader, sampler)
+    train_steps(model, stream, args.warmup_steps, optimizer, criterion, device, args, autocast)
     summaries = []
     for epoch in range(1, args.epochs + 1):
         if args.mode == 'ddp':
-            sampler.set_epoch(epoch)
             if args.fault:
                 args.fault.at_epoch(rank, epoch)
             dist.barrier()
-        figures = train_epoch(model, loader, optimizer, criterion, device, args,
-                              args.warmup_steps if epoch == 1 else 0, autocast)
+        figures = train_steps(model, stream, steps, optimizer, criterion, device, args, autocast)
         emit('epoch', rank=rank, epoch=epoch, **figures)
         summary = epoch_summary(figures, epoch, world_size, device, distributed=args.mode == 'ddp')
         summaries.append(summary)
@@ -184,7 +182,7 @@ def main(argv=None):
         emit('result', **steady, first_epoch_samples_per_s=summaries[0]['samples_per_s'],
              flops_per_sample=flops, model_flops_per_s=flops * steady['samples_per_s'],
              devices=devices, world_size=world_size, mode=args.mode, model=args.model,
-             batch_size=args.batch_size, epochs=args.epochs, warmup_steps=args.warmup_steps,
+             batch_size=args.batch_size, epochs=args.epochs, steps=steps, warmup_steps=args.warmup_steps,
              amp=args.amp, channels_last=args.channels_last, synthetic=args.synthetic)
     finish(rank, distributed=args.mode == 'ddp')
 

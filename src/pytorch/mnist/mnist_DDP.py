@@ -8,6 +8,12 @@ SLURM_LOCALID). MASTER_ADDR/MASTER_PORT must be set for more than one rank.
 The data is read by torchvision's MNIST loader from --data-dir (the directory that holds
 MNIST/raw/); it is never downloaded here, so ranks do not hammer a web server.
 
+The learning problem is the same at every node count: each epoch has the same number of
+optimizer steps (--steps, or by default one pass over the data on one node of --ranks-per-node
+ranks), each rank --batch-size samples per step; a rank whose share of the data runs out starts
+another pass. So the test accuracy a healthy run reaches depends on the epochs, not on the
+number of nodes.
+
 Every fact is printed as one line `MLCHECK {json}` with an "event" key:
   rendezvous  each rank, before it joins the process group: where it waits and how long
   rank     each rank, once it joined: layout, host, Slurm node, CPU affinity, device, versions
@@ -34,8 +40,8 @@ import torch.nn.functional as F
 from torchvision import datasets, transforms
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-from ddp_common import (add_wait_arguments, emit, epoch_summary, finish,  # noqa: E402
-                        init_distributed, steady_state)
+from ddp_common import (add_epoch_arguments, add_wait_arguments, batches, emit,  # noqa: E402
+                        epoch_summary, finish, init_distributed, steady_state, steps_per_epoch)
 
 MNIST_MEAN, MNIST_STD = 0.1307, 0.3081
 
@@ -54,7 +60,7 @@ def get_args_parser():
     parser.add_argument('--throttle', type=float, default=0.0,
                         help='fraction of throughput to give up on purpose, 0 <= F < 1: rank 0 '
                              'idles after every step for F/(1-F) of the time its step took')
-    return add_wait_arguments(parser)
+    return add_epoch_arguments(add_wait_arguments(parser))
 
 
 class Net(nn.Module):
@@ -88,12 +94,14 @@ def load_datasets(data_dir):
     return train, test
 
 
-def train_one_epoch(model, loader, optimizer, device, throttle=0.0):
-    """One epoch; `throttle` > 0 makes this rank give up that fraction of its throughput."""
+def train_one_epoch(model, stream, steps, optimizer, device, throttle=0.0):
+    """One epoch: `steps` batches of `stream`; `throttle` > 0 makes this rank give up that
+    fraction of its throughput."""
     model.train()
     samples, loss_sum = 0, 0.0
     idle_per_busy = throttle / (1 - throttle)
-    for data, target in loader:
+    for _ in range(steps):
+        data, target = next(stream)
         start = time.perf_counter()
         data, target = data.to(device, non_blocking=True), target.to(device, non_blocking=True)
         optimizer.zero_grad()
@@ -135,7 +143,7 @@ def main(argv=None):
     train_sampler = torch.utils.data.distributed.DistributedSampler(
         train_set, num_replicas=world_size, rank=rank, shuffle=True, seed=args.seed)
     train_loader = torch.utils.data.DataLoader(
-        train_set, batch_size=args.batch_size, sampler=train_sampler,
+        train_set, batch_size=args.batch_size, sampler=train_sampler, drop_last=True,   # equal steps
         num_workers=args.workers, pin_memory=device.type == 'cuda')
     # each rank tests a disjoint slice, so every test sample counts exactly once
     test_shard = torch.utils.data.Subset(test_set, range(rank, len(test_set), world_size))
@@ -147,14 +155,15 @@ def main(argv=None):
     optimizer = torch.optim.Adadelta(model.parameters(), lr=args.lr)
     scheduler = torch.optim.lr_scheduler.StepLR(optimizer, step_size=1, gamma=args.gamma)
 
+    steps = steps_per_epoch(args.steps, len(train_set), args.batch_size, args.ranks_per_node)
+    stream = batches(train_loader, train_sampler)
     summaries = []
     for epoch in range(1, args.epochs + 1):
-        train_sampler.set_epoch(epoch)
         if args.fault:
             args.fault.at_epoch(rank, epoch)
         dist.barrier()
         start = time.perf_counter()
-        samples, loss_sum = train_one_epoch(model, train_loader, optimizer, device,
+        samples, loss_sum = train_one_epoch(model, stream, steps, optimizer, device,
                                             args.throttle if rank == 0 else 0.0)
         if device.type == 'cuda':
             torch.cuda.synchronize()
@@ -170,7 +179,7 @@ def main(argv=None):
     correct, total = evaluate(model, test_loader, device)
     if rank == 0:
         emit('result', test_accuracy=correct / max(total, 1), test_samples=int(total),
-             train_seconds=sum(s['seconds'] for s in summaries), epochs=args.epochs,
+             train_seconds=sum(s['seconds'] for s in summaries), epochs=args.epochs, steps=steps,
              world_size=world_size, **steady_state(summaries, world_size))
     finish(rank)
 

@@ -1,0 +1,53 @@
+"""An image is named the same however it was given (a configured name, or a path with -P), so
+its references, perf log lines and history are one; a test without references says so."""
+
+import copy
+import os
+
+import pytest
+
+from conftest import REPO
+from mlcheck.judging.references import missing_references
+from mlcheck.site import ImageByPath, image_given_by_path, image_parameter
+
+SIM_REFERENCES = os.path.join(REPO, 'config', 'references', 'sim.yaml')
+MNIST_VARS = ('samples_per_s', 'samples_per_s_per_gpu', 'train_time')
+
+
+def test_an_image_given_by_path_is_named_by_its_file_name():
+    image = image_parameter('/var/cache/mlcheck/images/978a52c858e27f41/torch-2.14.1')
+    assert image == 'torch-2.14.1' and f'{image}' == 'torch-2.14.1' and {image: 1}['torch-2.14.1']
+    assert image_given_by_path(image) == '/var/cache/mlcheck/images/978a52c858e27f41/torch-2.14.1'
+    assert image_given_by_path(copy.deepcopy(image)) == image_given_by_path(image)   # ReFrame copies it
+    assert image_parameter('/appl/images/lumi-pytorch-rocm-6.2.sif') == 'lumi-pytorch-rocm-6.2'
+    assert image_given_by_path(image_parameter('torch-2.14.1')) is None            # a configured name
+
+
+def test_the_path_given_is_run_even_where_an_image_of_that_name_is_configured(sim, tmp_path):
+    given = tmp_path / 'torch-2.14.1'
+    given.mkdir()
+    assert sim.resolve_image(ImageByPath(str(given))) == str(given)
+    assert sim.image_paths()['torch-2.14.1'] != str(given)
+
+
+def test_an_image_given_by_path_finds_the_configured_ones_references():
+    keys = {'$partition': 'sim:cluster', 'image': str(image_parameter('/x/torch-2.14.1')), 'num_nodes': 1}
+    assert missing_references(SIM_REFERENCES, 'MNISTDistributedCheck', keys, MNIST_VARS) is None
+
+
+@pytest.mark.parametrize('keys, why', [
+    ({'image': 'torch-3.0', 'num_nodes': 1}, 'no references for partition sim:cluster, image torch-3.0, num_nodes 1'),
+    ({'image': 'host', 'num_nodes': 4}, 'no references for partition sim:cluster, image host, num_nodes 4'),
+])
+def test_a_test_without_references_says_so(keys, why):
+    found = missing_references(SIM_REFERENCES, 'MNISTDistributedCheck', {'$partition': 'sim:cluster', **keys},
+                               MNIST_VARS)
+    assert found == f'{why} in {SIM_REFERENCES}'
+
+
+def test_missing_variables_and_files_are_named(tmp_path):
+    keys = {'$partition': 'sim:cluster', 'image': 'host', 'num_nodes': 1}
+    assert missing_references(SIM_REFERENCES, 'MNISTDistributedCheck', keys, (*MNIST_VARS, 'new_var')) == \
+        f'no references for new_var in {SIM_REFERENCES}'
+    assert missing_references(str(tmp_path / 'x.yaml'), 'MNISTDistributedCheck', keys, MNIST_VARS) == \
+        f'no references file {tmp_path / "x.yaml"}'

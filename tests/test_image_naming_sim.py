@@ -1,0 +1,29 @@
+"""End to end: an image given by path is the configured image of that name (its references,
+perf log lines and history), and an image without references says its performance is not judged."""
+
+import subprocess
+
+from mlcheck.data import images
+from reframe_runner import run_reframe
+
+
+def test_image_given_by_path_is_judged_like_the_configured_one(cluster, tmp_path):
+    name = images.recipe_names()[0]
+    configured = images.image_path(name)
+    assert images.is_current(name), f'image {name} is not built (bin/setup builds it)'
+    new = tmp_path / 'images' / 'torch-new'          # the same files, under a name without references
+    new.parent.mkdir()
+    subprocess.run(['cp', '-al', configured, str(new)], check=True)
+    done = run_reframe('simulated', tmp_path / 'rfm', '-r', '-n', 'MNIST', '-P', 'num_nodes=1',
+                       '-P', f'image={configured},{new}', '-S', 'epochs=1',
+                       env={'RFM_ENABLE_RESULTS_STORAGE': '0'})
+    log = (tmp_path / 'rfm' / 'perflogs' / 'sim' / 'cluster' / 'MNISTDistributedCheck.log').read_text()
+    lines = [line.split('|') for line in log.splitlines()[1:]]
+    # name | image | ... | perf_var | value | unit | ref: the name and the references of the configured one
+    by_image = {fields[4]: fields for fields in lines if fields[9] == 'samples_per_s'}
+    assert sorted(by_image) == sorted([name, 'torch-new']), log
+    assert f'%image={name} ' in by_image[name][3] and configured not in log
+    assert float(by_image[name][12]) == 1250, by_image[name]              # config/references/sim.yaml
+    assert (f'performance not judged: no references for partition sim:cluster, image torch-new, '
+            f'num_nodes 1 in ') in done.stdout, done.stdout[-3000:]
+    assert f'image {name}, num_nodes 1' not in done.stdout
