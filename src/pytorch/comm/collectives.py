@@ -145,7 +145,7 @@ class Sweep:
 
     def check(self, op, nbytes, got, expected):
         self.checked += 1
-        self.wrong += wrong_values(op, nbytes, got.cpu(), expected.cpu())
+        self.wrong += wrong_values(op, nbytes, got, expected)   # compared on the device
 
     def measure(self, op, nbytes, run):
         args = self.args
