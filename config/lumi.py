@@ -56,18 +56,33 @@ site_configuration = {
                     'checks': {
                         'cifar100': {'model': 'resnet152', 'batch_size': 128, 'epochs': 3,
                                      'warmup_steps': 10, 'workers': 4},
+                        # four Slingshot-11 NICs of 200 Gb/s per node: 100 GB/s into the
+                        # fabric; within a node no limit is declared yet
+                        'interconnect': {'fabric_limit': 100.0},
                     },
                     'python': 'python',
                     # older LUMI images need their conda environment activated first
                     'rank_prelude': 'if [ -n "${WITH_CONDA:-}" ]; then eval "$WITH_CONDA"; fi',
                     'miopen_cache_root': '/tmp',
                     'net_plugin': {
-                        # older plugins: "NET/OFI Using aws-ofi-rccl 1.4.0"; newer: "Initializing"
-                        'used_pattern': r'NET/OFI (?:Using|Initializing) aws-ofi-[rn]ccl',
+                        # aws-ofi-rccl 1.4: "NET/OFI Using aws-ofi-rccl 1.4.0"; aws-ofi-nccl
+                        # 1.7.4 and later: "NET/OFI Initializing aws-ofi-nccl 1.x"; NCCL 2.14 and
+                        # later: "NET/Plugin: Loaded net plugin AWS Libfabric (v6)"
+                        'used_pattern': r'NET/OFI (?:Using|Initializing) aws-ofi-[rn]ccl'
+                                        r'|NET/Plugin: Loaded net plugin (?:AWS )?Libfabric',
                         # "Selected Provider is cxi", "... is cxi (found 4 nics)",
                         # "Selected provider is cxi, fabric is cxi (found 4 nics)"
                         'provider_pattern': r'NET/OFI Selected [Pp]rovider is (?P<provider>[^\s,(]+)',
                         'provider': 'cxi',
+                        # each communicator's last word: "Using network AWS Libfabric" (newer
+                        # plugins: "Libfabric"); never Socket or IB on Slingshot
+                        'network_pattern': r'NCCL INFO Using network (?P<network>.*\S)',
+                        'network': r'(?:AWS )?Libfabric',
+                        # NCCL without the plugin: before 2.27 "No plugin found (libnccl-net.so),
+                        # using internal implementation" or "Could not find: libnccl-net.so.
+                        # Using internal network plugin."; since 2.27 "Could not find: libnccl-net.so."
+                        'fallback_pattern': r'No plugin found \(libnccl-net\.so\), using internal implementation'
+                                            r'|Could not find: libnccl-net\.so\.?(?: Using internal network plugin\.)?',
                     },
                 },
             },

@@ -48,6 +48,12 @@ site_configuration = {
                     'checks': {
                         'cifar100': {'model': 'resnet18', 'batch_size': 16, 'epochs': 3,
                                      'steps': 8, 'warmup_steps': 2, 'workers': 0},
+                        # messages up to 4 MiB; both limits are one TCP stream over
+                        # loopback, gloo's transport between the "nodes" (bench/interconnect.py
+                        # limit: 0.8-1.0 GB/s on the shared 2 cores; docs/interconnect.md)
+                        'interconnect': {'min_bytes': 8, 'max_bytes': 4 << 20, 'factor': 8,
+                                         'p2p_bytes': 4 << 20, 'max_iters': 50, 'warmup_iters': 3,
+                                         'fabric_limit': 0.9, 'node_limit': 0.9},
                     },
                 },
             },

@@ -75,7 +75,8 @@ class DistributedTrainingCheck(rfm.RunOnlyRegressionTest):
     #: Training script, relative to src/; its arguments come from script_arguments().
     script = variable(str)
 
-    #: Name of the dataset in extras.mlcheck.datasets, and a path it must contain.
+    #: Name of the dataset in extras.mlcheck.datasets, and a path it must contain; '' for a
+    #: program that reads no data (no --data-dir, no dataset bind).
     dataset = variable(str)
     dataset_marker = variable(str, value='')
 
@@ -154,15 +155,17 @@ class DistributedTrainingCheck(rfm.RunOnlyRegressionTest):
         waits.check(self.layout.num_tasks)
         self.prerun_cmds += launch.job_exports(self.settings, self.layout, waits)
 
-        data = self.settings.dataset_dir(self.dataset, self.data_dir, self.dataset_marker)
-        self.check_dataset(data, self.settings.dataset_source(self.dataset, self.data_dir))
+        data = None
+        if self.dataset:
+            data = self.settings.dataset_dir(self.dataset, self.data_dir, self.dataset_marker)
+            self.check_dataset(data, self.settings.dataset_source(self.dataset, self.data_dir))
         try:
             image = self.settings.resolve_image(self.image)
         except ImageUnavailable as err:
             self.skip(str(err))
+        data_args = ['--data-dir', self.settings.data_path_for(image, data)] if data else []
         command = shlex.join(launch.rank_command(
-            self.settings.python_for(image), self.script,
-            ['--data-dir', self.settings.data_path_for(image, data), *self.script_arguments()]))
+            self.settings.python_for(image), self.script, [*data_args, *self.script_arguments()]))
         if image is None:
             self.executable = command
         else:
@@ -215,9 +218,15 @@ class DistributedTrainingCheck(rfm.RunOnlyRegressionTest):
         expect = sanity.Expectations.for_run(self.settings, self.layout, fault=self.fault,
                                              **self.training_promises())
         found = sanity.problems(self.run_output(), expect)
+        if set(self.run_output().by_rank('done')) == set(range(expect.world_size)):
+            found += self.program_problems(self.run_output())
         if found:
             raise SanityError('; '.join(found))
         return True
+
+    def program_problems(self, run):
+        """What else is wrong with a run in which every rank finished (one-line problems)."""
+        return []
 
     def figure(self, name, value):
         """A performance value; a missing one fails with its name rather than a TypeError."""

@@ -35,12 +35,17 @@ class NetPlugin:
     used_pattern: str         # a line every rank prints when the plugin is loaded
     provider_pattern: str     # a line naming the libfabric provider, in group 'provider'
     provider: str             # the provider expected, e.g. 'cxi'
-    fallback_pattern: str = r'NCCL INFO (?:Using network |NET/)Socket'   # NCCL fell back to sockets
+    # NCCL's words for "no plugin, my own network", which explain a wrong network
+    fallback_pattern: str = (r'No plugin found \(libnccl-net\.so\), using internal implementation'
+                             r'|Could not find: libnccl-net\.so\.?(?: Using internal network plugin\.)?')
+    # the network each communicator finally used, in group 'network'
+    network_pattern: str = r'NCCL INFO Using network (?P<network>.*\S)'
+    network: str = None       # a regular expression the used network's name must match in full
 
     @classmethod
     def from_config(cls, entry, where):
         entry = expect_mapping(entry, where, required={'used_pattern', 'provider_pattern', 'provider'},
-                         optional={'fallback_pattern'})
+                         optional={'fallback_pattern', 'network_pattern', 'network'})
         for key, value in entry.items():
             expect_type(value, str, f'{where}.{key}')
             if key.endswith('_pattern'):
@@ -48,8 +53,14 @@ class NetPlugin:
                     compiled = re.compile(value)
                 except re.error as err:
                     raise ConfigError(f'{where}.{key}: bad regular expression {value!r}: {err}')
-                if key == 'provider_pattern' and 'provider' not in compiled.groupindex:
-                    raise ConfigError(f"{where}.{key}: {value!r} needs a group named 'provider'")
+                for name in ('provider', 'network'):
+                    if key == f'{name}_pattern' and name not in compiled.groupindex:
+                        raise ConfigError(f"{where}.{key}: {value!r} needs a group named {name!r}")
+        if 'network' in entry:
+            try:
+                re.compile(entry['network'])
+            except re.error as err:
+                raise ConfigError(f'{where}.network: bad regular expression {entry["network"]!r}: {err}')
         return cls(**entry)
 
 
@@ -201,12 +212,14 @@ class PartitionSettings:
         return data_dir if image_path is None or not self.data_mount else self.data_mount
 
     def bind_mounts(self, data_dir):
-        """(host path, container path) pairs: the configured binds, and the dataset directory."""
+        """(host path, container path) pairs: the configured binds, and the dataset directory
+        (if not None)."""
         pairs = []
         for bind in self.container_binds:
             src, _, dst = bind.partition(':')
             pairs.append((src, dst or src))
-        pairs.append((data_dir, self.data_mount or data_dir))
+        if data_dir:
+            pairs.append((data_dir, self.data_mount or data_dir))
         return pairs
 
     def dataset_dir(self, name, override='', must_contain=''):

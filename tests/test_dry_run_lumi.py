@@ -13,6 +13,7 @@ REPO_CONFIG = pathlib.Path(REPO) / 'config'
 
 LUMI_MASKS = ('0xfe000000000000,0xfe00000000000000,0xfe0000,0xfe000000,'
               '0xfe,0xfe00,0xfe00000000,0xfe0000000000')
+CHECKS = ('CIFAR100ResNetCheck', 'InterconnectCheck', 'MNISTDistributedCheck')
 LUMI_BINDS = ['/var/spool/slurmd', '/opt/cray', '/usr/lib64/libcxi.so.1', '/usr/lib64/libjansson.so.4']
 
 
@@ -37,11 +38,10 @@ def lumi_scripts(tmp_path_factory):
 
 def test_one_script_per_check_and_configured_node_count(lumi_scripts):
     _, _, scripts = lumi_scripts
-    assert sorted(scripts) == [(check, nodes) for check in ('CIFAR100ResNetCheck', 'MNISTDistributedCheck')
-                               for nodes in (1, 2, 4)]
+    assert sorted(scripts) == [(check, nodes) for check in CHECKS for nodes in (1, 2, 4)]
 
 
-@pytest.mark.parametrize('check', ['MNISTDistributedCheck', 'CIFAR100ResNetCheck'])
+@pytest.mark.parametrize('check', CHECKS)
 @pytest.mark.parametrize('nodes', [1, 2, 4])
 def test_one_task_per_gcd_with_seven_cores_and_the_documented_masks(lumi_scripts, check, nodes):
     _, _, scripts = lumi_scripts
@@ -69,6 +69,19 @@ def test_ranks_run_in_singularity_with_the_binds(lumi_scripts):
     assert f'--data-dir {tmp / "data"}' in container
 
 
+def test_interconnect_runs_in_singularity_with_the_binds_and_no_dataset(lumi_scripts):
+    """Same container and binds as the training checks; it reads no data, so no data bind."""
+    image, tmp, scripts = lumi_scripts
+    srun = next(line for line in scripts['InterconnectCheck', 2].splitlines() if line.startswith('srun '))
+    container = srun[srun.index('singularity exec'):]
+    binds = [b for b in re.findall(r'-B"([^"]+)"', container) if not b.endswith(':/rfm_workdir')]
+    assert binds == [f'{bind}:{bind}' for bind in LUMI_BINDS]
+    # sizes from a few bytes to 1 GiB on the GPUs
+    assert (f' {image} sh ./launch/rank-env.sh python -u ./pytorch/comm/collectives.py --min-bytes 8 '
+            f'--latency-bytes 8 --max-bytes 1073741824 ') in container
+    assert '--data-dir' not in container
+
+
 def test_cifar_runs_the_course_benchmark_from_config(lumi_scripts):
     _, tmp, scripts = lumi_scripts
     srun = next(line for line in scripts['CIFAR100ResNetCheck', 4].splitlines() if line.startswith('srun '))
@@ -76,7 +89,7 @@ def test_cifar_runs_the_course_benchmark_from_config(lumi_scripts):
             f'--batch-size 128 --epochs 3 --steps 0 --warmup-steps 10 --workers 4') in srun
 
 
-@pytest.mark.parametrize('check', ['MNISTDistributedCheck', 'CIFAR100ResNetCheck'])
+@pytest.mark.parametrize('check', CHECKS)
 def test_environment_of_the_job(lumi_scripts, check):
     _, _, scripts = lumi_scripts
     exports = dict(re.findall(r'^export (\w+)=(.*)$', scripts[check, 2], re.M))
@@ -100,8 +113,7 @@ def test_dry_run_keeps_out_of_the_perf_logs(lumi_scripts):
     assert not (tmp / 'rfm' / 'perflogs').exists()
     logs = sorted((tmp / 'rfm' / 'dry-run-perflogs').rglob('*.log'))
     assert [log.relative_to(tmp / 'rfm' / 'dry-run-perflogs').parts for log in logs] == [
-        ('lumi', 'standard-g', 'CIFAR100ResNetCheck.log'),
-        ('lumi', 'standard-g', 'MNISTDistributedCheck.log')]
+        ('lumi', 'standard-g', f'{check}.log') for check in CHECKS]
     for log in logs:
         lines = log.read_text().splitlines()[1:]
         assert lines and {line.split('|')[10] for line in lines} == {'null'}

@@ -36,8 +36,22 @@ def sim_scripts(tmp_path_factory):
 def test_every_check_in_host_and_image_at_each_node_count(sim_scripts):
     image, _, scripts = sim_scripts
     assert sorted(scripts) == [(check, name, nodes)
-                               for check in ('CIFAR100ResNetCheck', 'MNISTDistributedCheck')
+                               for check in ('CIFAR100ResNetCheck', 'InterconnectCheck',
+                                             'MNISTDistributedCheck')
                                for name in sorted(['host', str(image)]) for nodes in (1, 2)]
+
+
+def test_interconnect_runs_in_charliecloud_with_the_stage_bound_and_no_data(sim_scripts):
+    image, _, scripts = sim_scripts
+    job, stagedir = scripts['InterconnectCheck', str(image), 2]
+    launch, container = srun_line(job).split(' ch-run ', 1)
+    assert launch == 'srun --cpus-per-task=1 --label --kill-on-bad-exit=1 --cpu-bind=mask_cpu:0x1,0x2'
+    binds, rest = container.split(' --cd=/rfm_workdir ')
+    assert binds.split() == [f'--bind={stagedir}:/rfm_workdir']
+    # the simulated partition's sweep, from its config: up to 4 MiB
+    assert rest.startswith(f'{image} -- sh ./launch/rank-env.sh {images.VENV_PYTHON} -u '
+                           f'./pytorch/comm/collectives.py --min-bytes 8 --latency-bytes 8 '
+                           f'--max-bytes 4194304 ')
 
 
 @pytest.mark.parametrize('check, script', [('MNISTDistributedCheck', 'pytorch/mnist/mnist_DDP.py'),

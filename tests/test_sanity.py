@@ -91,19 +91,20 @@ def test_plugin_not_loaded_socket_fallback_fails(lumi):
                        for r in range(16))
     found = lumi_problems(lumi, text + fallback)
     assert any('network plugin not loaded on ranks 0-15' in p for p in found)
-    assert any('NCCL fell back to sockets on ranks 0-15' in p for p in found)
+    assert "communicators of ranks 0-15 used network Socket, expected '(?:AWS )?Libfabric'" in found
 
 
-def test_socket_fallback_alone_fails_even_if_plugin_lines_appear(lumi):
-    found = lumi_problems(lumi, lumi_text() + ' 5: nid005001:1:1 [0] NCCL INFO NET/Socket : Using [0]hsn0\n')
-    assert found == ["NCCL fell back to sockets on rank 5 (a line matches "
-                     "'NCCL INFO (?:Using network |NET/)Socket')"]
+def test_socket_network_fails_even_if_plugin_lines_appear(lumi):
+    """Rank 5 loaded the plugin and chose cxi, yet its communicator ended on sockets."""
+    text = re.sub(r'^( 5: .*NCCL INFO Using network) AWS Libfabric$', r'\1 Socket', lumi_text(), flags=re.M)
+    assert lumi_problems(lumi, text) == [
+        "communicators of rank 5 used network Socket, expected '(?:AWS )?Libfabric'"]
 
 
 def test_plugin_missing_on_one_rank_fails(lumi):
     text = drop_lines(lumi_text(), r'^ 9: .*NET/OFI Using')
     assert lumi_problems(lumi, text) == [
-        "network plugin not loaded on rank 9 (no line matches 'NET/OFI (?:Using|Initializing) aws-ofi-[rn]ccl')"]
+        f"network plugin not loaded on rank 9 (no line matches {lumi.net_plugin.used_pattern!r})"]
 
 
 def test_wrong_provider_fails(lumi):

@@ -13,6 +13,7 @@ import math
 import re
 from dataclasses import dataclass
 
+from mlcheck.judging import nccl
 from mlcheck.placement.topology import mask_to_cores
 
 
@@ -51,7 +52,8 @@ def problems(run, expect):
     found += fault_injected(run, expect)
     why = why_it_broke_off(run, expect)
     if why:
-        return why + found
+        return why + nccl.setup_progress(lambda rank: run.lines.get(rank, []), expect.world_size,
+                                         rank_list) + found
     for rule in (ranks_started_and_finished, rank_placement, cpu_affinity, one_gpu_per_rank,
                  accuracy, epochs_from_every_rank, loss_falls, network_plugin):
         found += rule(run, expect)
@@ -323,35 +325,12 @@ def loss_falls(run, expect):
 
 
 def network_plugin(run, expect):
-    """Every rank loaded the plugin, selected the expected provider, and never fell back to sockets."""
-    plugin = expect.net_plugin
-    if plugin is None:
+    """Every rank loaded the plugin, selected the expected provider, and its communicators used
+    the expected network (mlcheck.judging.nccl)."""
+    if expect.net_plugin is None:
         return []
-    used, provider, fallback = (re.compile(p) for p in (
-        plugin.used_pattern, plugin.provider_pattern, plugin.fallback_pattern))
-    not_loaded, wrong, fell_back = [], {}, []
-    for rank in range(expect.world_size):
-        lines = run.lines.get(rank, [])
-        if not any(used.search(line) for line in lines):
-            not_loaded.append(rank)
-        providers = {m.group('provider') for m in map(provider.search, lines) if m}
-        if providers != {plugin.provider}:
-            wrong[rank] = sorted(providers)
-        if any(fallback.search(line) for line in lines):
-            fell_back.append(rank)
-
-    found = []
-    if not_loaded:
-        found.append(f'network plugin not loaded on {rank_list(not_loaded)} '
-                     f'(no line matches {plugin.used_pattern!r})')
-    if wrong:
-        seen = sorted({p for ps in wrong.values() for p in ps})
-        found.append(f'libfabric provider is {", ".join(seen) or "never named"} on '
-                     f'{rank_list(wrong)}, expected {plugin.provider!r}')
-    if fell_back:
-        found.append(f'NCCL fell back to sockets on {rank_list(fell_back)} '
-                     f'(a line matches {plugin.fallback_pattern!r})')
-    return found
+    return nccl.network_problems(lambda rank: run.lines.get(rank, []), expect.world_size,
+                                 expect.net_plugin, rank_list)
 
 
 def rank_list(ranks):

@@ -1,0 +1,134 @@
+#!/usr/bin/env python3
+"""The interconnect program against its limits, measured side by side on this machine.
+
+  limit    a bare TCP stream over loopback between two processes: the most any byte stream
+           between two ranks can move here, the simulated partition's "fabric" (gloo's transport)
+  harness  in one world of --ranks gloo ranks (processes on this machine), alternate rounds of
+           the program's own timed all_reduce (src/pytorch/comm/collectives.py: Sweep.measure)
+           and a bare loop of the same dist.all_reduce on the same buffer; print the bandwidth of
+           both and their ratio (target >= 0.97: the harness must not be what is measured)
+
+    .venv/bin/python bench/interconnect.py limit
+    .venv/bin/python bench/interconnect.py harness --ranks 4 --bytes 4194304 --rounds 5
+"""
+
+import argparse
+import importlib.util
+import os
+import socket
+import statistics
+import sys
+import time
+from types import SimpleNamespace
+
+import torch
+import torch.distributed as dist
+import torch.multiprocessing as mp
+
+SRC = os.path.join(os.path.dirname(os.path.abspath(__file__)), '..', 'src', 'pytorch')
+sys.path.insert(0, SRC)
+from ddp_common import free_port  # noqa: E402
+
+
+def load_program():
+    spec = importlib.util.spec_from_file_location('collectives', os.path.join(SRC, 'comm', 'collectives.py'))
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def tcp_receiver(port, total, chunk):
+    with socket.create_server(('127.0.0.1', port)) as server:
+        conn, _ = server.accept()
+        with conn:
+            buffer, left = bytearray(chunk), total
+            view = memoryview(buffer)
+            while left:
+                left -= conn.recv_into(view, min(chunk, left))
+            conn.sendall(b'k')
+
+
+def limit(args):
+    """GB/s of one TCP stream over loopback (send `total` bytes, wait for the receiver's ack)."""
+    port, chunk = free_port(), args.chunk
+    total = args.total // chunk * chunk
+    results = []
+    for _ in range(args.rounds):
+        receiver = mp.get_context('spawn').Process(target=tcp_receiver, args=(port, total, chunk))
+        receiver.start()
+        for _ in range(100):
+            try:
+                sock = socket.create_connection(('127.0.0.1', port))
+                break
+            except ConnectionRefusedError:
+                time.sleep(0.05)
+        data = bytes(chunk)
+        with sock:
+            start = time.perf_counter()
+            for _ in range(total // chunk):
+                sock.sendall(data)
+            sock.recv(1)
+            results.append(total / (time.perf_counter() - start) / 1e9)
+        receiver.join()
+    print(f'loopback TCP, one stream, {chunk} B writes, {total} B per round: '
+          f'{" ".join(f"{r:.2f}" for r in results)} GB/s; median {statistics.median(results):.2f}')
+
+
+def harness_rank(rank, args, port):
+    os.environ.update(MASTER_ADDR='127.0.0.1', MASTER_PORT=str(port))
+    torch.set_num_threads(1)
+    dist.init_process_group('gloo', rank=rank, world_size=args.ranks)
+    program = load_program()
+    device = torch.device('cpu')
+    options = SimpleNamespace(slowdown=0.0, bytes_per_size=args.iters * args.bytes, min_iters=args.iters,
+                              max_iters=args.iters, warmup_iters=args.warmup)
+    sweep = program.Sweep(options, rank, args.ranks, device)
+    count = args.bytes // program.ELEMENT_BYTES
+    bare, harness = [], []
+    for _ in range(args.rounds):
+        sweep.sizes.clear()
+        sweep.all_reduce(args.bytes)           # the program: checked call, warm-up, timed loop
+        harness.append(sweep.sizes[-1]['algbw'])
+        buffer = program.pattern(count, rank, device)
+        for _ in range(args.warmup):
+            dist.all_reduce(buffer)
+        dist.barrier()
+        start = time.perf_counter()            # the bare loop: same calls, nothing around them
+        for _ in range(args.iters):
+            dist.all_reduce(buffer)
+        seconds = program.slowest((time.perf_counter() - start) / args.iters, device)
+        bare.append(program.algbw(args.bytes, seconds))
+    if rank == 0:
+        ratios = [h / b for h, b in zip(harness, bare)]
+        print(f'{args.ranks} gloo ranks, all_reduce of {args.bytes} B, {args.iters} iterations, '
+              f'{args.rounds} rounds (algbw GB/s)')
+        print(f'  program: {" ".join(f"{v:.3f}" for v in harness)}')
+        print(f'  bare:    {" ".join(f"{v:.3f}" for v in bare)}')
+        print(f'  ratio program/bare: median {statistics.median(ratios):.3f} '
+              f'(rounds {" ".join(f"{r:.3f}" for r in ratios)})')
+    dist.destroy_process_group()
+
+
+def harness(args):
+    mp.spawn(harness_rank, args=(args, free_port()), nprocs=args.ranks)
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.split('\n')[0])
+    sub = parser.add_subparsers(dest='what', required=True)
+    tcp = sub.add_parser('limit')
+    tcp.add_argument('--chunk', type=int, default=4 << 20)
+    tcp.add_argument('--total', type=int, default=2 << 30)
+    tcp.add_argument('--rounds', type=int, default=3)
+    loop = sub.add_parser('harness')
+    loop.add_argument('--ranks', type=int, default=4)
+    loop.add_argument('--bytes', type=int, default=4 << 20)
+    loop.add_argument('--iters', type=int, default=20)
+    loop.add_argument('--warmup', type=int, default=3)
+    loop.add_argument('--rounds', type=int, default=5)
+    args = parser.parse_args()
+    {'limit': limit, 'harness': harness}[args.what](args)
+
+
+if __name__ == '__main__':
+    main()

@@ -1,0 +1,63 @@
+"""Judging the interconnect program's output (src/pytorch/comm/collectives.py): the values every
+rank checked, the result line, and node pairs far slower than the others.
+
+Plain functions over a parsed run (mlcheck.judging.output.RunOutput) that return one-line problems.
+"""
+
+import statistics
+
+from mlcheck.judging.sanity import nodes_of_ranks, rank_list
+
+
+def problems(run, world_size, slow_pair_fraction):
+    return values_checked(run, world_size) + result_reported(run) + slow_pairs(run, slow_pair_fraction)
+
+
+def values_checked(run, world_size):
+    """Every rank checked as many buffers as rank 0 measured, and found no wrong value."""
+    reports = run.by_rank('values')
+    result = run.result() or {}
+    wanted = result.get('checked_per_rank')
+    nodes = nodes_of_ranks(run)
+    found = []
+    missing = sorted(set(range(world_size)) - set(reports))
+    if missing:
+        found.append(f'{rank_list(missing)} reported no checked values')
+    for rank, report in sorted(reports.items()):
+        node = report.get('node') or nodes.get(rank, '?')
+        if wanted is not None and report.get('checked') != wanted:
+            found.append(f'rank {rank} on {node} checked {report.get("checked")} buffers, '
+                         f'rank 0 measured {wanted}')
+        seen = set()
+        for wrong in report.get('wrong', []):
+            key = (wrong.get('op'), wrong.get('bytes'))
+            if key in seen:       # the first wrong element of each buffer tells enough
+                continue
+            seen.add(key)
+            found.append(f'rank {rank} on {node}: {wrong.get("op")} of {wrong.get("bytes")} B '
+                         f'received {wrong.get("wrong")} wrong value(s) (element {wrong.get("index")}: '
+                         f'got {wrong.get("got")}, expected {wrong.get("expected")})')
+    return found
+
+
+def result_reported(run):
+    result = run.result()
+    if result is None or not isinstance(result.get('busbw'), (int, float)):
+        return ['no result line with the bus bandwidth (rank 0 did not report)']
+    return []
+
+
+def slow_pairs(run, fraction):
+    """Node pairs below `fraction` of the median pair: the slow link, named by both nodes."""
+    pairs = run.events('pair')
+    if len(pairs) < 2:
+        return []
+    median = statistics.median(p['GBps'] for p in pairs)
+    return [f'node pair {a} <-> {b}: {p["GBps"]:.3g} GB/s, below {fraction:.0%} of the median '
+            f'pair ({median:.3g} GB/s)'
+            for p in pairs for a, b in [p['nodes']] if p['GBps'] < fraction * median]
+
+
+def percent_of(value, limit):
+    """`value` as a percentage of `limit` (both GB/s); None without a limit."""
+    return 100 * (value / limit) if limit else None

@@ -1,0 +1,296 @@
+#!/usr/bin/env python3
+"""Collective bandwidth and latency of torch.distributed, with every received value checked.
+
+Runs one process per GPU (or per CPU slot) under srun, or alone (`python collectives.py`: one
+rank, the GPU and NCCL/RCCL when torch sees one, else gloo). Rank layout, rendezvous, bounded
+waits and --fault as in ../ddp_common.py. Three phases:
+
+  all_reduce   sum over a sweep of message sizes (--min-bytes .. --max-bytes, x --factor)
+  all_gather   the same sweep (the size is the gathered buffer, as nccl-tests count it)
+  p2p          the nodes in a ring (one pair for two nodes): each pair in turn, every rank of
+               one node exchanging with the rank of the same local id on the other, both ways
+
+Timing: untimed warm-up iterations first (the first of them is checked, see below), then the
+device is synchronised and all ranks meet at a barrier before the clock starts; the clock stops
+after the device is synchronised again. A size's time is the slowest rank's mean per iteration.
+Bandwidths follow nccl-tests (doc/PERFORMANCE.md): algbw = bytes / time, busbw = algbw x
+BUS_FACTOR, comparable across collectives and rank counts with the hardware's link bandwidth.
+
+Checked values: every rank fills its buffer with a pattern that depends on its rank and on the
+element index, and compares what it received with what the collective must produce, element by
+element (nccl-tests' "#wrong" column). Wrong values are reported, not raised, so that every
+rank, size and collective is judged.
+
+Facts, each one line `MLCHECK {json}`:
+  rendezvous, rank  each rank (../ddp_common.py)
+  size      rank 0, per collective and size: bytes, iterations, seconds, algbw, busbw (GB/s)
+  pair      rank 0, per node pair: both nodes, GB/s each way over the pair's ranks
+  values    each rank: how many buffers it checked and the wrong values it found (op, bytes,
+            index, got, expected), at most a few per buffer
+  result    rank 0: busbw at the largest all_reduce size, small-message latency (us), the
+            slowest pair
+  done      each rank, last
+"""
+
+import argparse
+import os
+import sys
+import time
+
+import torch
+import torch.distributed as dist
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+from ddp_common import add_wait_arguments, emit, finish, init_distributed, synchronize  # noqa: E402
+
+# nccl-tests' bus bandwidth factors (doc/PERFORMANCE.md) for n ranks: how much of the message
+# each rank's busiest link carries, so that busbw can be compared with the link's speed
+BUS_FACTOR = {
+    'all_reduce': lambda n: 2 * (n - 1) / n,
+    'all_gather': lambda n: (n - 1) / n,
+    'reduce_scatter': lambda n: (n - 1) / n,
+    'p2p': lambda n: 1.0,
+}
+ELEMENT = torch.float32
+ELEMENT_BYTES = 4
+PATTERN_PERIOD = 7     # element i of rank r holds (r + 1) * (1 + i % 7): exact sums in float32
+MAX_REPORTED_WRONG = 3
+# torch 2.14 renamed all_gather_into_tensor (same arguments); older images have only the old name
+ALL_GATHER = getattr(dist, 'all_gather_single', None) or dist.all_gather_into_tensor
+
+
+def algbw(nbytes, seconds):
+    """Algorithm bandwidth in GB/s (1e9 bytes) of a message of `nbytes` taking `seconds`."""
+    return nbytes / seconds / 1e9
+
+
+def busbw(op, nbytes, seconds, world_size):
+    return algbw(nbytes, seconds) * BUS_FACTOR[op](world_size)
+
+
+def size_sweep(min_bytes, max_bytes, factor):
+    """Message sizes from min_bytes to max_bytes (included), multiplied by `factor`, in whole
+    elements of 4 bytes."""
+    if not 0 < min_bytes <= max_bytes or factor < 2:
+        raise ValueError(f'sizes {min_bytes}..{max_bytes} x {factor}: need 0 < min <= max, factor >= 2')
+    sizes, size = [], min_bytes
+    while size < max_bytes:
+        sizes.append(size)
+        size *= factor
+    sizes.append(max_bytes)
+    return sorted({max(ELEMENT_BYTES, s // ELEMENT_BYTES * ELEMENT_BYTES) for s in sizes})
+
+
+def iterations(nbytes, budget_bytes, min_iters, max_iters):
+    """Timed iterations for a size: about `budget_bytes` in all, within [min_iters, max_iters]."""
+    return max(min_iters, min(max_iters, budget_bytes // max(nbytes, 1)))
+
+
+def pattern(count, rank, device):
+    """The values rank `rank` sends: (rank + 1) * (1 + i % PATTERN_PERIOD)."""
+    index = torch.arange(count, device=device) % PATTERN_PERIOD
+    return ((index + 1) * (rank + 1)).to(ELEMENT)
+
+
+def all_reduce_expected(count, world_size, device):
+    return pattern(count, 0, device) * (world_size * (world_size + 1) // 2)
+
+
+def all_gather_expected(count, world_size, device):
+    per_rank = count // world_size
+    return torch.cat([pattern(per_rank, r, device) for r in range(world_size)])
+
+
+def wrong_values(op, nbytes, got, expected):
+    """Up to MAX_REPORTED_WRONG mismatches, and how many there were, as dicts for the facts."""
+    bad = (got != expected).nonzero().flatten()
+    return [{'op': op, 'bytes': nbytes, 'wrong': int(bad.numel()), 'index': int(i),
+             'got': got[i].item(), 'expected': expected[i].item()}
+            for i in bad[:MAX_REPORTED_WRONG].tolist()]
+
+
+def timed(run, iters, warmup, device):
+    """Mean seconds per call of `run()` on this rank, after `warmup` untimed calls; the clock
+    starts when the device is idle and all ranks are at the barrier."""
+    for _ in range(warmup):
+        run()
+    synchronize(device)
+    dist.barrier()
+    start = time.perf_counter()
+    for _ in range(iters):
+        run()
+    synchronize(device)
+    return (time.perf_counter() - start) / iters
+
+
+def slowest(seconds, device):
+    """The largest of every rank's `seconds` (all ranks must call it)."""
+    value = torch.tensor([seconds], dtype=torch.float64, device=device)
+    dist.all_reduce(value, op=dist.ReduceOp.MAX)
+    return value.item()
+
+
+class Sweep:
+    """One rank's share of the measurements: what it checked and what rank 0 reports."""
+
+    def __init__(self, args, rank, world_size, device):
+        self.args, self.rank, self.world_size, self.device = args, rank, world_size, device
+        self.checked, self.wrong, self.sizes = 0, [], []
+        # --slowdown F: every message carries 1/(1-F) times its bytes, so that the transport
+        # really moves more and the bandwidth per reported byte falls by F
+        self.inflation = 1 / (1 - args.slowdown)
+
+    def wire_count(self, count):
+        return int(round(count * self.inflation))
+
+    def check(self, op, nbytes, got, expected):
+        self.checked += 1
+        self.wrong += wrong_values(op, nbytes, got, expected)   # compared on the device
+
+    def measure(self, op, nbytes, run):
+        args = self.args
+        iters = iterations(nbytes, args.bytes_per_size, args.min_iters, args.max_iters)
+        seconds = slowest(timed(run, iters, args.warmup_iters, self.device), self.device)
+        figures = {'op': op, 'bytes': nbytes, 'iters': iters, 'seconds': seconds,
+                   'algbw': algbw(nbytes, seconds),
+                   'busbw': busbw(op, nbytes, seconds, self.world_size)}
+        self.sizes.append(figures)
+        if self.rank == 0:
+            emit('size', world_size=self.world_size, **figures)
+
+    def all_reduce(self, nbytes):
+        count = nbytes // ELEMENT_BYTES
+        buffer = pattern(self.wire_count(count), self.rank, self.device)
+        dist.all_reduce(buffer)      # checked, and the first warm-up call
+        self.check('all_reduce', nbytes, buffer[:count],
+                   all_reduce_expected(count, self.world_size, self.device))
+        # timed calls reduce the same buffer again: the values no longer matter, only the bytes
+        self.measure('all_reduce', nbytes, lambda: dist.all_reduce(buffer))
+
+    def all_gather(self, nbytes):
+        count = max(1, nbytes // ELEMENT_BYTES // self.world_size) * self.world_size
+        nbytes = count * ELEMENT_BYTES
+        mine = pattern(self.wire_count(count // self.world_size), self.rank, self.device)
+        gathered = torch.empty(mine.numel() * self.world_size, dtype=ELEMENT, device=self.device)
+        ALL_GATHER(gathered, mine)
+        per_rank = count // self.world_size
+        received = gathered.view(self.world_size, -1)[:, :per_rank].flatten()
+        self.check('all_gather', nbytes, received,
+                   all_gather_expected(count, self.world_size, self.device))
+        self.measure('all_gather', nbytes, lambda: ALL_GATHER(gathered, mine))
+
+    def pairs(self, nodes):
+        """Each node pair in turn; rank 0 emits a 'pair' fact per pair. `nodes`: every rank's
+        node, in rank order."""
+        names = list(dict.fromkeys(nodes))
+        if len(names) < 2:
+            return []
+        ring = [(names[i], names[(i + 1) % len(names)]) for i in range(len(names))]
+        ring = ring[:1] if len(names) == 2 else ring
+        local = [nodes[:r].count(nodes[r]) for r in range(len(nodes))]   # local id of each rank
+        count = self.args.p2p_bytes // ELEMENT_BYTES
+        nbytes = count * ELEMENT_BYTES
+        results = []
+        for a, b in ring:
+            partner = None
+            if nodes[self.rank] in (a, b):
+                other = b if nodes[self.rank] == a else a
+                partner = next((r for r in range(len(nodes))
+                                if nodes[r] == other and local[r] == local[self.rank]), None)
+            send = pattern(self.wire_count(count), self.rank, self.device)
+            recv = torch.empty_like(send)
+
+            def exchange():
+                if partner is not None:
+                    for request in dist.batch_isend_irecv([dist.P2POp(dist.isend, send, partner),
+                                                           dist.P2POp(dist.irecv, recv, partner)]):
+                        request.wait()
+
+            exchange()
+            if partner is not None:
+                self.check(f'p2p {a}<->{b}', nbytes, recv[:count], pattern(count, partner, self.device))
+            iters = iterations(nbytes, self.args.bytes_per_size, self.args.min_iters, self.args.max_iters)
+            seconds = slowest(timed(exchange, iters, self.args.warmup_iters, self.device), self.device)
+            ranks_in_pair = sum(1 for n in nodes if n == a)
+            pair = {'nodes': [a, b], 'bytes': nbytes, 'ranks': min(ranks_in_pair, nodes.count(b)),
+                    'iters': iters, 'seconds': seconds}
+            # each direction: every rank pair of the node pair moved nbytes in `seconds`
+            pair['GBps'] = algbw(nbytes * pair['ranks'], seconds)
+            results.append(pair)
+            if self.rank == 0:
+                emit('pair', **pair)
+        return results
+
+
+def get_args_parser():
+    parser = argparse.ArgumentParser(description=__doc__.split('\n')[0])
+    parser.add_argument('--device', choices=['auto', 'gpu', 'cpu'], default='auto')
+    parser.add_argument('--min-bytes', type=int, default=8)
+    parser.add_argument('--max-bytes', type=int, default=None,
+                        help='largest message (default: 1 GiB on GPUs, 4 MiB on CPUs)')
+    parser.add_argument('--factor', type=int, default=4, help='size step of the sweep')
+    parser.add_argument('--p2p-bytes', type=int, default=None,
+                        help='message of the node-pair exchange (default: --max-bytes)')
+    parser.add_argument('--bytes-per-size', type=int, default=None,
+                        help='timed bytes per size (default: 8 x --max-bytes); sets the iterations')
+    parser.add_argument('--min-iters', type=int, default=5)
+    parser.add_argument('--max-iters', type=int, default=100)
+    parser.add_argument('--warmup-iters', type=int, default=5,
+                        help='untimed calls per size (the first checks the values)')
+    parser.add_argument('--latency-bytes', type=int, default=8,
+                        help='the small message whose all_reduce time is the latency')
+    parser.add_argument('--slowdown', type=float, default=0.0,
+                        help='fraction of bandwidth to give up on purpose, 0 <= F < 1: every '
+                             'message carries 1/(1-F) times its bytes')
+    return add_wait_arguments(parser)
+
+
+def main(argv=None):
+    args = get_args_parser().parse_args(argv)
+    if not 0 <= args.slowdown < 1:
+        sys.exit(f'--slowdown {args.slowdown}: must be at least 0 and below 1')
+    rank, world_size, device = init_distributed(args)
+    default_max = 1 << 30 if device.type == 'cuda' else 4 << 20
+    args.max_bytes = args.max_bytes or default_max
+    args.p2p_bytes = args.p2p_bytes or args.max_bytes
+    args.bytes_per_size = args.bytes_per_size or 8 * args.max_bytes
+    try:
+        sizes = size_sweep(min(args.min_bytes, args.latency_bytes), args.max_bytes, args.factor)
+    except ValueError as err:
+        sys.exit(f'collectives.py: error: {err}')
+    if args.latency_bytes not in sizes:
+        sizes = sorted({*sizes, args.latency_bytes})
+
+    nodes = [None] * world_size
+    dist.all_gather_object(nodes, os.environ.get('SLURMD_NODENAME', os.uname().nodename))
+
+    sweep = Sweep(args, rank, world_size, device)
+    # --fault's EPOCH is the phase here: 1 all_reduce, 2 all_gather, 3 the node pairs
+    for phase, op in enumerate((sweep.all_reduce, sweep.all_gather), start=1):
+        if args.fault:
+            args.fault.at_epoch(rank, phase)
+        for nbytes in sizes:
+            op(nbytes)
+    if args.fault:
+        args.fault.at_epoch(rank, 3)
+    pairs = sweep.pairs(nodes)
+
+    emit('values', rank=rank, node=nodes[rank], checked=sweep.checked, wrong=sweep.wrong)
+    if rank == 0:
+        reduce_sizes = [s for s in sweep.sizes if s['op'] == 'all_reduce']
+        largest = reduce_sizes[-1]
+        latency = next(s for s in reduce_sizes if s['bytes'] == args.latency_bytes)
+        result = {'world_size': world_size, 'nodes': len(set(nodes)),
+                  'largest_bytes': largest['bytes'], 'busbw': largest['busbw'],
+                  'algbw': largest['algbw'], 'latency_bytes': latency['bytes'],
+                  'latency_us': latency['seconds'] * 1e6, 'slowdown': args.slowdown,
+                  'checked_per_rank': sweep.checked}
+        if pairs:
+            worst = min(pairs, key=lambda p: p['GBps'])
+            result.update(slowest_pair=worst['nodes'], slowest_pair_GBps=worst['GBps'])
+        emit('result', **result)
+    finish(rank, distributed=True)
+
+
+if __name__ == '__main__':
+    main()

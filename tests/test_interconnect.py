@@ -1,0 +1,143 @@
+"""The interconnect program's formulas and checked values, and the sanity of its saved outputs.
+
+sim_cluster_interconnect_{2,3}nodes.out: real runs of InterconnectCheck (image host) on the
+simulated partition, 4 and 6 gloo ranks; each broken case is that output with one thing broken.
+"""
+
+import importlib.util
+import json
+import os
+import re
+
+import pytest
+import torch
+
+from conftest import DATA, REPO
+from mlcheck.judging import interconnect, output, sanity
+from mlcheck.placement.launch import Layout
+
+spec = importlib.util.spec_from_file_location(
+    'collectives', os.path.join(REPO, 'src', 'pytorch', 'comm', 'collectives.py'))
+program = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(program)
+
+
+def saved(nodes):
+    with open(os.path.join(DATA, f'sim_cluster_interconnect_{nodes}nodes.out')) as f:
+        return f.read()
+
+
+def judged(sim, text, nodes=2, fraction=0.5):
+    """Every problem the check would report: the launch's sanity, then the program's."""
+    run = output.parse(text)
+    expect = sanity.Expectations.for_run(sim, Layout.for_nodes(sim.topology, nodes))
+    found = sanity.problems(run, expect)
+    if set(run.by_rank('done')) == set(range(expect.world_size)):
+        found += interconnect.problems(run, expect.world_size, fraction)
+    return found
+
+
+def edit_fact(text, rank, event, **changes):
+    """`text` with the fact `event` of `rank` updated with `changes`."""
+    def edit(match):
+        fact = json.loads(match.group(2))
+        return match.group(1) + 'MLCHECK ' + json.dumps({**fact, **changes})
+    return re.sub(rf'^(\s*{rank}: )MLCHECK (\{{.*"event": "{event}".*\}})$', edit, text, flags=re.M)
+
+
+# --- formulas (nccl-tests, doc/PERFORMANCE.md) ------------------------------------------------
+
+def test_algorithm_bandwidth_is_bytes_over_time_in_gb_per_s():
+    assert program.algbw(2e9, 2.0) == 1.0
+
+
+@pytest.mark.parametrize('op, ranks, factor', [
+    ('all_reduce', 8, 2 * 7 / 8), ('all_reduce', 2, 1.0), ('all_reduce', 1, 0.0),
+    ('all_gather', 8, 7 / 8), ('all_gather', 16, 15 / 16), ('reduce_scatter', 4, 3 / 4), ('p2p', 4, 1.0)])
+def test_bus_bandwidth_factors(op, ranks, factor):
+    assert program.busbw(op, 3e9, 1.5, ranks) == pytest.approx(2.0 * factor)
+
+
+def test_size_sweep_reaches_both_ends_in_whole_elements():
+    assert program.size_sweep(8, 4 << 20, 8) == [8, 64, 512, 4096, 32768, 262144, 2097152, 4 << 20]
+    assert program.size_sweep(8, 1 << 30, 4)[-1] == 1 << 30
+    assert program.size_sweep(1, 10, 4) == [4, 8]
+    with pytest.raises(ValueError):
+        program.size_sweep(16, 8, 2)
+
+
+def test_iterations_follow_the_byte_budget_within_bounds():
+    assert program.iterations(8, 1 << 20, 5, 100) == 100
+    assert program.iterations(1 << 20, 8 << 20, 5, 100) == 8
+    assert program.iterations(1 << 30, 1 << 20, 5, 100) == 5
+
+
+def test_expected_values_are_what_the_ranks_send_combined():
+    ranks, count = 5, 20
+    sent = [program.pattern(count, r, 'cpu') for r in range(ranks)]
+    assert torch.equal(program.all_reduce_expected(count, ranks, 'cpu'), sum(sent))
+    assert torch.equal(program.all_gather_expected(count * ranks, ranks, 'cpu'), torch.cat(sent))
+
+
+def test_a_wrong_element_is_found_with_its_index_and_values():
+    expected = program.all_reduce_expected(100, 4, 'cpu')
+    got = expected.clone()
+    got[42] += 1
+    assert program.wrong_values('all_reduce', 400, got, expected) == [
+        {'op': 'all_reduce', 'bytes': 400, 'wrong': 1, 'index': 42,
+         'got': expected[42].item() + 1, 'expected': expected[42].item()}]
+    assert program.wrong_values('all_reduce', 400, expected, expected) == []
+
+
+def test_percent_of_the_limit():
+    assert interconnect.percent_of(0.45, 0.9) == pytest.approx(50)
+    assert interconnect.percent_of(0.45, 0) is None
+
+
+# --- sanity of saved outputs --------------------------------------------------------------
+
+def test_real_runs_are_sane(sim):
+    assert judged(sim, saved(2)) == []
+    assert judged(sim, saved(3), nodes=3) == []
+
+
+def test_real_run_figures():
+    result = output.parse(saved(2)).result()
+    sizes = [f for f in output.parse(saved(2)).events('size') if f['op'] == 'all_reduce']
+    assert result['busbw'] == sizes[-1]['busbw'] == pytest.approx(sizes[-1]['algbw'] * 1.5)
+    assert result['largest_bytes'] == 4 << 20
+    assert result['latency_us'] == pytest.approx(sizes[0]['seconds'] * 1e6)
+    assert result['slowest_pair'] == ['nid001', 'nid002']
+
+
+def test_wrong_value_on_one_rank_fails_naming_rank_node_collective_and_size(sim):
+    wrong = [{'op': 'all_reduce', 'bytes': 32768, 'wrong': 3, 'index': 17, 'got': 0.0, 'expected': 30.0}]
+    text = edit_fact(saved(2), 2, 'values', wrong=wrong)
+    assert judged(sim, text) == ['rank 2 on nid002: all_reduce of 32768 B received 3 wrong value(s) '
+                                 '(element 17: got 0.0, expected 30.0)']
+
+
+def test_missing_rank_fails(sim):
+    text = re.sub(r'^3: .*\n', '', saved(2), flags=re.M)
+    found = judged(sim, text)
+    assert 'rank 3 never reported in (no rank line)' in found
+    assert 'rank 3 did not finish' in found
+
+
+def test_rank_that_checked_nothing_fails(sim):
+    text = re.sub(r'^1: MLCHECK .*"event": "values".*\n', '', saved(2), flags=re.M)
+    assert judged(sim, text) == ['rank 1 reported no checked values']
+    text = edit_fact(saved(2), 1, 'values', checked=3)
+    assert judged(sim, text) == ['rank 1 on nid001 checked 3 buffers, rank 0 measured 17']
+
+
+def test_slow_pair_fails_naming_both_nodes(sim):
+    text = re.sub(r'"GBps": [\d.]+(, "bytes": \d+, "event": "pair", "iters": \d+, "nodes": \["nid002", "nid003"\])',
+                  r'"GBps": 0.3\1', saved(3))
+    assert judged(sim, text, nodes=3) == [
+        'node pair nid002 <-> nid003: 0.3 GB/s, below 50% of the median pair (1.71 GB/s)']
+
+
+def test_no_result_fails(sim):
+    text = re.sub(r'^0: MLCHECK .*"event": "result".*\n', '', saved(2), flags=re.M)
+    assert judged(sim, text) == ['no result line with the bus bandwidth (rank 0 did not report)']
