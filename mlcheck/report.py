@@ -9,7 +9,8 @@ change is a regression only when it is worse than both --threshold and --noise-f
 noise: the standard deviation of the repetitions, pooled over both sides. With -o DIR it writes
 DIR/report.md and PNG plots.
 
-Exit status: 0 no regression, 1 regression found, 2 bad input (one line on stderr).
+Exit status: 0 no regression, 1 regression found (or a test with no result after), 2 bad
+input, 3 internal error (one line on stderr for either).
 """
 
 import argparse
@@ -67,8 +68,8 @@ def parse_args(argv):
     parser.add_argument('before', help='the selection to compare against (e.g. the baseline)')
     parser.add_argument('after', help='the selection under test (e.g. after the upgrade)')
     add_source_arguments(parser)
-    parser.add_argument('--threshold', type=float, default=Rule.threshold,
-                        help='relative change that matters (default: %(default)s)')
+    parser.add_argument('--threshold', default=f'{100 * Rule.threshold:g}%',
+                        help='relative change that matters: 5%% or 0.05 (default: %(default)s)')
     parser.add_argument('--noise-factor', type=float, default=Rule.noise_factor,
                         help='a change must also exceed this many times the noise (default: %(default)s)')
     parser.add_argument('--min-repeats', type=int, default=Rule.min_repeats,
@@ -125,6 +126,9 @@ def summary(comparisons, rule):
         lines.append(f'{few} with too few repetitions to estimate noise (fewer than '
                      f'{rule.min_repeats} on a side): not judged; run them with --repeat '
                      f'{max(rule.min_repeats, 3)} or more')
+    if count(history.NO_RESULT):
+        lines.append(f'{count(history.NO_RESULT)} {history.NO_RESULT}: values before and none '
+                     'after (failed or not run): fails like a regression')
     for verdict in (history.ONLY_BEFORE, history.ONLY_AFTER):
         if count(verdict):
             lines.append(f'{count(verdict)} {verdict} (no value on the other side: failed, '
@@ -172,28 +176,50 @@ def write_report(directory, args, before, after, comparisons, rule):
     return path
 
 
+EXIT_REGRESSION, EXIT_BAD_INPUT, EXIT_INTERNAL = 1, 2, 3
+
+
+def one_line_errors(command, run):
+    """run() with its errors as one line on stderr and an exit code that is never the
+    regression code: a crash must not read as a verdict."""
+    try:
+        return run()
+    except InputError as err:
+        print(f'{command}: error: {err}', file=sys.stderr)
+        return EXIT_BAD_INPUT
+    except Exception as err:   # noqa: BLE001 - anything else is a bug, said in one line
+        where = err.__traceback__
+        while where.tb_next:
+            where = where.tb_next
+        print(f'{command}: internal error: {type(err).__name__}: {err} '
+              f'({os.path.basename(where.tb_frame.f_code.co_filename)}:{where.tb_lineno})',
+              file=sys.stderr)
+        return EXIT_INTERNAL
+
+
 def main(argv=None):
     args = parse_args(argv)
-    rule = Rule(args.threshold, args.noise_factor, args.min_repeats)
-    try:
-        selections = [history.parse_selection(args.before), history.parse_selection(args.after)]
-        database = open_database(args, selections)
-        before, after = (history.load(s, database) for s in selections)
-        if args.name:
-            before, after = ([s for s in ss if args.name in s.name] for ss in (before, after))
-            if not before or not after:
-                raise InputError(f'no test named like {args.name!r} in '
-                                 f'{"before" if not before else "after"}')
-        comparisons = history.compare(before, after, rule)
-        print(text_table(COLUMNS, rows(comparisons)))
-        print()
-        print('\n'.join(summary(comparisons, rule)))
-        if args.output:
-            print(f'report: {write_report(args.output, args, before, after, comparisons, rule)}')
-    except InputError as err:
-        print(f'mlcheck.report: error: {err}', file=sys.stderr)
-        return 2
-    return 1 if any(c.verdict == history.REGRESSION for c in comparisons) else 0
+    return one_line_errors('mlcheck.report', lambda: compare_and_report(args))
+
+
+def compare_and_report(args):
+    rule = Rule(history.parse_fraction(args.threshold, '--threshold'), args.noise_factor,
+                args.min_repeats)
+    selections = [history.parse_selection(args.before), history.parse_selection(args.after)]
+    database = open_database(args, selections)
+    before, after = (history.load(s, database) for s in selections)
+    if args.name:
+        before, after = ([s for s in ss if args.name in s.name] for ss in (before, after))
+        if not before or not after:
+            raise InputError(f'no test named like {args.name!r} in '
+                             f'{"before" if not before else "after"}')
+    comparisons = history.compare(before, after, rule)
+    print(text_table(COLUMNS, rows(comparisons)))
+    print()
+    print('\n'.join(summary(comparisons, rule)))
+    if args.output:
+        print(f'report: {write_report(args.output, args, before, after, comparisons, rule)}')
+    return EXIT_REGRESSION if any(c.verdict in history.FAILING for c in comparisons) else 0
 
 
 if __name__ == '__main__':

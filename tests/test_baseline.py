@@ -2,6 +2,7 @@
 
 import statistics
 
+import pytest
 import yaml
 
 from test_history import BASELINE, CAMPAIGN, samples, sha256, spec
@@ -90,3 +91,15 @@ def test_selection_without_rates(tmp_path, capsys):
 
 def test_missing_perf_log(tmp_path, capsys):
     assert 'perf log not found: ' in one_line_error(tmp_path, capsys, CAMPAIGN + '.gone')
+
+
+def test_tolerance_as_a_person_types_it(tmp_path, capsys):
+    assert record(tmp_path, capsys, spec(BASELINE), '--tolerance', '15%')[0] == 0
+    assert entry_of(tmp_path / 'sim.yaml')['samples_per_s'][1] == -0.15
+
+
+@pytest.mark.parametrize('typed', ['-0.1', '10', '0', 'ten'])
+def test_tolerance_that_is_no_bound_is_refused(tmp_path, capsys, typed):
+    err = one_line_error(tmp_path, capsys, spec(BASELINE), '--tolerance', typed)
+    assert f'--tolerance {typed}: expected a fraction between 0 and 1' in err
+    assert list(tmp_path.iterdir()) == []

@@ -291,6 +291,10 @@ def load(selection, database=None):
 REGRESSION, IMPROVED, WITHIN_NOISE, UNCHANGED, TOO_FEW = (
     'REGRESSION', 'improved', 'within noise', 'unchanged', 'too few repetitions')
 ONLY_BEFORE, ONLY_AFTER = 'only before', 'only after'
+# a test with values before and none at all after: it broke outright, the worst regression
+NO_RESULT = 'NO RESULT AFTER'
+# verdicts that fail the gate
+FAILING = (REGRESSION, NO_RESULT)
 
 
 @dataclass(frozen=True)
@@ -298,6 +302,14 @@ class Rule:
     threshold: float = 0.05    # relative change that matters
     noise_factor: float = 2.0  # a change must also exceed this many times the noise
     min_repeats: int = 2       # repetitions each side needs for a noise estimate
+
+    def __post_init__(self):
+        # a standard deviation needs two values on a side; a bound of 1 or more is no bound
+        if self.min_repeats < 2:
+            raise InputError(f'--min-repeats {self.min_repeats}: the noise estimate needs at '
+                             'least 2 repetitions on each side')
+        if self.noise_factor < 0:
+            raise InputError(f'--noise-factor {self.noise_factor:g}: expected 0 or more')
 
 
 @dataclass
@@ -363,7 +375,29 @@ def compare(before, after, rule=Rule()):
         for s in samples:
             entry = table.setdefault(s.key, Comparison(s.key, s.unit, s.image, s.num_nodes))
             getattr(entry, side).append(s.value)
-    return [judge(table[key], rule) for key in sorted(table)]
+    judged = [judge(table[key], rule) for key in sorted(table)]
+    tests_after = {c.key[:2] for c in judged if c.after}
+    for c in judged:
+        if c.verdict == ONLY_BEFORE and c.key[:2] not in tests_after:
+            c.verdict = NO_RESULT
+    return judged
+
+
+def parse_fraction(text, option):
+    """A fraction as a person types it: '5%' or '0.05'; an InputError for anything else,
+    a bare number of 1 or more included (is '5' meant as 5 % or as 500 %?)."""
+    text = str(text).strip()
+    percent = text.endswith('%')
+    try:
+        value = float(text.removesuffix('%'))
+    except ValueError:
+        value = math.nan
+    if percent:
+        value /= 100
+    if not 0 < value < 1:
+        raise InputError(f'{option} {text}: expected a fraction between 0 and 1 (0.05) or a '
+                         'percentage (5%)')
+    return value
 
 
 def group(samples, by):
