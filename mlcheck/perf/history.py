@@ -202,7 +202,8 @@ class ResultsDatabase:
     TABLES = {'sessions', 'testcases', 'metadata'}
 
     def __init__(self, path, config):
-        self.path, self.config = path, config
+        # absolute: reframe runs in a scratch directory, where a relative path means nothing
+        self.path, self.config = path, os.path.abspath(config)
         if not os.path.isfile(path):
             raise InputError(f'results database not found: {path}')
         tables = {name for (name,) in self._query(
