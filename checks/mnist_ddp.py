@@ -26,6 +26,8 @@ class MNISTDistributedCheck(DistributedTrainingCheck):
     # the small CNN reaches ~0.95 on the simulated partition's digits and ~0.99 on MNIST;
     # a run that does not learn (diverged, broken data or labels) stays far below
     min_accuracy = 0.9
+    # not throttle: a run slowed on purpose is compared with its unthrottled baseline
+    figure_settings = ('epochs',)
 
     def script_arguments(self):
         args = ['--epochs', str(self.epochs)]

@@ -346,7 +346,7 @@ def test_report_and_plots(capsys, tmp_path):
     assert '**3 regression(s), 0 improved' in text
     pngs = sorted(p.name for p in tmp_path.glob('*.png'))
     assert pngs == ['scaling-sim-cluster-MNISTDistributedCheck.png',
-                    'time-sim-cluster-MNISTDistributedCheck-image-host-num-nodes-1.png']
+                    'time-sim-cluster-MNISTDistributedCheck.png']
     assert all(f'({name})' in text for name in pngs)
 
 
