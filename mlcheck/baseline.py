@@ -49,12 +49,19 @@ def parse_args(argv):
 
 
 def medians(samples):
-    """{(system, check, partition, image, num_nodes, var): (median, unit, values)}."""
+    """{(system, check, partition, image, num_nodes, var): (median, unit, values, settings)}.
+    A reference holds one figure, so runs of one entry must share their settings."""
     found = {}
+    (samples,) = history.with_known_settings(samples)
     for key, group in history.group(samples, lambda s: (s.system, s.check, s.partition, s.image,
                                                          s.num_nodes, s.var)).items():
+        settings = sorted({s.settings for s in group})
+        if len(settings) > 1:
+            raise InputError(f'{key[1]} {key[3]} {key[4]} node(s) on {key[2]} ran with '
+                             f'{len(settings)} settings ({" | ".join(settings)}): select runs of '
+                             'one (a narrower period, -n, or one session)')
         values = [s.value for s in group]
-        found[key] = (float(f'{statistics.median(values):.4g}'), group[0].unit, values)
+        found[key] = (float(f'{statistics.median(values):.4g}'), group[0].unit, values, settings[0])
     return found
 
 
@@ -81,7 +88,8 @@ def read_references(path):
 def update(data, comments, found, selection, tolerance):
     """Put the medians into `data`; returns the table rows of what changed."""
     table, today = [], datetime.now().astimezone().strftime('%Y-%m-%d')
-    for (system, check, partition, image, nodes, var), (value, unit, values) in sorted(found.items()):
+    for key, (value, unit, values, settings) in sorted(found.items()):
+        system, check, partition, image, nodes, var = key
         entry = data.setdefault(check, {'$index': list(INDEX)})
         if not isinstance(entry, dict) or entry.get('$index', INDEX) != INDEX:
             raise InputError(f'references of {check} are not indexed by {INDEX}; '
@@ -106,7 +114,8 @@ def update(data, comments, found, selection, tolerance):
                       f'{value:.4g} {unit}', noise))
         label = f'{PROVENANCE}{partition} {check} {image} {nodes} node(s):'
         comments[:] = [c for c in comments if not c.startswith(label)]
-        comments.append(f'{label} median of {len(values)} run(s) of {selection} ({today})')
+        comments.append(f'{label} median of {len(values)} run(s) of {selection} ({today})'
+                        + (f' with {settings}' if settings else ''))
     return table
 
 
