@@ -210,3 +210,23 @@ def test_documented_commands_on_stored_sessions(runs, tmp_path):
                 assert done.returncode == 1 and 'REGRESSION' in done.stdout, said
             if '-o reports/upgrade' in line:
                 assert (cwd / 'reports' / 'upgrade' / 'report.md').exists(), said
+
+
+def test_settings_and_stack_are_recorded_with_every_value(runs, capsys):
+    """In the perf log and in the results database alike: the run's settings, and the stack
+    the ranks and the job reported (the same in both sessions, so the report names no change)."""
+    from mlcheck.perf import history, stack
+    _, db, perflog, sessions = runs
+    database = history.ResultsDatabase(str(db), CONFIG)
+    for found in (history.load(history.parse_selection(str(perflog))),
+                  history.load(history.parse_selection(sessions['unchanged']['uuid']), database)):
+        assert {s.settings for s in found} == {'epochs=3'}
+        facts = stack.decode(found[0].stack)
+        assert set(facts) >= {'torch', 'torchvision', 'kernel', 'slurm'}, found[0].stack
+        slurm = subprocess.run(['srun', '--version'], capture_output=True, text=True).stdout
+        assert facts['slurm'] == slurm.split()[-1]
+        import torch
+        assert facts['torch'] == torch.__version__
+    code, out, _ = run_report(capsys, '--db', str(db), sessions['unchanged']['uuid'],
+                              sessions['slowed']['uuid'])
+    assert 'stack of' not in out
