@@ -155,8 +155,10 @@ def summary(comparisons, rule):
 
 
 def without_reference(samples):
-    """Tests whose values after had no reference to pass or fail against."""
-    return sorted({s.name for s in samples if s.reference and s.reference[0] is None})
+    """Tests whose values had no reference to pass or fail against: ReFrame logs those as
+    reference 0 without bounds (or null, in a dry run)."""
+    return sorted({s.name for s in samples
+                   if s.reference and s.reference[0] in (None, 0) and s.reference[1:] == (None, None)})
 
 
 def _listed(names, most=4):

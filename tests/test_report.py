@@ -162,7 +162,7 @@ def test_tests_without_a_reference_are_one_line(tmp_path, capsys):
     before, after = upgrade(tmp_path)
     found = history.load(history.parse_selection(after))
     unreferenced = write_perflog(tmp_path / 'unreferenced.log',
-                                 [dataclasses.replace(s, reference=(None, None, None)) for s in found])
+                                 [dataclasses.replace(s, reference=(0, None, None)) for s in found])
     code, out, _ = run(capsys, before, unreferenced)
     [line] = [l for l in out.splitlines() if 'without a reference' in l]
     assert line.startswith('4 test(s) ran without a reference')
