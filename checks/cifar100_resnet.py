@@ -24,6 +24,7 @@ class CIFAR100ResNetCheck(DistributedTrainingCheck):
     checks_key = 'cifar100'
     knobs = {'model': 'resnet152', 'batch_size': 128, 'epochs': 3, 'steps': 0,
              'warmup_steps': 10, 'workers': 4, 'amp': False, 'channels_last': False}
+    figure_settings = tuple(knobs)
     #: torchvision ResNet: resnet18, resnet50, resnet101 or resnet152
     model = variable(str, type(None), value=None)
     #: samples per GPU and step

@@ -24,6 +24,8 @@ class MNISTDistributedCheck(DistributedTrainingCheck):
     throttle = variable(float, value=0.0)
     dataset = 'mnist'
     dataset_marker = 'MNIST/raw'
+    # not throttle: a run slowed on purpose is compared with its unthrottled baseline
+    figure_settings = ('epochs',)
 
     def script_arguments(self):
         args = ['--epochs', str(self.epochs), '--ranks-per-node', str(self.layout.tasks_per_node)]

@@ -19,7 +19,7 @@ import yaml
 
 from mlcheck.perf import history
 from mlcheck.errors import InputError
-from mlcheck.report import add_source_arguments, open_database, text_table
+from mlcheck.report import add_source_arguments, one_line_errors, open_database, text_table
 from mlcheck.rfm_config import references_dir
 
 INDEX = ['$partition', 'image', 'num_nodes']
@@ -36,8 +36,9 @@ def parse_args(argv):
     parser.add_argument('--references-dir', default=None,
                         help='where <system>.yaml is written (default: $MLCHECK_REFERENCES_DIR, '
                              'else config/references)')
-    parser.add_argument('--tolerance', type=float, default=0.1,
-                        help='bound of a new entry, as a fraction of its value (default: %(default)s)')
+    parser.add_argument('--tolerance', default='10%',
+                        help='bound of a new entry, relative to its value: 10%% or 0.1 '
+                             '(default: %(default)s)')
     parser.add_argument('-n', '--name', default='', help='only tests whose name contains this text')
     parser.add_argument('--var', action='append', default=None,
                         help='performance variable to record (repeatable; default: every rate, '
@@ -48,12 +49,19 @@ def parse_args(argv):
 
 
 def medians(samples):
-    """{(system, check, partition, image, num_nodes, var): (median, unit, values)}."""
+    """{(system, check, partition, image, num_nodes, var): (median, unit, values, settings)}.
+    A reference holds one figure, so runs of one entry must share their settings."""
     found = {}
+    (samples,) = history.with_known_settings(samples)
     for key, group in history.group(samples, lambda s: (s.system, s.check, s.partition, s.image,
                                                          s.num_nodes, s.var)).items():
+        settings = sorted({s.settings for s in group})
+        if len(settings) > 1:
+            raise InputError(f'{key[1]} {key[3]} {key[4]} node(s) on {key[2]} ran with '
+                             f'{len(settings)} settings ({" | ".join(settings)}): select runs of '
+                             'one (a narrower period, -n, or one session)')
         values = [s.value for s in group]
-        found[key] = (float(f'{statistics.median(values):.4g}'), group[0].unit, values)
+        found[key] = (float(f'{statistics.median(values):.4g}'), group[0].unit, values, settings[0])
     return found
 
 
@@ -80,7 +88,8 @@ def read_references(path):
 def update(data, comments, found, selection, tolerance):
     """Put the medians into `data`; returns the table rows of what changed."""
     table, today = [], datetime.now().astimezone().strftime('%Y-%m-%d')
-    for (system, check, partition, image, nodes, var), (value, unit, values) in sorted(found.items()):
+    for key, (value, unit, values, settings) in sorted(found.items()):
+        system, check, partition, image, nodes, var = key
         entry = data.setdefault(check, {'$index': list(INDEX)})
         if not isinstance(entry, dict) or entry.get('$index', INDEX) != INDEX:
             raise InputError(f'references of {check} are not indexed by {INDEX}; '
@@ -105,7 +114,8 @@ def update(data, comments, found, selection, tolerance):
                       f'{value:.4g} {unit}', noise))
         label = f'{PROVENANCE}{partition} {check} {image} {nodes} node(s):'
         comments[:] = [c for c in comments if not c.startswith(label)]
-        comments.append(f'{label} median of {len(values)} run(s) of {selection} ({today})')
+        comments.append(f'{label} median of {len(values)} run(s) of {selection} ({today})'
+                        + (f' with {settings}' if settings else ''))
     return table
 
 
@@ -122,37 +132,38 @@ def write(path, comments, data):
 
 def main(argv=None):
     args = parse_args(argv)
+    return one_line_errors('mlcheck.baseline', lambda: record(args))
+
+
+def record(args):
     directory = args.references_dir or references_dir()
-    try:
-        selection = history.parse_selection(args.selection)
-        samples = history.load(selection, open_database(args, [selection]))
-        wanted = (lambda s: s.var in args.var) if args.var else (lambda s: s.unit.endswith('/s'))
-        samples = [s for s in samples if args.name in s.name and wanted(s)]
-        if not samples:
-            raise InputError(f'selection {args.selection!r} holds no value of '
-                             f'{", ".join(args.var) if args.var else "a rate (unit per second)"}'
-                             + (f' for a test named like {args.name!r}' if args.name else ''))
-        if selection.kind == 'latest':
-            described = f'session {samples[0].source}'
+    tolerance = history.parse_fraction(args.tolerance, '--tolerance')
+    selection = history.parse_selection(args.selection)
+    samples = history.load(selection, open_database(args, [selection]))
+    wanted = (lambda s: s.var in args.var) if args.var else (lambda s: s.unit.endswith('/s'))
+    samples = [s for s in samples if args.name in s.name and wanted(s)]
+    if not samples:
+        raise InputError(f'selection {args.selection!r} holds no value of '
+                         f'{", ".join(args.var) if args.var else "a rate (unit per second)"}'
+                         + (f' for a test named like {args.name!r}' if args.name else ''))
+    if selection.kind == 'latest':
+        described = f'session {samples[0].source}'
+    else:
+        described = args.selection
+    found = medians(samples)
+    for system in sorted({key[0] for key in found}):
+        path = os.path.join(directory, f'{system}.yaml')
+        comments, data = read_references(path)
+        mine = {k: v for k, v in found.items() if k[0] == system}
+        table = update(data, comments, mine, described, tolerance)
+        print(text_table(('partition', 'test', 'variable', 'runs', 'was', 'now', 'noise'), table))
+        if args.dry_run:
+            print(f'\n# {path} would be:')
+            print('\n'.join(comments))
+            print(yaml.safe_dump(data, sort_keys=False, default_flow_style=None, width=100))
         else:
-            described = args.selection
-        found = medians(samples)
-        for system in sorted({key[0] for key in found}):
-            path = os.path.join(directory, f'{system}.yaml')
-            comments, data = read_references(path)
-            mine = {k: v for k, v in found.items() if k[0] == system}
-            table = update(data, comments, mine, described, args.tolerance)
-            print(text_table(('partition', 'test', 'variable', 'runs', 'was', 'now', 'noise'), table))
-            if args.dry_run:
-                print(f'\n# {path} would be:')
-                print('\n'.join(comments))
-                print(yaml.safe_dump(data, sort_keys=False, default_flow_style=None, width=100))
-            else:
-                write(path, comments, data)
-                print(f'references written: {path}')
-    except InputError as err:
-        print(f'mlcheck.baseline: error: {err}', file=sys.stderr)
-        return 2
+            write(path, comments, data)
+            print(f'references written: {path}')
     return 0
 
 

@@ -9,7 +9,8 @@ change is a regression only when it is worse than both --threshold and --noise-f
 noise: the standard deviation of the repetitions, pooled over both sides. With -o DIR it writes
 DIR/report.md and PNG plots.
 
-Exit status: 0 no regression, 1 regression found, 2 bad input (one line on stderr).
+Exit status: 0 no regression, 1 regression found (or a test with no result after), 2 bad
+input, 3 internal error (one line on stderr for either).
 """
 
 import argparse
@@ -17,7 +18,7 @@ import os
 import sys
 from datetime import datetime
 
-from mlcheck.perf import history
+from mlcheck.perf import history, stack
 from mlcheck.errors import InputError
 from mlcheck.perf.history import Rule
 
@@ -67,8 +68,8 @@ def parse_args(argv):
     parser.add_argument('before', help='the selection to compare against (e.g. the baseline)')
     parser.add_argument('after', help='the selection under test (e.g. after the upgrade)')
     add_source_arguments(parser)
-    parser.add_argument('--threshold', type=float, default=Rule.threshold,
-                        help='relative change that matters (default: %(default)s)')
+    parser.add_argument('--threshold', default=f'{100 * Rule.threshold:g}%',
+                        help='relative change that matters: 5%% or 0.05 (default: %(default)s)')
     parser.add_argument('--noise-factor', type=float, default=Rule.noise_factor,
                         help='a change must also exceed this many times the noise (default: %(default)s)')
     parser.add_argument('--min-repeats', type=int, default=Rule.min_repeats,
@@ -87,10 +88,22 @@ def percent(value):
     return '' if value is None else f'{100 * value:+.1f}%'
 
 
+# the order a reader acts in: what broke or got slower first, then what got faster
+ORDER = (history.NO_RESULT, history.OTHER_SETTINGS, history.REGRESSION, history.IMPROVED, history.WITHIN_NOISE,
+         history.UNCHANGED, history.ONLY_BEFORE, history.ONLY_AFTER)
+ACT_ON = (history.NO_RESULT, history.OTHER_SETTINGS, history.REGRESSION)
+
+
 def rows(comparisons):
+    """Table rows of the judged comparisons, in ORDER; a test's settings are shown where the
+    same test ran with other settings too."""
+    tests = history.group(comparisons, lambda c: c.key[:3])
     out = []
-    for c in comparisons:
-        partition, name, var = c.key
+    for c in sorted((c for c in comparisons if c.verdict in ORDER),
+                    key=lambda c: (ORDER.index(c.verdict), c.key)):
+        partition, name, var, settings = c.key
+        if len({other.key[3] for other in tests[c.key[:3]]}) > 1:
+            name = f'{name} [{settings or "settings not recorded"}]'
         noise = '' if c.noise is None else f'{100 * c.noise:.1f}%'
         out.append((partition, name, var, str(len(c.before)), str(len(c.after)),
                     _figure(c.mean_before, c.unit), _figure(c.mean_after, c.unit),
@@ -115,56 +128,79 @@ def markdown_table(header, body):
 
 
 def summary(comparisons, rule):
+    """The verdict counts, then one line each for what could not be judged, with the advice."""
     count = lambda verdict: sum(c.verdict == verdict for c in comparisons)
     lines = [f'{count(history.REGRESSION)} regression(s), {count(history.IMPROVED)} improved, '
              f'{count(history.WITHIN_NOISE)} within noise, {count(history.UNCHANGED)} unchanged '
              f'of {len(comparisons)} compared '
              f'(rule: worse by more than {100 * rule.threshold:g}% and {rule.noise_factor:g} x noise)']
+    if count(history.NO_RESULT):
+        lines.append(f'{count(history.NO_RESULT)} {history.NO_RESULT}: values before and none '
+                     'after (failed or not run): fails like a regression')
+    if count(history.OTHER_SETTINGS):
+        lines.append(f'{count(history.OTHER_SETTINGS)} {history.OTHER_SETTINGS}: ran after only '
+                     'with other settings (shown in brackets), so not comparable: fails the gate; '
+                     'run the settings of before, or record a new baseline')
     few = count(history.TOO_FEW)
     if few:
+        tests = sorted({c.key[1] for c in comparisons if c.verdict == history.TOO_FEW})
         lines.append(f'{few} with too few repetitions to estimate noise (fewer than '
-                     f'{rule.min_repeats} on a side): not judged; run them with --repeat '
-                     f'{max(rule.min_repeats, 3)} or more')
+                     f'{rule.min_repeats} on a side), not judged: run them with --repeat '
+                     f'{max(rule.min_repeats, 3)} or more ({_listed(tests)})')
     for verdict in (history.ONLY_BEFORE, history.ONLY_AFTER):
         if count(verdict):
-            lines.append(f'{count(verdict)} {verdict} (no value on the other side: failed, '
-                         'not run, or new)')
+            lines.append(f'{count(verdict)} {verdict} (no value on the other side: not '
+                         'measured, or new)')
     return lines
 
 
-def write_report(directory, args, before, after, comparisons, rule):
-    """DIR/report.md and its plots; returns the report's path."""
-    from mlcheck.perf import plots
-    os.makedirs(directory, exist_ok=True)
-    pictures = []
-    plotted = {check: args.plot_var or min((s.var for s in ss if s.unit.endswith('/s')), default='')
-               for check, ss in history.group(before + after, lambda s: s.check).items()}
-    selected = lambda samples: [s for s in samples if s.var == plotted[s.check]]
-    sides = {'before': selected(before), 'after': selected(after)}
-    by_check = lambda s: (s.partition, s.check)
-    for key in sorted(set(history.group(sides['before'] + sides['after'], by_check))):
-        partition, check = key
-        name = f'scaling-{history.slug(partition)}-{history.slug(check)}.png'
-        plots.scaling({side: [s for s in ss if by_check(s) == key] for side, ss in sides.items()},
-                      f'{check} on {partition}\n{plotted[check]} against node count',
-                      os.path.join(directory, name))
-        pictures.append((f'{check} on {partition}, against node count', name))
-    for key in sorted(set(history.group(sides['before'] + sides['after'], lambda s: s.key))):
-        partition, test, var = key
-        name = f'time-{history.slug(partition)}-{history.slug(test)}.png'
-        plots.over_time({side: [s for s in ss if s.key == key] for side, ss in sides.items()},
-                        f'{test}\n{partition}: {var}', os.path.join(directory, name))
-        pictures.append((f'{test} on {partition}, over time', name))
+def without_reference(samples):
+    """Tests whose values had no reference to pass or fail against: ReFrame logs those as
+    reference 0 without bounds (or null, in a dry run)."""
+    return sorted({s.name for s in samples
+                   if s.reference and s.reference[0] in (None, 0) and s.reference[1:] == (None, None)})
 
+
+def _listed(names, most=4):
+    return ', '.join(names[:most]) + (f' and {len(names) - most} more' if len(names) > most else '')
+
+
+def stack_changes(before, after):
+    """[(partition, image, change line)] for each image whose software stack differs."""
+    found = []
+    sides = [history.group(ss, lambda s: (s.partition, s.image)) for ss in (before, after)]
+    for key in sorted(set(sides[0]) & set(sides[1])):
+        stacks = [[stack.decode(s.stack) for s in side[key] if s.stack] for side in sides]
+        changed = stack.changes(*stacks)
+        if changed:
+            rocm = any('rocm' in facts for facts in stacks[0] + stacks[1])
+            found.append((*key, stack.change_line(changed, rocm)))
+    return found
+
+
+def write_report(directory, args, before, after, comparisons, rule):
+    """DIR/report.md and its plots; returns the report's path. What a reader acts on comes
+    first: regressions, improvements, the software stack's changes, then the rest."""
+    os.makedirs(directory, exist_ok=True)
+    table = rows(comparisons)
+    sections = {'Regressions': [r for r in table if r[-1] in ACT_ON],
+                'Improvements': [r for r in table if r[-1] == history.IMPROVED]}
+    lines = summary(comparisons, rule)
     text = [f'# Performance: {args.after} against {args.before}', '',
-            f'Written {datetime.now().astimezone():%Y-%m-%d %H:%M %Z} by `python -m mlcheck.report`.',
-            '', f'- before: `{args.before}` ({len(before)} values)',
-            f'- after: `{args.after}` ({len(after)} values)', '',
-            *(f'**{line}**' if i == 0 else line for i, line in enumerate(summary(comparisons, rule))),
-            '', 'Change: of the mean of the repetitions. Noise: standard deviation of the '
-            'repetitions about their mean, both sides pooled, relative to the before mean.', '',
-            markdown_table(COLUMNS, rows(comparisons)), '']
-    for title, name in pictures:
+            f'Written {datetime.now().astimezone():%Y-%m-%d %H:%M %Z} by `python -m mlcheck.report`'
+            f' from `{args.before}` ({len(before)} values) and `{args.after}` ({len(after)} values).',
+            '', f'**{lines[0]}**', '']
+    for title, body in sections.items():
+        text += [f'## {title}', '', markdown_table(COLUMNS, body) if body else 'None.', '']
+    text += ['## What changed in the software stack', '']
+    changes = stack_changes(before, after)
+    text += [f'- **{image}** on {partition}: {line}' for partition, image, line in changes] or [
+        'Nothing that both sides recorded changed.']
+    rest = [r for r in table if r not in sum(sections.values(), [])]
+    text += ['', '## Everything else', '', *(f'- {line}' for line in lines[1:] + notes(after)), '',
+             markdown_table(COLUMNS, rest) if rest else 'Nothing else was compared.', '', 'Change: of the mean of the repetitions. Noise: standard deviation of the '
+             'repetitions about their mean, both sides pooled, relative to the before mean.', '']
+    for title, name in plot_all(directory, args.plot_var, before, after):
         text += [f'## {title}', '', f'![{title}]({name})', '']
     path = os.path.join(directory, 'report.md')
     with open(path, 'w') as stream:
@@ -172,28 +208,100 @@ def write_report(directory, args, before, after, comparisons, rule):
     return path
 
 
+def notes(after):
+    missing = without_reference(after)
+    if not missing:
+        return []
+    return [f'{len(missing)} test(s) ran without a reference, so ReFrame could not pass or fail '
+            f'their figures: record one with python -m mlcheck.baseline ({_listed(missing)})']
+
+
+def plot_all(directory, plot_var, before, after):
+    """Two figures per partition and check, of its plotted variable: against node count, and
+    each test's repetitions over time; [(title, file name)]."""
+    from mlcheck.perf import plots
+    plotted = {check: plot_var or min((s.var for s in ss if s.unit.endswith('/s')), default='')
+               for check, ss in history.group(before + after, lambda s: s.check).items()}
+    sides = {side: history.group([s for s in ss if s.var == plotted[s.check]],
+                                 lambda s: (s.partition, s.check))
+             for side, ss in (('before', before), ('after', after))}
+    colour_of = plots.colours({s.image for ss in (before, after) for s in ss})
+    pictures = []
+    for partition, check in sorted(set(sides['before']) | set(sides['after'])):
+        of = {side: found.get((partition, check), []) for side, found in sides.items()}
+        var, where = plotted[check], f'{history.slug(partition)}-{history.slug(check)}'
+        name = f'scaling-{where}.png'
+        plots.scaling(of, f'{check} on {partition}: {var} against node count',
+                      os.path.join(directory, name), colour_of)
+        pictures.append((f'{check} on {partition}: {var} against node count', name))
+        tests = sorted(set(history.group(of['before'] + of['after'], history.test_of_sample)))
+        several = len({settings for _, _, settings in tests}) > 1
+        panels = [(f'{_test_label(of, test)}' + (f'\n{test[2]}' if several else ''),
+                   _image_of(of, test),
+                   {side: [s for s in ss if history.test_of_sample(s) == test]
+                    for side, ss in of.items()}) for test in tests]
+        name = f'time-{where}.png'
+        plots.over_time(panels, f'{check} on {partition}: {var} of each repetition',
+                        os.path.join(directory, name), colour_of)
+        pictures.append((f'{check} on {partition}: {var} of each repetition', name))
+    return pictures
+
+
+def _image_of(sides, test):
+    return next(s.image for ss in sides.values() for s in ss if history.test_of_sample(s) == test)
+
+
+def _test_label(sides, test):
+    sample = next(s for ss in sides.values() for s in ss if history.test_of_sample(s) == test)
+    return f'{sample.image}, {sample.num_nodes} node(s)'
+
+
+EXIT_REGRESSION, EXIT_BAD_INPUT, EXIT_INTERNAL = 1, 2, 3
+
+
+def one_line_errors(command, run):
+    """run() with its errors as one line on stderr and an exit code that is never the
+    regression code: a crash must not read as a verdict."""
+    try:
+        return run()
+    except InputError as err:
+        print(f'{command}: error: {err}', file=sys.stderr)
+        return EXIT_BAD_INPUT
+    except Exception as err:   # noqa: BLE001 - anything else is a bug, said in one line
+        where = err.__traceback__
+        while where.tb_next:
+            where = where.tb_next
+        print(f'{command}: internal error: {type(err).__name__}: {err} '
+              f'({os.path.basename(where.tb_frame.f_code.co_filename)}:{where.tb_lineno})',
+              file=sys.stderr)
+        return EXIT_INTERNAL
+
+
 def main(argv=None):
     args = parse_args(argv)
-    rule = Rule(args.threshold, args.noise_factor, args.min_repeats)
-    try:
-        selections = [history.parse_selection(args.before), history.parse_selection(args.after)]
-        database = open_database(args, selections)
-        before, after = (history.load(s, database) for s in selections)
-        if args.name:
-            before, after = ([s for s in ss if args.name in s.name] for ss in (before, after))
-            if not before or not after:
-                raise InputError(f'no test named like {args.name!r} in '
-                                 f'{"before" if not before else "after"}')
-        comparisons = history.compare(before, after, rule)
-        print(text_table(COLUMNS, rows(comparisons)))
-        print()
-        print('\n'.join(summary(comparisons, rule)))
-        if args.output:
-            print(f'report: {write_report(args.output, args, before, after, comparisons, rule)}')
-    except InputError as err:
-        print(f'mlcheck.report: error: {err}', file=sys.stderr)
-        return 2
-    return 1 if any(c.verdict == history.REGRESSION for c in comparisons) else 0
+    return one_line_errors('mlcheck.report', lambda: compare_and_report(args))
+
+
+def compare_and_report(args):
+    rule = Rule(history.parse_fraction(args.threshold, '--threshold'), args.noise_factor,
+                args.min_repeats)
+    selections = [history.parse_selection(args.before), history.parse_selection(args.after)]
+    database = open_database(args, selections)
+    before, after = (history.load(s, database) for s in selections)
+    if args.name:
+        before, after = ([s for s in ss if args.name in s.name] for ss in (before, after))
+        if not before or not after:
+            raise InputError(f'no test named like {args.name!r} in '
+                             f'{"before" if not before else "after"}')
+    comparisons = history.compare(before, after, rule)
+    print(text_table(COLUMNS, rows(comparisons)))
+    print()
+    print('\n'.join(summary(comparisons, rule) + notes(after)))
+    for partition, image, line in stack_changes(before, after):
+        print(f'stack of {image} on {partition}: {line}')
+    if args.output:
+        print(f'report: {write_report(args.output, args, before, after, comparisons, rule)}')
+    return EXIT_REGRESSION if any(c.verdict in history.FAILING for c in comparisons) else 0
 
 
 if __name__ == '__main__':

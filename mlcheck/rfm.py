@@ -16,6 +16,7 @@ from reframe.core.logging import getlogger
 from reframe.core.runtime import runtime
 
 from mlcheck.judging import output, references, sanity
+from mlcheck.perf import stack
 from mlcheck.placement import containers, launch
 from mlcheck.errors import ConfigError
 from mlcheck.rfm_config import references_file
@@ -233,3 +234,26 @@ class DistributedTrainingCheck(rfm.RunOnlyRegressionTest):
         if value is None:
             raise SanityError(f'no {name} in the output of the training program')
         return value
+
+    # --- what is recorded with every performance value ----------------------------------------
+
+    #: Names of the check's variables that change its figures (model, batch size, epochs...):
+    #: runs are compared only with runs of the same values (mlcheck.report, baseline, scaling).
+    figure_settings = ()
+
+    #: `name=value;...` of figure_settings, and of the software stack the ranks, the library
+    #: lines and the job reported (mlcheck.perf.stack); perf log fields and database columns.
+    run_settings = variable(str, value='')
+    software_stack = variable(str, value='')
+
+    @run_after('setup')
+    def record_settings(self):
+        self.run_settings = stack.settings_of(self, self.figure_settings)
+        self.prerun_cmds.append(stack.job_fact_command())
+
+    @run_before('performance')
+    def record_software_stack(self):
+        if self.is_dry_run():
+            return
+        image = self.settings.resolve_image(self.image)
+        self.software_stack = stack.encode(stack.of_run(self.run_output(), image))

@@ -23,12 +23,14 @@ PERFLOG_FIELDS = (
     '%(check_name)s|%(check_image)s|%(check_num_nodes)s|%(check_num_tasks)s|'
     '%(check_jobid)s|%(check_job_nodelist)s|'
 )
+# then what the value depends on: the run's settings and its software stack (mlcheck.perf.stack)
 PERFVAR_FIELDS = ('%(check_perf_var)s|%(check_perf_value)s|%(check_perf_unit)s|%(check_perf_ref)s|'
-                  '%(check_perf_lower_thres)s|%(check_perf_upper_thres)s|%(check_perf_result)s')
+                  '%(check_perf_lower_thres)s|%(check_perf_upper_thres)s|%(check_perf_result)s|'
+                  '%(check_run_settings)s|%(check_software_stack)s')
 # The header ReFrame writes for these fields; mlcheck.perf.history reads perf logs by it.
 PERFLOG_HEADER = ('job_completion_time|reframe version|system:partition|name|image|num_nodes|'
                   'num_tasks|jobid|job_nodelist|perf_var|perf_value|perf_unit|perf_ref|'
-                  'perf_lower_thres|perf_upper_thres|perf_result')
+                  'perf_lower_thres|perf_upper_thres|perf_result|run_settings|software_stack')
 PERFLOG_PREFIX = '%(check_system)s/%(check_partition)s'
 
 

@@ -2,6 +2,7 @@
 
 import statistics
 
+import pytest
 import yaml
 
 from test_history import BASELINE, CAMPAIGN, samples, sha256, spec
@@ -90,3 +91,36 @@ def test_selection_without_rates(tmp_path, capsys):
 
 def test_missing_perf_log(tmp_path, capsys):
     assert 'perf log not found: ' in one_line_error(tmp_path, capsys, CAMPAIGN + '.gone')
+
+
+def test_tolerance_as_a_person_types_it(tmp_path, capsys):
+    assert record(tmp_path, capsys, spec(BASELINE), '--tolerance', '15%')[0] == 0
+    assert entry_of(tmp_path / 'sim.yaml')['samples_per_s'][1] == -0.15
+
+
+@pytest.mark.parametrize('typed', ['-0.1', '10', '0', 'ten'])
+def test_tolerance_that_is_no_bound_is_refused(tmp_path, capsys, typed):
+    err = one_line_error(tmp_path, capsys, spec(BASELINE), '--tolerance', typed)
+    assert f'--tolerance {typed}: expected a fraction between 0 and 1' in err
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_runs_of_two_settings_make_no_reference(tmp_path, capsys):
+    """3 and 10 epochs of one test in one selection: a median of both would be neither's."""
+    from test_report import as_run, write_perflog
+    mixed = write_perflog(tmp_path / 'mixed.log', as_run(samples(BASELINE), 'host', 1) +
+                          as_run(samples(BASELINE), 'host', 1, settings='epochs=10'))
+    refs = tmp_path / 'refs'
+    code, _, err = record(refs, capsys, mixed)
+    assert code == 2 and err.count('\n') == 1
+    assert 'MNISTDistributedCheck host 1 node(s) on sim:cluster ran with 2 settings (epochs=10 | epochs=3)' in err
+    assert not refs.exists()
+
+
+def test_the_settings_are_written_beside_the_reference(tmp_path, capsys):
+    from test_report import as_run, write_perflog
+    log = write_perflog(tmp_path / 'one.log', as_run(samples(BASELINE), 'host', 1))
+    refs = tmp_path / 'refs'
+    assert record(refs, capsys, log)[0] == 0
+    assert f'median of 5 run(s) of {log} (' in (refs / 'sim.yaml').read_text()
+    assert ') with epochs=3\n' in (refs / 'sim.yaml').read_text()

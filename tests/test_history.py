@@ -10,6 +10,7 @@ data/perflogs/<campaign>.sessions.json lists each campaign's sessions (kind, thr
 start and end).
 """
 
+import dataclasses
 import hashlib
 import json
 import os
@@ -204,7 +205,6 @@ def test_command_exit_status_follows_the_verdicts(capsys):
     assert run(capsys, spec(BASELINE), spec(UNCHANGED[0]))[0] == 0
     code, out, _ = run(capsys, spec(BASELINE), spec(SLOWED))
     assert code == 1 and 'REGRESSION' in out
-    assert run(capsys, spec(BASELINE), spec(SLOWED), '--threshold', '5')[0] == 0
 
 
 def one_line_error(capsys, *args):
@@ -212,6 +212,61 @@ def one_line_error(capsys, *args):
     assert code == 2 and out == ''
     assert err.count('\n') == 1 and err.startswith('mlcheck.report: error: ')
     return err
+
+
+@pytest.mark.parametrize('typed', ['5%', '0.05', '5.0%'])
+def test_threshold_as_a_person_types_it(capsys, typed):
+    code, out, _ = run(capsys, spec(BASELINE), spec(SLOWED), '--threshold', typed)
+    assert code == 1 and 'worse by more than 5%' in out
+
+
+@pytest.mark.parametrize('typed', ['5', '1', '-0.05', '0', '150%', 'five'])
+def test_threshold_that_turns_the_detector_off_is_refused(capsys, typed):
+    """'--threshold 5' once meant 500 %: a -50 % drop was 'unchanged' and the gate green."""
+    err = one_line_error(capsys, spec(BASELINE), spec(SLOWED), '--threshold', typed)
+    assert f'--threshold {typed}: expected a fraction between 0 and 1 (0.05) or a percentage (5%)' in err
+
+
+@pytest.mark.parametrize('repeats', ['1', '0'])
+def test_min_repeats_below_what_the_noise_needs_is_one_line(capsys, repeats):
+    """--min-repeats 1 with one value a side once divided by zero degrees of freedom, exit 1."""
+    one = [s for s in samples(SLOWED) if s.jobid == samples(SLOWED)[0].jobid]
+    assert len({s.jobid for s in one}) == 1
+    err = one_line_error(capsys, spec(BASELINE), spec(SLOWED), '--min-repeats', repeats)
+    assert f'--min-repeats {repeats}: the noise estimate needs at least 2 repetitions' in err
+
+
+def test_a_crash_is_not_read_as_a_regression(capsys, monkeypatch):
+    def broken(*args, **kwargs):
+        raise ZeroDivisionError('float division by zero')
+    monkeypatch.setattr(history, 'compare', broken)
+    code, out, err = run(capsys, spec(BASELINE), spec(SLOWED))
+    assert code == report.EXIT_INTERNAL != report.EXIT_REGRESSION
+    assert err.count('\n') == 1
+    assert err.startswith('mlcheck.report: internal error: ZeroDivisionError: float division by zero')
+
+
+def test_a_test_that_stopped_producing_results_fails_the_gate(capsys, tmp_path):
+    """Before: 1- and 2-node MNIST; after: only the 1-node one. A test new after the upgrade
+    (the reverse) does not fail."""
+    base = samples(BASELINE)
+    two_nodes = [dataclasses.replace(s, name=s.name.replace('num_nodes=1', 'num_nodes=2'),
+                                     num_nodes=2) for s in base]
+    verdicts = {(c.key[1], c.key[2]): c.verdict
+                for c in history.compare(base + two_nodes, samples(UNCHANGED[0]))}
+    assert {v for (name, _), v in verdicts.items() if 'num_nodes=2' in name} == {history.NO_RESULT}
+    reverse = history.compare(samples(UNCHANGED[0]), base + two_nodes)
+    assert {c.verdict for c in reverse if 'num_nodes=2' in c.key[1]} == {history.ONLY_AFTER}
+
+    before = tmp_path / 'before.log'
+    with open(CAMPAIGN) as f:
+        lines = f.readlines()
+    before.write_text(''.join(lines + [l.replace('num_nodes=1|host|1|', 'num_nodes=2|host|2|')
+                                       for l in lines[1:]]))
+    code, out, _ = run(capsys, f"{before}@{BASELINE['start']}:{BASELINE['end']}", spec(UNCHANGED[0]))
+    assert code == 1
+    assert '3 NO RESULT AFTER: values before and none after (failed or not run)' in out
+    assert run(capsys, spec(UNCHANGED[0]), f"{before}@{BASELINE['start']}:{BASELINE['end']}")[0] == 0
 
 
 def test_missing_perf_log(capsys, tmp_path):
@@ -291,7 +346,7 @@ def test_report_and_plots(capsys, tmp_path):
     assert '**3 regression(s), 0 improved' in text
     pngs = sorted(p.name for p in tmp_path.glob('*.png'))
     assert pngs == ['scaling-sim-cluster-MNISTDistributedCheck.png',
-                    'time-sim-cluster-MNISTDistributedCheck-image-host-num-nodes-1.png']
+                    'time-sim-cluster-MNISTDistributedCheck.png']
     assert all(f'({name})' in text for name in pngs)
 
 

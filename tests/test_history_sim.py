@@ -174,3 +174,59 @@ def test_bad_selections_are_one_line_errors_and_touch_nothing(runs, capsys, tmp_
         assert err.count('\n') == 1 and message in err, (args, err)
     assert not (tmp_path / 'none.db').exists()
     assert fingerprint(db, perflog) == before
+
+
+def test_documented_commands_on_stored_sessions(runs, tmp_path):
+    """README's and docs' report and baseline commands verbatim, in a tree laid out like the
+    repository root (its directories linked, var/rfm/perflogs the runs' perf logs, so that
+    nothing is written into the checkout), then from another directory with paths adjusted."""
+    from test_documented_commands import adjusted, documented_commands, needs_database, run_command
+
+    prefix, db, _, sessions = runs
+    root = tmp_path / 'root'
+    (root / 'var' / 'rfm').mkdir(parents=True)
+    for name in ('config', 'mlcheck', 'checks', 'src', 'tests'):
+        (root / name).symlink_to(os.path.join(REPO, name))
+    (root / 'var' / 'rfm' / 'perflogs').symlink_to(prefix / 'perflogs')
+    elsewhere = tmp_path / 'elsewhere'
+    elsewhere.mkdir()
+    placeholders = {'<baseline UUID>': sessions['unchanged']['uuid'],
+                    '<UUID of another session>': sessions['slowed']['uuid']}
+    commands = [c for c, _ in documented_commands() if needs_database(c)]
+    assert len(commands) >= 3
+    for command in commands:
+        for placeholder, uuid in placeholders.items():
+            command = command.replace(placeholder, uuid)
+        for cwd, line in ((root, command), (elsewhere, adjusted(command, elsewhere, root))):
+            refs = cwd / 'refs'
+            done = run_command(line, cwd, env={'RFM_SQLITE_DB_FILE': str(db),
+                                               'MLCHECK_REFERENCES_DIR': str(refs)})
+            said = f'{line} in {cwd}: {done.stdout[-1500:]}{done.stderr}'
+            if '@now-1w:now-1d' in line:    # nothing of these runs is older than a day
+                assert done.returncode == 2 and 'holds no performance values' in done.stderr, said
+            elif 'mlcheck.baseline' in line:
+                assert done.returncode == 0 and (refs / 'sim.yaml').exists(), said
+            else:   # the slowed session is the latest
+                assert done.returncode == 1 and 'REGRESSION' in done.stdout, said
+            if '-o reports/upgrade' in line:
+                assert (cwd / 'reports' / 'upgrade' / 'report.md').exists(), said
+
+
+def test_settings_and_stack_are_recorded_with_every_value(runs, capsys):
+    """In the perf log and in the results database alike: the run's settings, and the stack
+    the ranks and the job reported (the same in both sessions, so the report names no change)."""
+    from mlcheck.perf import history, stack
+    _, db, perflog, sessions = runs
+    database = history.ResultsDatabase(str(db), CONFIG)
+    for found in (history.load(history.parse_selection(str(perflog))),
+                  history.load(history.parse_selection(sessions['unchanged']['uuid']), database)):
+        assert {s.settings for s in found} == {'epochs=3'}
+        facts = stack.decode(found[0].stack)
+        assert set(facts) >= {'torch', 'torchvision', 'kernel', 'slurm'}, found[0].stack
+        slurm = subprocess.run(['srun', '--version'], capture_output=True, text=True).stdout
+        assert facts['slurm'] == slurm.split()[-1]
+        import torch
+        assert facts['torch'] == torch.__version__
+    code, out, _ = run_report(capsys, '--db', str(db), sessions['unchanged']['uuid'],
+                              sessions['slowed']['uuid'])
+    assert 'stack of' not in out

@@ -5,6 +5,7 @@ A selection is one of the SELECTION_FORMS below. Stored data is only read: the d
 checked read-only before ReFrame queries it.
 """
 
+import dataclasses
 import json
 import math
 import os
@@ -53,10 +54,13 @@ class Sample:
     reference: tuple = ()  # (value, lower, upper) as ReFrame applied them
     result: str = ''
     source: str = ''      # session UUID or perf log path
+    settings: str = ''    # the run's settings that change a figure ('' where not recorded)
+    stack: str = ''       # its software stack (mlcheck.perf.stack; '' where not recorded)
 
     @property
     def key(self):
-        return (self.partition, self.name, self.var)
+        """What is compared like with like: the test, its settings and the variable."""
+        return (self.partition, self.name, self.var, self.settings)
 
     @property
     def system(self):
@@ -166,8 +170,14 @@ def read_perflog(path, period=None):
             jobid=row.get('jobid', ''), nodelist=row.get('job_nodelist', ''),
             reference=tuple(_number(row.get(c)) for c in ('perf_ref', 'perf_lower_thres',
                                                            'perf_upper_thres')),
-            result=row.get('perf_result', ''), source=path))
+            result=row.get('perf_result', ''), source=path,
+            settings=_field(row.get('run_settings')), stack=_field(row.get('software_stack'))))
     return samples
+
+
+def _field(text):
+    """A column that older perf logs lack, or that ReFrame wrote as null."""
+    return '' if text in (None, 'null', 'None', '<undefined>') else text
 
 
 def _number(text):
@@ -202,7 +212,8 @@ class ResultsDatabase:
     TABLES = {'sessions', 'testcases', 'metadata'}
 
     def __init__(self, path, config):
-        self.path, self.config = path, config
+        # absolute: reframe runs in a scratch directory, where a relative path means nothing
+        self.path, self.config = path, os.path.abspath(config)
         if not os.path.isfile(path):
             raise InputError(f'results database not found: {path}')
         tables = {name for (name,) in self._query(
@@ -265,7 +276,8 @@ def samples_of_testcases(testcases):
                 jobid=str(case.get('jobid') or ''),
                 nodelist=nodes if isinstance(nodes, str) else ','.join(nodes),
                 reference=(ref, lower, upper), result=(result or [''])[0] or '',
-                source=case.get('session_uuid', '')))
+                source=case.get('session_uuid', ''), settings=_field(case.get('run_settings')),
+                stack=_field(case.get('software_stack'))))
     return samples
 
 
@@ -291,6 +303,12 @@ def load(selection, database=None):
 REGRESSION, IMPROVED, WITHIN_NOISE, UNCHANGED, TOO_FEW = (
     'REGRESSION', 'improved', 'within noise', 'unchanged', 'too few repetitions')
 ONLY_BEFORE, ONLY_AFTER = 'only before', 'only after'
+# a test with values before and none at all after: it broke outright, the worst regression
+NO_RESULT = 'NO RESULT AFTER'
+# ... or ran after only with other settings (epochs, model...): it cannot be said to be as fast
+OTHER_SETTINGS = 'OTHER SETTINGS AFTER'
+# verdicts that fail the gate
+FAILING = (REGRESSION, NO_RESULT, OTHER_SETTINGS)
 
 
 @dataclass(frozen=True)
@@ -298,6 +316,14 @@ class Rule:
     threshold: float = 0.05    # relative change that matters
     noise_factor: float = 2.0  # a change must also exceed this many times the noise
     min_repeats: int = 2       # repetitions each side needs for a noise estimate
+
+    def __post_init__(self):
+        # a standard deviation needs two values on a side; a bound of 1 or more is no bound
+        if self.min_repeats < 2:
+            raise InputError(f'--min-repeats {self.min_repeats}: the noise estimate needs at '
+                             'least 2 repetitions on each side')
+        if self.noise_factor < 0:
+            raise InputError(f'--noise-factor {self.noise_factor:g}: expected 0 or more')
 
 
 @dataclass
@@ -357,13 +383,60 @@ def judge(comparison, rule):
 
 
 def compare(before, after, rule=Rule()):
-    """One judged Comparison per test and performance variable of either selection."""
+    """One judged Comparison per test, settings and performance variable of either selection:
+    runs of other settings (epochs, model, batch size...) are never compared."""
+    before, after = with_known_settings(before, after)
     table = {}
     for side, samples in (('before', before), ('after', after)):
         for s in samples:
             entry = table.setdefault(s.key, Comparison(s.key, s.unit, s.image, s.num_nodes))
             getattr(entry, side).append(s.value)
-    return [judge(table[key], rule) for key in sorted(table)]
+    judged = [judge(table[key], rule) for key in sorted(table)]
+    tests_after = {test_of(c.key) for c in judged if c.after}
+    names_after = {c.key[:2] for c in judged if c.after}
+    for c in judged:
+        if c.verdict == ONLY_BEFORE and test_of(c.key) not in tests_after:
+            c.verdict = OTHER_SETTINGS if c.key[:2] in names_after else NO_RESULT
+    return judged
+
+
+def test_of(key):
+    """(partition, name, settings) of a sample's or comparison's key."""
+    partition, name, _, settings = key
+    return partition, name, settings
+
+
+def test_of_sample(sample):
+    return test_of(sample.key)
+
+
+def with_known_settings(*sides):
+    """Samples of a perf log older than the settings column have none: where a test ran with
+    one known setting only, they are taken to be of that one, else they stay apart."""
+    known = defaultdict(set)
+    for s in (s for side in sides for s in side):
+        if s.settings:
+            known[s.partition, s.name].add(s.settings)
+    fill = lambda s: (dataclasses.replace(s, settings=next(iter(known[s.partition, s.name])))
+                      if not s.settings and len(known[s.partition, s.name]) == 1 else s)
+    return [[fill(s) for s in side] for side in sides]
+
+
+def parse_fraction(text, option):
+    """A fraction as a person types it: '5%' or '0.05'; an InputError for anything else,
+    a bare number of 1 or more included (is '5' meant as 5 % or as 500 %?)."""
+    text = str(text).strip()
+    percent = text.endswith('%')
+    try:
+        value = float(text.removesuffix('%'))
+    except ValueError:
+        value = math.nan
+    if percent:
+        value /= 100
+    if not 0 < value < 1:
+        raise InputError(f'{option} {text}: expected a fraction between 0 and 1 (0.05) or a '
+                         'percentage (5%)')
+    return value
 
 
 def group(samples, by):

@@ -1,8 +1,9 @@
-"""Scaling efficiency: throughput per device at N nodes over that at one node, same image.
+"""Scaling efficiency: throughput per device at N nodes over that at one node, same image and
+same settings (model, batch size, epochs...: the check's figure_settings).
 
 The one-node figure comes from this session when its one-node test has already finished, or
-else from ReFrame's results storage (the latest passing one-node run of the same check, image
-and partition), when storage is enabled.
+else from ReFrame's results storage (the latest passing one-node run of the same check, image,
+partition and settings), when storage is enabled.
 """
 
 import time
@@ -10,13 +11,14 @@ import time
 from reframe.core.logging import getlogger
 from reframe.core.runtime import runtime
 
-# this session's figures: (partition, check, image, num_nodes) -> value
+# this session's figures: (partition, check, image, settings, num_nodes) -> value
 _session = {}
 STORED_WINDOW_DAYS = 90
 
 
 def _key(test, num_nodes):
-    return (test.current_partition.fullname, type(test).__name__, test.image, num_nodes)
+    return (test.current_partition.fullname, type(test).__name__, test.image, test.run_settings,
+            num_nodes)
 
 
 def record(test, value):
@@ -51,7 +53,15 @@ def _latest_stored(test, perf_var):
         getlogger().warning(f'scaling efficiency: could not read stored results: {err}')
         return None
     for case in reversed(cases):
+        if not like(case, test):
+            continue
         entry = case.get('perfvalues', {}).get(f'{part.fullname}:{perf_var}')
         if entry:
             return entry[0]
     return None
+
+
+def like(case, test):
+    """Whether a stored test case ran with the test's settings (one stored before settings
+    were recorded has none, and is not taken)."""
+    return case.get('run_settings', '') == test.run_settings

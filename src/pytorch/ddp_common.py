@@ -19,6 +19,7 @@ import argparse
 import itertools
 import json
 import os
+import platform
 import socket
 import sys
 import time
@@ -198,7 +199,31 @@ def report_rank(rank, world_size, local_rank, device, backend):
          affinity=sorted(os.sched_getaffinity(0)), threads=torch.get_num_threads(),
          device=str(device), device_name=device_name(device),
          visible_devices=torch.cuda.device_count() if device.type == 'cuda' else 0,
-         backend=backend, torch=torch.__version__, torchvision=torchvision.__version__)
+         backend=backend, torch=torch.__version__, torchvision=torchvision.__version__,
+         **stack_facts())
+
+
+def stack_facts():
+    """What this rank runs on, for telling what changed when a figure moved: the GPU runtime
+    torch was built for, the collective library it links, the kernel and the GPU driver."""
+    facts = {'cuda': torch.version.cuda or '', 'rocm': getattr(torch.version, 'hip', None) or '',
+             'kernel': platform.release(), 'gpu_driver': gpu_driver()}
+    try:
+        facts['nccl'] = '.'.join(map(str, torch.cuda.nccl.version())) if torch.cuda.is_available() else ''
+    except (RuntimeError, AttributeError, TypeError):   # a build without NCCL/RCCL
+        facts['nccl'] = ''
+    return facts
+
+
+def gpu_driver():
+    """The kernel driver's version: amdgpu's module version, or NVIDIA's; '' when neither."""
+    for path in ('/sys/module/amdgpu/version', '/sys/module/nvidia/version'):
+        try:
+            with open(path) as stream:
+                return f'{os.path.basename(os.path.dirname(path))} {stream.read().strip()}'
+        except OSError:
+            continue
+    return ''
 
 
 def free_port():
