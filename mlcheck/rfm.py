@@ -14,7 +14,7 @@ from reframe.core.builtins import parameter, run_after, sanity_function, variabl
 from reframe.core.exceptions import ConfigError as ReframeConfigError, SanityError
 from reframe.core.runtime import runtime
 
-from mlcheck.judging import output, sanity
+from mlcheck.judging import locality, output, sanity
 from mlcheck.placement import containers, launch
 from mlcheck.errors import ConfigError
 from mlcheck.rfm_config import references_file
@@ -89,6 +89,10 @@ class DistributedTrainingCheck(rfm.RunOnlyRegressionTest):
     rendezvous_timeout = variable(int, float, value=launch.Waits.rendezvous_timeout)
     collective_timeout = variable(int, float, value=launch.Waits.collective_timeout)
 
+    #: How tasks meet GPUs, instead of the partition's extras.mlcheck.binding
+    #: (-S binding=by_gpu or by_domain; docs/placement.md).
+    binding = variable(str, value='')
+
     #: A failure to inject, to see how it is reported (-S fault=crash:1:2; docs/faults.md).
     fault = variable(str, value='')
 
@@ -125,11 +129,11 @@ class DistributedTrainingCheck(rfm.RunOnlyRegressionTest):
         self.settings = partition_settings(self.current_partition)
         self.settings.check_node_count(self.num_nodes)
         self.resolve_knobs()
-        self.layout = launch.Layout.for_nodes(self.settings.topology, self.num_nodes)
+        self.layout = self.settings.layout(self.num_nodes, self.binding)
         self.num_tasks = self.layout.num_tasks
         self.num_tasks_per_node = self.layout.tasks_per_node
         self.num_cpus_per_task = self.layout.cores_per_task
-        if self.settings.has_gpus:
+        if self.settings.slurm_gpus:
             self.num_gpus_per_node = self.layout.tasks_per_node
         self.job.launcher.options += self.layout.srun_options()
         if self.current_partition.scheduler.registered_name in ('slurm', 'squeue'):
@@ -202,6 +206,9 @@ class DistributedTrainingCheck(rfm.RunOnlyRegressionTest):
         found = sanity.problems(self.run_output(), expect)
         if found:
             raise SanityError('; '.join(found))
+        note = locality.unread_note(self.run_output())
+        if note:
+            self.logger.warning(note)
         return True
 
     def figure(self, name, value):

@@ -26,6 +26,8 @@ from datetime import timedelta
 import torch
 import torch.distributed as dist
 
+import gpu_locality
+
 FACT_PREFIX = 'MLCHECK '
 
 
@@ -197,7 +199,8 @@ def report_rank(rank, world_size, local_rank, device, backend):
          affinity=sorted(os.sched_getaffinity(0)), threads=torch.get_num_threads(),
          device=str(device), device_name=device_name(device),
          visible_devices=torch.cuda.device_count() if device.type == 'cuda' else 0,
-         backend=backend, torch=torch.__version__, torchvision=torchvision.__version__)
+         backend=backend, torch=torch.__version__, torchvision=torchvision.__version__,
+         **gpu_locality.rank_fields(device), **gpu_locality.slurm_step_gpus())
 
 
 def free_port():
