@@ -50,7 +50,7 @@ def rank_fields(device, sysfs=SYSFS):
         return {'gpu_locality_unread': 'no GPU in use'}
     try:
         pci = pci_address(device)
-    except (RuntimeError, AttributeError) as err:
+    except (RuntimeError, AssertionError, AttributeError) as err:
         return {'gpu_locality_unread': f'no PCI address from the GPU runtime ({err})'}
     try:
         return read_locality(pci, sysfs)
