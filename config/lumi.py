@@ -46,6 +46,10 @@ site_configuration = {
                         'reserved_cores_per_domain': [0],
                     },
                     'gpu_vendor': 'amd',
+                    # LUMI's documented binding; its 2026 one (since Slurm 24.05) is 'by_domain':
+                    # CCDs in order, --gpu-bind=map_gpu:4,5,2,3,6,7,0,1 (-S binding=by_domain)
+                    'binding': 'by_gpu',
+                    'gpu_task_sharing': True,   # with by_domain: RCCL reaches the other GCDs
                     'node_counts': [1, 2, 4],
                     'max_nodes': 1024,      # the most nodes one standard-g job may have
                     'images': ['/appl/local/containers/sif-images/lumi-pytorch-*.sif'],

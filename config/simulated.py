@@ -3,7 +3,9 @@
 and in Charliecloud images built by bin/setup from config/images/*/requirements.txt (mlcheck.data.images).
 
 Each node has two "GPU slots" of one core each, so the masks are 0x1 and 0x2 and a 2-node job
-runs four ranks, as a LUMI-G node runs eight.
+runs four ranks, as a LUMI-G node runs eight. Slurm schedules the slots as GPUs (bin/simslurm's
+gres.conf: stand-in devices, GPU 0 nearest core 1 and GPU 1 nearest core 0, numbered across the
+cores as LUMI-G's GCDs are across its CCDs), so --gpus-per-node and --gpu-bind are Slurm's own.
 """
 
 import os
@@ -30,12 +32,17 @@ site_configuration = {
             'environs': ['builtin'],
             'max_jobs': 1,              # 2 cores: concurrent jobs would distort the throughput
             'env_vars': [['GLOO_SOCKET_IFNAME', 'lo']],
+            'resources': [
+                {'name': '_rfm_gpu', 'options': ['--gpus-per-node={num_gpus_per_node}']},
+            ],
             # ch-run: unprivileged, from Debian (no Singularity there)
             'container_platforms': [{'type': 'Charliecloud'}],
             'extras': {
                 'mlcheck': {
-                    'topology': {'cores_per_domain': 1, 'gpu_domains': [0, 1]},
-                    'gpu_vendor': 'none',
+                    # as bin/simslurm's gres.conf declares the GPU slots
+                    'topology': {'cores_per_domain': 1, 'gpu_domains': [1, 0]},
+                    'gpu_vendor': 'stand-in',
+                    'binding': 'by_domain',     # Slurm 22.05: no --gres-flags=allow-task-sharing
                     'node_counts': [1, 2],
                     # bin/simslurm starts SIMSLURM_NODES nodes (2 unless set)
                     'max_nodes': int(os.environ.get('SIMSLURM_NODES', '2')),

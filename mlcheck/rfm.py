@@ -15,7 +15,7 @@ from reframe.core.exceptions import ConfigError as ReframeConfigError, SanityErr
 from reframe.core.logging import getlogger
 from reframe.core.runtime import runtime
 
-from mlcheck.judging import output, references, sanity
+from mlcheck.judging import locality, output, references, sanity
 from mlcheck.perf import stack
 from mlcheck.placement import containers, launch
 from mlcheck.errors import ConfigError
@@ -93,6 +93,10 @@ class DistributedTrainingCheck(rfm.RunOnlyRegressionTest):
     rendezvous_timeout = variable(int, float, value=launch.Waits.rendezvous_timeout)
     collective_timeout = variable(int, float, value=launch.Waits.collective_timeout)
 
+    #: How tasks meet GPUs, instead of the partition's extras.mlcheck.binding
+    #: (-S binding=by_gpu or by_domain; docs/placement.md).
+    binding = variable(str, value='')
+
     #: A failure to inject, to see how it is reported (-S fault=crash:1:2; docs/faults.md).
     fault = variable(str, value='')
 
@@ -142,11 +146,11 @@ class DistributedTrainingCheck(rfm.RunOnlyRegressionTest):
         self.settings = partition_settings(self.current_partition)
         self.settings.check_node_count(self.num_nodes)
         self.resolve_knobs()
-        self.layout = launch.Layout.for_nodes(self.settings.topology, self.num_nodes)
+        self.layout = self.settings.layout(self.num_nodes, self.binding)
         self.num_tasks = self.layout.num_tasks
         self.num_tasks_per_node = self.layout.tasks_per_node
         self.num_cpus_per_task = self.layout.cores_per_task
-        if self.settings.has_gpus:
+        if self.settings.slurm_gpus:
             self.num_gpus_per_node = self.layout.tasks_per_node
         self.job.launcher.options += self.layout.srun_options()
         if self.current_partition.scheduler.registered_name in ('slurm', 'squeue'):
@@ -223,6 +227,9 @@ class DistributedTrainingCheck(rfm.RunOnlyRegressionTest):
             found += self.program_problems(self.run_output())
         if found:
             raise SanityError('; '.join(found))
+        note = locality.unread_note(self.run_output())
+        if note:
+            self.logger.warning(note)
         return True
 
     def program_problems(self, run):

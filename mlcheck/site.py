@@ -12,7 +12,8 @@ from dataclasses import dataclass, field
 
 from mlcheck.errors import ConfigError, expect_int_list, expect_mapping, expect_type
 from mlcheck.data.images import unbuilt_reason
-from mlcheck.placement.topology import NodeTopology
+from mlcheck.placement.launch import Layout
+from mlcheck.placement.topology import NodeTopology, check_binding_style
 
 # What a GPU vendor's runtime needs per rank: the variables that make exactly one GPU visible,
 # and whether MIOpen (AMD) needs a private cache directory.
@@ -21,6 +22,10 @@ GPU_VENDORS = {
     'nvidia': {'visible_devices_vars': ['CUDA_VISIBLE_DEVICES'], 'miopen_cache': False},
     'none': {'visible_devices_vars': [], 'miopen_cache': False},
 }
+# GPUs that Slurm schedules and binds (gres with stand-in device files), while the ranks train on
+# CPUs: the simulated partition
+STAND_IN_GPUS = 'stand-in'
+GPU_VENDORS[STAND_IN_GPUS] = {'visible_devices_vars': ['CUDA_VISIBLE_DEVICES'], 'miopen_cache': False}
 HOST_IMAGE = 'host'   # the image name of "no container": the partition's own Python
 IMAGE_SUFFIXES = ('.sif', '.sqfs', '.squashfs', '.img')
 
@@ -82,10 +87,12 @@ class PartitionSettings:
     miopen_cache_root: str = '/tmp'
     net_plugin: NetPlugin = None
     checks: dict = field(default_factory=dict)   # check name -> {variable: value}
+    binding: str = 'by_gpu'        # how tasks meet GPUs: topology.BINDING_STYLES
+    gpu_task_sharing: bool = False # --gres-flags=allow-task-sharing with --gpu-bind (Slurm >= 23.11)
 
     KEYS = {'topology', 'gpu_vendor', 'node_counts', 'max_nodes', 'images', 'container_binds',
             'datasets', 'python', 'host_python', 'data_mount', 'rank_prelude', 'miopen_cache_root',
-            'net_plugin', 'checks'}
+            'net_plugin', 'checks', 'binding', 'gpu_task_sharing'}
 
     @classmethod
     def from_extras(cls, partition, extras, container_runtime=None):
@@ -139,6 +146,10 @@ class PartitionSettings:
             miopen_cache_root=entry.get('miopen_cache_root', cls.miopen_cache_root),
             net_plugin=NetPlugin.from_config(plugin, f'{where}.net_plugin') if plugin else None,
             checks={name: dict(values) for name, values in checks.items()},
+            binding=check_binding_style(expect_type(entry.get('binding', cls.binding), str,
+                                                    f'{where}.binding'), f'{where}.binding'),
+            gpu_task_sharing=expect_type(entry.get('gpu_task_sharing', False), bool,
+                                         f'{where}.gpu_task_sharing'),
         )
 
     @property
@@ -147,7 +158,23 @@ class PartitionSettings:
 
     @property
     def has_gpus(self):
+        """The ranks train on GPUs."""
+        return self.gpu_vendor not in ('none', STAND_IN_GPUS)
+
+    @property
+    def slurm_gpus(self):
+        """Slurm schedules GPUs here: jobs ask for them, and --gpu-bind works."""
         return self.gpu_vendor != 'none'
+
+    def layout(self, num_nodes, binding=''):
+        """The task layout of a job of `num_nodes` nodes, in the partition's binding style
+        unless `binding` (-S binding=STYLE) names another."""
+        style = check_binding_style(binding, f'binding={binding}') if binding else self.binding
+        if style == 'by_domain' and not self.slurm_gpus:
+            raise ConfigError(f'binding {style!r} needs GPUs that Slurm schedules, and partition '
+                              f'{self.partition} has gpu_vendor {self.gpu_vendor!r}')
+        return Layout.for_nodes(self.topology, num_nodes, style=style,
+                                gpu_task_sharing=self.gpu_task_sharing)
 
     def check_node_count(self, num_nodes):
         """A ConfigError unless a job of `num_nodes` nodes fits the partition."""

@@ -17,7 +17,6 @@ import pytest
 from conftest import DATA, REPO
 from mlcheck.data import staging
 from mlcheck.judging import output, sanity
-from mlcheck.placement.launch import Layout
 
 PROGRAM = os.path.join(REPO, 'src', 'pytorch', 'cifar', 'train_cifar100.py')
 SIM_OUT = os.path.join(DATA, 'sim_cluster_cifar100_2nodes.out')
@@ -154,7 +153,7 @@ def test_missing_data_is_a_one_line_error(tmp_path):
 # --- sanity on a real run ---------------------------------------------------------------------
 
 def sim_problems(sim, text, epochs=3):
-    expect = sanity.Expectations.for_run(sim, Layout.for_nodes(sim.topology, 2),
+    expect = sanity.Expectations.for_run(sim, sim.layout(2),
                                          epochs=epochs, loss_must_fall=True)
     return sanity.problems(output.parse(text), expect)
 

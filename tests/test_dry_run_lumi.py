@@ -161,3 +161,29 @@ def test_unknown_check_knob_in_config_fails_that_check_in_one_line(tmp_path):
     assert ('config error: partition lumi:standard-g extras.mlcheck.checks.cifar100: unknown key(s) '
             'batchsize; allowed: amp, batch_size, channels_last, epochs, model, steps, warmup_steps, '
             'workers') in done.stdout
+
+
+def test_lumi_2026_binding_by_domain_with_one_setting(lumi_scripts):
+    """-S binding=by_domain: CCDs in order, each task given the GCD of its CCD by Slurm."""
+    image, tmp, _ = lumi_scripts
+    done = run_reframe('lumi', tmp / 'rfm-by-domain', '--system', 'lumi:standard-g', '--dry-run',
+                       '-n', 'MNIST', '-P', f'image={image}', '-P', 'num_nodes=2',
+                       '-S', f'data_dir={tmp / "data"}', '-S', 'binding=by_domain')
+    assert done.returncode == 0, done.stdout + done.stderr
+    script = next((tmp / 'rfm-by-domain' / 'stage').rglob('rfm_job.sh')).read_text()
+    srun = next(line for line in script.splitlines() if line.startswith('srun '))
+    linear = ','.join(hex(0xfe << 8 * ccd) for ccd in range(8))
+    assert (f' --cpu-bind=mask_cpu:{linear} --gpu-bind=map_gpu:4,5,2,3,6,7,0,1 '
+            f'--gres-flags=allow-task-sharing ') in srun
+    assert '#SBATCH --gpus-per-node=8\n' in script and '#SBATCH --cpus-per-task=7\n' in script
+    # Slurm sets ROCR_VISIBLE_DEVICES per task: the rank wrapper leaves it alone
+    assert re.search(r'^export MLCHECK_VISIBLE_DEVICES_VARS=$', script, re.M)
+
+
+def test_unknown_binding_style_is_a_one_line_error(lumi_scripts):
+    image, tmp, _ = lumi_scripts
+    done = run_reframe('lumi', tmp / 'rfm-bad-binding', '--system', 'lumi:standard-g', '--dry-run',
+                       '-n', 'MNIST', '-P', f'image={image}', '-P', 'num_nodes=1',
+                       '-S', f'data_dir={tmp / "data"}', '-S', 'binding=linear')
+    assert done.returncode != 0
+    assert "binding=linear: unknown binding style 'linear'; one of by_gpu, by_domain" in done.stdout

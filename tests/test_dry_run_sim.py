@@ -62,7 +62,10 @@ def test_ranks_run_in_charliecloud_with_stage_and_data_bound(sim_scripts, check,
     srun = srun_line(job)
     launch, container = srun.split(' ch-run ', 1)
     # srun binds each task, then ch-run execs inside the image (the mask survives the exec)
-    assert launch == 'srun --cpus-per-task=1 --label --kill-on-bad-exit=1 --cpu-bind=mask_cpu:0x1,0x2'
+    # by_domain binding: core i, and the GPU slot attached to it (bin/simslurm's gres.conf)
+    assert launch == ('srun --cpus-per-task=1 --label --kill-on-bad-exit=1 --cpu-bind=mask_cpu:0x1,0x2 '
+                      '--gpu-bind=map_gpu:1,0')
+    assert '#SBATCH --gpus-per-node=2\n' in job
     binds, rest = container.split(' --cd=/rfm_workdir ')
     assert binds.split() == [f'--bind={DATA}:{images.DATA_MOUNT}',
                              f'--bind={stagedir}:/rfm_workdir']

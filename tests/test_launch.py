@@ -21,7 +21,7 @@ WRAPPER = os.path.join(REPO, 'src', launch.RANK_WRAPPER)
 def rank_environment(settings, partition_env, task, tmp_path, job_id=4242, nodelist='nid[005001-005002]',
                      extra=None, waits=launch.Waits(), shell='sh'):
     """`env` as seen by task (node, local id) of a 2-node job on `settings`' partition."""
-    layout = Layout.for_nodes(settings.topology, num_nodes=2)
+    layout = settings.layout(num_nodes=2)
     node, local = task
     conf = tmp_path / 'slurm.conf'
     conf.write_text('ClusterName=unit\nSlurmctldHost=localhost\n')
@@ -111,7 +111,8 @@ def test_miopen_cache_planted_as_a_link_is_refused(lumi, tmp_path):
         lumi_env(lumi, (0, 0), tmp_path)
 
 
-def test_simulated_rank_sees_no_gpu_variables(sim, tmp_path):
+def test_simulated_rank_gets_no_gpu_variables_from_the_wrapper(sim, tmp_path):
+    """Slurm's --gpu-bind sets them there (by_domain binding), not the wrapper."""
     partition_env = partition_entry('simulated', 'sim:cluster')['env_vars']
     env = rank_environment(sim, partition_env, (1, 1), tmp_path, nodelist='nid[001-002]')
     assert (env['RANK'], env['LOCAL_RANK'], env['WORLD_SIZE']) == ('3', '1', '4')

@@ -34,7 +34,7 @@ def drop_lines(text, pattern):
 
 
 def sim_problems(sim, text):
-    expect = sanity.Expectations.for_run(sim, Layout.for_nodes(sim.topology, 2), min_accuracy=0.9)
+    expect = sanity.Expectations.for_run(sim, sim.layout(2), min_accuracy=0.9)
     return sanity.problems(output.parse(text), expect)
 
 

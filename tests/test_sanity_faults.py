@@ -13,7 +13,6 @@ import pytest
 
 from conftest import DATA
 from mlcheck.judging import output, sanity
-from mlcheck.placement.launch import Layout
 
 FAULTS = os.path.join(DATA, 'faults')
 
@@ -25,7 +24,7 @@ def saved(name):
 
 
 def problems(sim, stdout, stderr, fault=''):
-    expect = sanity.Expectations.for_run(sim, Layout.for_nodes(sim.topology, 2), min_accuracy=0.9,
+    expect = sanity.Expectations.for_run(sim, sim.layout(2), min_accuracy=0.9,
                                          fault=fault)
     return sanity.problems(output.parse(stdout, stderr=stderr), expect)
 

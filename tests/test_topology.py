@@ -22,8 +22,8 @@ def test_lumi_gcd0_gets_ccd6_without_its_first_core(lumi):
 
 
 def test_simulated_partition_has_one_core_per_slot(sim):
-    layout = Layout.for_nodes(sim.topology, num_nodes=2)
-    assert layout.masks == ('0x1', '0x2')
+    layout = sim.layout(num_nodes=2)
+    assert layout.masks == ('0x1', '0x2') and layout.gpus == (1, 0)
     assert layout.cores_per_task == 1 and layout.num_tasks == 4
 
 

@@ -13,7 +13,7 @@ import math
 import re
 from dataclasses import dataclass
 
-from mlcheck.judging import nccl
+from mlcheck.judging import locality, nccl
 from mlcheck.placement.topology import mask_to_cores
 
 
@@ -28,6 +28,7 @@ class Expectations:
     epochs: int = None           # every rank reports every epoch 1..epochs, with samples
     loss_must_fall: bool = False # the loss stays finite and is lower in the last epoch
     fault: str = ''              # a fault injected on purpose (-S fault=...)
+    gpus_of_tasks: tuple = ()    # gpus_of_tasks[local_rank]: the GPU the binding meant for it
 
     @property
     def world_size(self):
@@ -39,7 +40,7 @@ class Expectations:
         `training` sets what the training program promises (min_accuracy, epochs, ...)."""
         return cls(num_nodes=layout.num_nodes, tasks_per_node=layout.tasks_per_node,
                    masks=layout.masks, gpus=settings.has_gpus, net_plugin=settings.net_plugin,
-                   **training)
+                   gpus_of_tasks=layout.gpus, **training)
 
 
 def problems(run, expect):
@@ -55,7 +56,8 @@ def problems(run, expect):
         return why + nccl.setup_progress(lambda rank: run.lines.get(rank, []), expect.world_size,
                                          rank_list) + found
     for rule in (ranks_started_and_finished, rank_placement, cpu_affinity, one_gpu_per_rank,
-                 accuracy, epochs_from_every_rank, loss_falls, network_plugin):
+                 accuracy, epochs_from_every_rank, loss_falls, network_plugin,
+                 locality.cores_local_to_gpu, locality.gpus_given_by_slurm):
         found += rule(run, expect)
     return found
 

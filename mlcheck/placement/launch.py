@@ -8,6 +8,7 @@ import re
 from dataclasses import dataclass
 
 from mlcheck.errors import ConfigError
+from mlcheck.placement.topology import cores_to_mask
 
 RANK_WRAPPER = 'launch/rank-env.sh'   # relative to the checks' source directory (src/)
 
@@ -25,24 +26,43 @@ class Layout:
     tasks_per_node: int
     cores_per_task: int
     masks: tuple          # masks[i]: hex CPU mask of local task i
+    gpus: tuple = ()      # gpus[i]: the GPU local task i drives (default: GPU i)
+    style: str = 'by_gpu'         # mlcheck.placement.topology.BINDING_STYLES
+    gpu_task_sharing: bool = False   # every task may reach all GPUs of the node (NCCL's P2P)
 
     @classmethod
-    def for_nodes(cls, topology, num_nodes, tasks_per_node=None):
+    def for_nodes(cls, topology, num_nodes, tasks_per_node=None, style='by_gpu',
+                  gpu_task_sharing=False):
         """One task per GPU on every node, each bound to the cores nearest its GPU."""
         tasks = tasks_per_node or topology.gpus_per_node
+        gpus = topology.gpus_of_tasks(style, tasks)
         return cls(num_nodes=num_nodes, tasks_per_node=tasks,
                    cores_per_task=topology.cores_per_task(tasks),
-                   masks=tuple(topology.cpu_masks(tasks)))
+                   masks=tuple(cores_to_mask(topology.cores_of_gpu(g)) for g in gpus),
+                   gpus=tuple(gpus), style=style, gpu_task_sharing=gpu_task_sharing)
 
     @property
     def num_tasks(self):
         return self.num_nodes * self.tasks_per_node
 
+    @property
+    def slurm_binds_gpus(self):
+        """Slurm, not the rank wrapper, gives each task its GPU (--gpu-bind)."""
+        return self.style == 'by_domain'
+
     def srun_options(self):
         # --label prefixes every output line with its task id, so each line is attributable;
         # --kill-on-bad-exit ends the whole step as soon as one rank fails, instead of leaving
         # the others blocked until a timeout or the job's time limit
-        return ['--label', '--kill-on-bad-exit=1', f'--cpu-bind=mask_cpu:{",".join(self.masks)}']
+        options = ['--label', '--kill-on-bad-exit=1', f'--cpu-bind=mask_cpu:{",".join(self.masks)}']
+        if self.slurm_binds_gpus:
+            # Slurm accepts map_gpu:, not map: ("Invalid --gpu-bind argument" on 22.05)
+            options.append(f'--gpu-bind=map_gpu:{",".join(map(str, self.gpus))}')
+            if self.gpu_task_sharing:
+                # without it (Slurm >= 23.11 with cgroups) a task sees only its own GPU, and
+                # NCCL/RCCL cannot reach the others on the node directly
+                options.append('--gres-flags=allow-task-sharing')
+        return options
 
 
 @dataclass(frozen=True)
@@ -94,7 +114,9 @@ def job_exports(settings, layout, waits=Waits()):
         # INFO makes NCCL/RCCL name the network plugin and provider, which sanity reads
         'NCCL_DEBUG': 'INFO',
         'NCCL_DEBUG_SUBSYS': 'INIT,NET',
-        'MLCHECK_VISIBLE_DEVICES_VARS': ' '.join(vendor['visible_devices_vars']),
+        # under --gpu-bind Slurm sets these variables itself, per task
+        'MLCHECK_VISIBLE_DEVICES_VARS': '' if layout.slurm_binds_gpus
+                                        else ' '.join(vendor['visible_devices_vars']),
         **waits.exports(),
     }
     if settings.has_gpus:

@@ -98,6 +98,34 @@ class NodeTopology:
         self.check_fits(tasks_per_node)
         return [cores_to_mask(self.cores_of_gpu(g)) for g in range(tasks_per_node)]
 
+    def gpus_of_tasks(self, style, tasks_per_node):
+        """GPU driven by each local task under binding `style` (see BINDING_STYLES).
+
+        by_gpu: task i drives GPU i. by_domain: tasks follow the CPU domains in order (and the
+        GPUs sharing a domain in their order), so task i drives the GPU attached to the i-th
+        domain: the inverse of gpu_domains, which srun applies with --gpu-bind=map_gpu.
+        """
+        self.check_fits(tasks_per_node)
+        gpus = range(self.gpus_per_node)
+        if style == 'by_domain':
+            gpus = sorted(gpus, key=lambda g: (self.gpu_domains[g], g))
+        return list(gpus)[:tasks_per_node]
+
+
+# How tasks meet GPUs; both bind each task to the cores of its GPU's domain.
+BINDING_STYLES = {
+    'by_gpu': 'task i drives GPU i, bound to the cores nearest it (--cpu-bind=mask_cpu)',
+    'by_domain': 'task i runs on CPU domain i and drives the GPU attached to it '
+                 '(--cpu-bind=mask_cpu, --gpu-bind=map_gpu)',
+}
+
+
+def check_binding_style(style, where):
+    if style not in BINDING_STYLES:
+        raise ConfigError(f'{where}: unknown binding style {style!r}; one of '
+                          f'{", ".join(BINDING_STYLES)}')
+    return style
+
 
 def cores_to_mask(cores):
     return hex(sum(1 << c for c in cores))

@@ -28,6 +28,8 @@ from datetime import timedelta
 import torch
 import torch.distributed as dist
 
+import gpu_locality
+
 FACT_PREFIX = 'MLCHECK '
 
 
@@ -200,7 +202,7 @@ def report_rank(rank, world_size, local_rank, device, backend):
          device=str(device), device_name=device_name(device),
          visible_devices=torch.cuda.device_count() if device.type == 'cuda' else 0,
          backend=backend, torch=torch.__version__, torchvision=torchvision.__version__,
-         **stack_facts())
+         **stack_facts(), **gpu_locality.rank_fields(device), **gpu_locality.slurm_step_gpus())
 
 
 def stack_facts():

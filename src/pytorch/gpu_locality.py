@@ -1,0 +1,67 @@
+"""The CPUs local to a rank's GPU, read from the hardware at run time.
+
+The GPU's PCI address comes from the GPU runtime (torch's device properties, the same for CUDA
+and ROCm); the kernel publishes that device's locality in sysfs: `local_cpulist` (the CPUs of the
+NUMA domain it is attached to) and `numa_node`. Runs inside the ranks, so standard library and
+torch only; `sysfs` is a parameter so that tests can read saved trees.
+"""
+
+import os
+
+SYSFS = '/sys'
+
+
+def pci_address(device):
+    """'0000:c1:00.0' for a torch GPU device (function 0: one PCI function per GPU)."""
+    import torch
+    props = torch.cuda.get_device_properties(device)
+    return f'{props.pci_domain_id:04x}:{props.pci_bus_id:02x}:{props.pci_device_id:02x}.0'
+
+
+def parse_cpulist(text):
+    """'0-3,8,10-11' -> [0, 1, 2, 3, 8, 10, 11] (the kernel's list format)."""
+    cpus = []
+    for span in text.strip().split(','):
+        if span:
+            first, _, last = span.partition('-')
+            cpus.extend(range(int(first), int(last or first) + 1))
+    return cpus
+
+
+def read_locality(pci, sysfs=SYSFS):
+    """{'gpu_pci', 'gpu_local_cpus', 'gpu_numa_node'} of the PCI device `pci`; OSError or
+    ValueError when sysfs does not tell (not mounted, hidden by the container, unreadable)."""
+    device = os.path.join(sysfs, 'bus', 'pci', 'devices', pci.lower())
+    with open(os.path.join(device, 'local_cpulist')) as f:
+        cpus = parse_cpulist(f.read())
+    if not cpus:
+        raise ValueError(f'{device}/local_cpulist is empty')
+    try:
+        with open(os.path.join(device, 'numa_node')) as f:
+            numa = int(f.read())
+    except OSError:
+        numa = -1
+    return {'gpu_pci': pci.lower(), 'gpu_local_cpus': cpus, 'gpu_numa_node': numa}
+
+
+def rank_fields(device, sysfs=SYSFS):
+    """Fields of the `rank` fact: the GPU's locality, or why it cannot be read."""
+    if device.type != 'cuda':
+        return {'gpu_locality_unread': 'no GPU in use'}
+    try:
+        pci = pci_address(device)
+    except (RuntimeError, AssertionError, AttributeError) as err:
+        return {'gpu_locality_unread': f'no PCI address from the GPU runtime ({err})'}
+    try:
+        return read_locality(pci, sysfs)
+    except (OSError, ValueError) as err:
+        return {'gpu_pci': pci, 'gpu_locality_unread': f'sysfs does not tell ({err})'}
+
+
+def slurm_step_gpus():
+    """{'slurm_step_gpus': [ids]}: the node's GPUs Slurm gave this task (SLURM_STEP_GPUS), if any."""
+    value = os.environ.get('SLURM_STEP_GPUS', '')
+    try:
+        return {'slurm_step_gpus': parse_cpulist(value)} if value else {}
+    except ValueError:
+        return {'slurm_step_gpus': value}
