@@ -17,10 +17,6 @@ class MNISTDistributedCheck(DistributedTrainingCheck):
     script = 'pytorch/mnist/mnist_DDP.py'
     #: Training epochs; the first is warm-up and not counted in the throughput.
     epochs = variable(int, value=10)
-    #: Fraction of throughput given up on purpose (0 <= throttle < 1): rank 0 idles after each
-    #: step and all ranks wait for it, as for one slower node. A known slowdown, to show what
-    #: the performance history flags (docs/performance-history.md).
-    throttle = variable(float, value=0.0)
     dataset = 'mnist'
     dataset_marker = 'MNIST/raw'
     # the small CNN reaches ~0.95 on the simulated partition's digits and ~0.99 on MNIST;
@@ -28,10 +24,7 @@ class MNISTDistributedCheck(DistributedTrainingCheck):
     min_accuracy = 0.9
 
     def script_arguments(self):
-        args = ['--epochs', str(self.epochs)]
-        if self.throttle:
-            args += ['--throttle', str(self.throttle)]
-        return args
+        return ['--epochs', str(self.epochs)]
 
     @performance_function('samples/s')
     def samples_per_s(self):

@@ -71,10 +71,11 @@ class PartitionSettings:
     miopen_cache_root: str = '/tmp'
     net_plugin: NetPlugin = None
     checks: dict = field(default_factory=dict)   # check name -> {variable: value}
+    slow_rank_fraction: float = 0.8   # a rank training alone below this of the median fails
 
     KEYS = {'topology', 'gpu_vendor', 'node_counts', 'max_nodes', 'images', 'container_binds',
             'datasets', 'python', 'host_python', 'data_mount', 'rank_prelude', 'miopen_cache_root',
-            'net_plugin', 'checks'}
+            'net_plugin', 'checks', 'slow_rank_fraction'}
 
     @classmethod
     def from_extras(cls, partition, extras, container_runtime=None):
@@ -110,6 +111,8 @@ class PartitionSettings:
             for key, value in expect_type(values, dict, f'{where}.checks.{name}').items():
                 expect_type(value, (str, int, float, bool), f'{where}.checks.{name}.{key}')
 
+        slow_rank_fraction = check_slow_rank_fraction(
+            entry.get('slow_rank_fraction', cls.slow_rank_fraction), f'{where}.slow_rank_fraction')
         plugin = entry.get('net_plugin')
         return cls(
             partition=partition,
@@ -128,6 +131,7 @@ class PartitionSettings:
             miopen_cache_root=entry.get('miopen_cache_root', cls.miopen_cache_root),
             net_plugin=NetPlugin.from_config(plugin, f'{where}.net_plugin') if plugin else None,
             checks={name: dict(values) for name, values in checks.items()},
+            slow_rank_fraction=slow_rank_fraction,
         )
 
     @property
@@ -225,6 +229,14 @@ class PartitionSettings:
     def dataset_source(self, name, override=''):
         """Where the directory of dataset `name` was given, for messages."""
         return '-S data_dir' if override else f'extras.mlcheck.datasets.{name} of partition {self.partition}'
+
+
+def check_slow_rank_fraction(value, where):
+    """`value` if it is a fraction of the median a rank may fall to, 0 < value <= 1."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value <= 1:
+        raise ConfigError(f'{where}: {value!r} is not a fraction of the median rank\'s speed '
+                          f'(more than 0, at most 1)')
+    return float(value)
 
 
 def image_name(path):

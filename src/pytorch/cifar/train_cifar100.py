@@ -11,7 +11,8 @@ clock read; the first epoch is reported apart from the steady state (epochs 2 an
 it pays for allocator growth, kernel selection and caches.
 
 Facts, one `MLCHECK {json}` line each (see ../ddp_common.py): `rendezvous` and `rank` per rank
-(arriving at, and having joined, the process group); `epoch` per
+(arriving at, and having joined, the process group); `solo` per rank (its images/s training
+alone, before the distributed phase, see ../ddp_common.py); `epoch` per
 rank and epoch; `summary` per epoch from rank 0 (all ranks' samples, the slowest rank's
 seconds); `result` from rank 0 (steady-state and first-epoch samples/s, per device, step
 time, model FLOPs per sample and achieved FLOP/s); `done` per rank.
@@ -31,8 +32,9 @@ import torchvision
 from torchvision import datasets, transforms
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-from ddp_common import (add_wait_arguments, emit, epoch_summary, finish,  # noqa: E402
-                        init_distributed, pick_device, report_rank, steady_state, synchronize)
+from ddp_common import (Throttle, add_rank_speed_arguments, add_wait_arguments,  # noqa: E402
+                        emit, epoch_summary, finish, init_distributed, pick_device, report_rank,
+                        solo_phase, steady_state, synchronize)
 
 MODELS = ('resnet18', 'resnet50', 'resnet101', 'resnet152')
 CIFAR100_MEAN, CIFAR100_STD = (0.5071, 0.4865, 0.4409), (0.2673, 0.2564, 0.2762)
@@ -55,6 +57,7 @@ def get_args_parser():
     parser.add_argument('--lr', type=float, default=0.05)
     parser.add_argument('--seed', type=int, default=1)
     parser.add_argument('--device', choices=['auto', 'gpu', 'cpu'], default='auto')
+    add_rank_speed_arguments(parser, solo_steps=10, solo_warmup_steps=2)
     return add_wait_arguments(parser)
 
 
@@ -95,10 +98,23 @@ def flops_per_sample(model, batch, criterion, autocast):
     return counter.get_total_flops() / len(labels)
 
 
-def train_epoch(model, loader, optimizer, criterion, device, args, untimed_steps, autocast):
+def train_step(model, optimizer, criterion, images, labels, device, args, autocast):
+    """One optimizer step; returns the loss, on the device."""
+    memory_format = torch.channels_last if args.channels_last else torch.contiguous_format
+    images = images.to(device, non_blocking=True).contiguous(memory_format=memory_format)
+    labels = labels.to(device, non_blocking=True)
+    optimizer.zero_grad(set_to_none=True)
+    with autocast():
+        loss = criterion(model(images), labels)
+    loss.backward()
+    optimizer.step()
+    return loss
+
+
+def train_epoch(model, loader, optimizer, criterion, device, args, untimed_steps, autocast,
+                throttle=None):
     """Train one epoch; the clock starts after `untimed_steps` steps. Returns its figures."""
     model.train()
-    memory_format = torch.channels_last if args.channels_last else torch.contiguous_format
     samples = steps = 0
     loss_sum = torch.zeros((), dtype=torch.float64, device=device)   # on the device: no sync per step
     start = None
@@ -108,13 +124,10 @@ def train_epoch(model, loader, optimizer, criterion, device, args, untimed_steps
         if step == untimed_steps:
             synchronize(device)
             start = time.perf_counter()
-        images = images.to(device, non_blocking=True).contiguous(memory_format=memory_format)
-        labels = labels.to(device, non_blocking=True)
-        optimizer.zero_grad(set_to_none=True)
-        with autocast():
-            loss = criterion(model(images), labels)
-        loss.backward()
-        optimizer.step()
+        step_start = time.perf_counter()
+        loss = train_step(model, optimizer, criterion, images, labels, device, args, autocast)
+        if throttle:
+            throttle.after_step(step_start, device)
         if step >= untimed_steps:
             samples += len(labels)
             steps += 1
@@ -152,15 +165,23 @@ def main(argv=None):
         model = model.to(memory_format=torch.channels_last)
     criterion = nn.CrossEntropyLoss()
     autocast = lambda: torch.autocast(device.type, dtype=torch.bfloat16, enabled=args.amp)  # noqa: E731
+    make_optimizer = lambda m: torch.optim.SGD(m.parameters(), lr=args.lr, momentum=0.9,  # noqa: E731
+                                               weight_decay=5e-4)
     probe_batch = next(iter(loader))
     flops = flops_per_sample(model, [t.to(device) for t in probe_batch], criterion, autocast)
 
+    def solo_step(solo, solo_optimizer, batch):
+        train_step(solo, solo_optimizer, criterion, *batch, device, args, autocast)
+        return len(batch[1])
+
     if args.mode == 'ddp':
+        solo_phase(model, make_optimizer, solo_step, loader, device, rank, args)
         model = nn.parallel.DistributedDataParallel(
             model, device_ids=[device.index] if device.type == 'cuda' else None)
     elif args.mode == 'dp' and devices > 1:
         model = nn.DataParallel(model)
-    optimizer = torch.optim.SGD(model.parameters(), lr=args.lr, momentum=0.9, weight_decay=5e-4)
+    optimizer = make_optimizer(model)
+    throttle = Throttle(args, rank)
 
     summaries = []
     for epoch in range(1, args.epochs + 1):
@@ -170,7 +191,7 @@ def main(argv=None):
                 args.fault.at_epoch(rank, epoch)
             dist.barrier()
         figures = train_epoch(model, loader, optimizer, criterion, device, args,
-                              args.warmup_steps if epoch == 1 else 0, autocast)
+                              args.warmup_steps if epoch == 1 else 0, autocast, throttle)
         emit('epoch', rank=rank, epoch=epoch, **figures)
         summary = epoch_summary(figures, epoch, world_size, device, distributed=args.mode == 'ddp')
         summaries.append(summary)
