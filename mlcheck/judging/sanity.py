@@ -341,7 +341,12 @@ def network_plugin(run, expect):
 
 def rank_list(ranks):
     """'rank 3' or 'ranks 0-3, 6' for messages."""
-    ranks = sorted(ranks)
+    return ('rank ' if len(ranks) == 1 else 'ranks ') + number_spans(ranks)
+
+
+def number_spans(numbers):
+    """'0-3, 6' for messages."""
+    ranks = sorted(numbers)
     spans, start = [], None
     for i, rank in enumerate(ranks):
         if start is None:
@@ -349,7 +354,7 @@ def rank_list(ranks):
         if i + 1 == len(ranks) or ranks[i + 1] != rank + 1:
             spans.append(str(start) if start == rank else f'{start}-{rank}')
             start = None
-    return ('rank ' if len(ranks) == 1 else 'ranks ') + ', '.join(spans)
+    return ', '.join(spans)
 
 
 def slow_ranks(run, expect):
@@ -373,7 +378,8 @@ def slow_ranks(run, expect):
     for (node, _), members in on_node.items():
         ranks = [rank for rank, _ in members]
         speeds = [speed for _, speed in members]
-        locals_ = ', '.join(str(placed.get(rank, {}).get('local_rank', '?')) for rank in sorted(ranks))
+        locals_ = [placed.get(rank, {}).get('local_rank') for rank in ranks]
+        locals_ = number_spans(locals_) if None not in locals_ else '?'
         where = f' on {node}' if node else ''
         if len(members) == 1:
             found.append(f'{rank_list(ranks)}{where} ({device} {locals_}) trained alone at '
