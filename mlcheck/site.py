@@ -232,10 +232,11 @@ class PartitionSettings:
 
 
 def check_slow_rank_fraction(value, where):
-    """`value` if it is a fraction of the median a rank may fall to, 0 < value <= 1."""
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value <= 1:
+    """`value` if it is a fraction of the median a rank may fall to, 0 <= value <= 1 (0: no
+    rank is too slow, as for runs slowed on purpose to test the performance history)."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value <= 1:
         raise ConfigError(f'{where}: {value!r} is not a fraction of the median rank\'s speed '
-                          f'(more than 0, at most 1)')
+                          f'(from 0 to 1)')
     return float(value)
 
 
