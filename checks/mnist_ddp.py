@@ -18,20 +18,13 @@ class MNISTDistributedCheck(DistributedTrainingCheck):
     script = 'pytorch/mnist/mnist_DDP.py'
     #: Training epochs; the first is warm-up and not counted in the throughput.
     epochs = variable(int, value=10)
-    #: Fraction of throughput given up on purpose (0 <= throttle < 1): rank 0 idles after each
-    #: step and all ranks wait for it, as for one slower node. A known slowdown, to show what
-    #: the performance history flags (docs/performance-history.md).
-    throttle = variable(float, value=0.0)
     dataset = 'mnist'
     dataset_marker = 'MNIST/raw'
     # not throttle: a run slowed on purpose is compared with its unthrottled baseline
     figure_settings = ('epochs',)
 
     def script_arguments(self):
-        args = ['--epochs', str(self.epochs), '--ranks-per-node', str(self.layout.tasks_per_node)]
-        if self.throttle:
-            args += ['--throttle', str(self.throttle)]
-        return args
+        return ['--epochs', str(self.epochs), '--ranks-per-node', str(self.layout.tasks_per_node)]
 
     def training_promises(self):
         if self.min_accuracy is not None:

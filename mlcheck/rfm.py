@@ -10,17 +10,19 @@ import os
 import shlex
 
 import reframe as rfm
-from reframe.core.builtins import parameter, run_after, run_before, sanity_function, variable
+from reframe.core.builtins import (parameter, performance_function, run_after, run_before,
+                                   sanity_function, variable)
 from reframe.core.exceptions import ConfigError as ReframeConfigError, SanityError
 from reframe.core.logging import getlogger
 from reframe.core.runtime import runtime
 
 from mlcheck.judging import locality, output, references, sanity
-from mlcheck.perf import stack
+from mlcheck.perf import ranks, stack
 from mlcheck.placement import containers, launch
 from mlcheck.errors import ConfigError
 from mlcheck.rfm_config import references_file
-from mlcheck.site import ImageUnavailable, PartitionSettings, image_parameter
+from mlcheck.site import (ImageUnavailable, PartitionSettings, check_slow_rank_fraction,
+                          image_parameter)
 
 
 def reported_by_reframe(fn):
@@ -100,6 +102,15 @@ class DistributedTrainingCheck(rfm.RunOnlyRegressionTest):
     #: A failure to inject, to see how it is reported (-S fault=crash:1:2; docs/faults.md).
     fault = variable(str, value='')
 
+    #: A rank training alone below this fraction of the median rank fails the check (-S
+    #: slow_rank_fraction=F); the partition's extras.mlcheck.slow_rank_fraction unless given.
+    slow_rank_fraction = variable(float, type(None), value=None)
+    #: Fraction of throughput rank `throttle_rank` gives up on purpose (0 <= throttle < 1), in
+    #: the solo and the distributed phase: it idles after each step and all ranks wait for it,
+    #: as for one slower GPU (docs/per-rank.md, docs/performance-history.md).
+    throttle = variable(float, value=0.0)
+    throttle_rank = variable(int, value=0)
+
     #: Knobs a site may set per partition in extras.mlcheck.checks.<checks_key>, with defaults;
     #: each is also a variable of the check (None until -S or the config sets it).
     checks_key = ''
@@ -146,6 +157,7 @@ class DistributedTrainingCheck(rfm.RunOnlyRegressionTest):
         self.settings = partition_settings(self.current_partition)
         self.settings.check_node_count(self.num_nodes)
         self.resolve_knobs()
+        self.slow_rank_threshold = self.slow_rank_limit()
         self.layout = self.settings.layout(self.num_nodes, self.binding)
         self.num_tasks = self.layout.num_tasks
         self.num_tasks_per_node = self.layout.tasks_per_node
@@ -170,7 +182,8 @@ class DistributedTrainingCheck(rfm.RunOnlyRegressionTest):
             self.skip(str(err))
         data_args = ['--data-dir', self.settings.data_path_for(image, data)] if data else []
         command = shlex.join(launch.rank_command(
-            self.settings.python_for(image), self.script, [*data_args, *self.script_arguments()]))
+            self.settings.python_for(image), self.script,
+            [*data_args, *self.script_arguments(), *self.throttle_arguments()]))
         if image is None:
             self.executable = command
         else:
@@ -203,6 +216,22 @@ class DistributedTrainingCheck(rfm.RunOnlyRegressionTest):
         """Arguments of the training script besides --data-dir."""
         return []
 
+    def throttle_arguments(self):
+        if not 0 <= self.throttle < 1:
+            raise ConfigError(f'-S throttle={self.throttle:g}: must be at least 0 and less than 1')
+        if not 0 <= self.throttle_rank < self.layout.num_tasks:
+            raise ConfigError(f'-S throttle_rank={self.throttle_rank}: no such rank among the '
+                              f'{self.layout.num_tasks} ranks of {self.num_nodes} node(s)')
+        if not self.throttle:
+            return []
+        return ['--throttle', f'{self.throttle:g}', '--throttle-rank', str(self.throttle_rank)]
+
+    def slow_rank_limit(self):
+        """The fraction of the median below which a rank fails: -S, else the partition's."""
+        if self.slow_rank_fraction is None:
+            return self.settings.slow_rank_fraction
+        return check_slow_rank_fraction(self.slow_rank_fraction, '-S slow_rank_fraction')
+
     def check_dataset(self, path, source):
         """Raise a ConfigError if the dataset in `path` (configured in `source`) is unusable,
         so that a corrupt copy fails here and not in every rank."""
@@ -221,6 +250,7 @@ class DistributedTrainingCheck(rfm.RunOnlyRegressionTest):
     @sanity_function
     def assert_training_sane(self):
         expect = sanity.Expectations.for_run(self.settings, self.layout, fault=self.fault,
+                                             slow_rank_fraction=self.slow_rank_threshold,
                                              **self.training_promises())
         found = sanity.problems(self.run_output(), expect)
         if set(self.run_output().by_rank('done')) == set(range(expect.world_size)):
@@ -264,3 +294,13 @@ class DistributedTrainingCheck(rfm.RunOnlyRegressionTest):
             return
         image = self.settings.resolve_image(self.image)
         self.software_stack = stack.encode(stack.of_run(self.run_output(), image))
+    # --- per rank: each rank alone, and what the distributed phase keeps of it (docs/per-rank.md)
+
+    @performance_function('fraction')
+    def slowest_rank_fraction(self):
+        return self.figure('solo throughput per rank', ranks.slowest_rank_fraction(self.run_output()))
+
+    @performance_function('%')
+    def communication_efficiency(self):
+        return 100 * self.figure('communication efficiency (solo and distributed throughput)',
+                                 ranks.communication_efficiency(self.run_output()))

@@ -89,10 +89,11 @@ class PartitionSettings:
     checks: dict = field(default_factory=dict)   # check name -> {variable: value}
     binding: str = 'by_gpu'        # how tasks meet GPUs: topology.BINDING_STYLES
     gpu_task_sharing: bool = False # --gres-flags=allow-task-sharing with --gpu-bind (Slurm >= 23.11)
+    slow_rank_fraction: float = 0.8   # a rank training alone below this of the median fails
 
     KEYS = {'topology', 'gpu_vendor', 'node_counts', 'max_nodes', 'images', 'container_binds',
             'datasets', 'python', 'host_python', 'data_mount', 'rank_prelude', 'miopen_cache_root',
-            'net_plugin', 'checks', 'binding', 'gpu_task_sharing'}
+            'net_plugin', 'checks', 'binding', 'gpu_task_sharing', 'slow_rank_fraction'}
 
     @classmethod
     def from_extras(cls, partition, extras, container_runtime=None):
@@ -128,6 +129,8 @@ class PartitionSettings:
             for key, value in expect_type(values, dict, f'{where}.checks.{name}').items():
                 expect_type(value, (str, int, float, bool), f'{where}.checks.{name}.{key}')
 
+        slow_rank_fraction = check_slow_rank_fraction(
+            entry.get('slow_rank_fraction', cls.slow_rank_fraction), f'{where}.slow_rank_fraction')
         plugin = entry.get('net_plugin')
         return cls(
             partition=partition,
@@ -150,6 +153,7 @@ class PartitionSettings:
                                                     f'{where}.binding'), f'{where}.binding'),
             gpu_task_sharing=expect_type(entry.get('gpu_task_sharing', False), bool,
                                          f'{where}.gpu_task_sharing'),
+            slow_rank_fraction=slow_rank_fraction,
         )
 
     @property
@@ -266,6 +270,15 @@ class PartitionSettings:
     def dataset_source(self, name, override=''):
         """Where the directory of dataset `name` was given, for messages."""
         return '-S data_dir' if override else f'extras.mlcheck.datasets.{name} of partition {self.partition}'
+
+
+def check_slow_rank_fraction(value, where):
+    """`value` if it is a fraction of the median a rank may fall to, 0 <= value <= 1 (0: no
+    rank is too slow, as for runs slowed on purpose to test the performance history)."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value <= 1:
+        raise ConfigError(f'{where}: {value!r} is not a fraction of the median rank\'s speed '
+                          f'(from 0 to 1)')
+    return float(value)
 
 
 def image_name(path):

@@ -16,10 +16,11 @@ from reframe_runner import perf, report_cases, run_reframe
 
 IMAGES = ['host', *images.recipe_names()]
 
+PER_RANK_VARS = ('slowest_rank_fraction', 'communication_efficiency')
 PERF_VARS = {
-    'MNISTDistributedCheck': ('samples_per_s', 'samples_per_s_per_gpu', 'train_time'),
+    'MNISTDistributedCheck': ('samples_per_s', 'samples_per_s_per_gpu', 'train_time', *PER_RANK_VARS),
     'CIFAR100ResNetCheck': ('images_per_s', 'images_per_s_per_gpu', 'scaling_efficiency',
-                            'model_gflop_per_s'),
+                            'model_gflop_per_s', *PER_RANK_VARS),
 }
 
 

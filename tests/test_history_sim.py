@@ -1,6 +1,8 @@
 """Performance history on real runs of the simulated partition: two sessions stored by the
 config's results database and written to its perf log, one unchanged and one slowed on purpose
-(-S throttle=0.7: every rank idles 70 % of the time), each 1 node, 3 epochs, --repeat 3.
+(-S throttle=0.7: rank 0 idles 70 % of the time, and every rank waits for it; with
+-S slow_rank_fraction=0 so that sanity does not fail the slow rank), each 1 node, 3 epochs,
+--repeat 3.
 """
 
 import hashlib
@@ -40,7 +42,8 @@ def stored_uuid(done):
 def runs(cluster, tmp_path_factory):
     prefix = tmp_path_factory.mktemp('history')
     sessions = {}
-    for kind, extra in (('unchanged', ()), ('slowed', ('-S', 'throttle=0.7', '--performance-report'))):
+    for kind, extra in (('unchanged', ()), ('slowed', ('-S', 'throttle=0.7', '-S', 'slow_rank_fraction=0',
+                                               '--performance-report'))):
         start = utc_now()
         done = run_reframe('simulated', prefix, *RUN, *extra, '--session-extras', f'kind={kind}')
         sessions[kind] = {'uuid': stored_uuid(done), 'period': f'{start}:{utc_now(round_up=True)}',

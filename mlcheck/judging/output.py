@@ -22,9 +22,27 @@ class RunOutput:
     lines: dict = field(default_factory=lambda: defaultdict(list))  # task id -> its other lines
     malformed: list = field(default_factory=list)                # fact lines that are not JSON
     errors: dict = field(default_factory=lambda: defaultdict(list))  # task id -> its stderr lines
+    _index: tuple = field(default=(-1, {}, {}), init=False, repr=False, compare=False)
+
+    def _indexed(self):
+        """({event: facts}, {(event, rank): facts}), built once per set of facts: judging
+        thousands of ranks must not scan every fact once per rank."""
+        if self._index[0] != len(self.facts):
+            by_event, by_rank = defaultdict(list), defaultdict(list)
+            for fact in self.facts:
+                by_event[fact.get('event')].append(fact)
+                if 'rank' in fact:
+                    by_rank[fact.get('event'), fact['rank']].append(fact)
+            self._index = (len(self.facts), dict(by_event), dict(by_rank))
+        return self._index[1:]
 
     def events(self, name):
-        return [f for f in self.facts if f.get('event') == name]
+        """The facts of event `name`, in output order (a shared list: do not modify it)."""
+        return self._indexed()[0].get(name, [])
+
+    def rank_events(self, name, rank):
+        """The facts of event `name` that `rank` reported, in output order."""
+        return self._indexed()[1].get((name, rank), [])
 
     def by_rank(self, name):
         return {f['rank']: f for f in self.events(name) if 'rank' in f}

@@ -14,6 +14,7 @@ import re
 from dataclasses import dataclass
 
 from mlcheck.judging import locality, nccl
+from mlcheck.perf import ranks as rank_speed
 from mlcheck.placement.topology import mask_to_cores
 
 
@@ -29,6 +30,8 @@ class Expectations:
     loss_must_fall: bool = False # the loss stays finite and is lower in the last epoch
     fault: str = ''              # a fault injected on purpose (-S fault=...)
     gpus_of_tasks: tuple = ()    # gpus_of_tasks[local_rank]: the GPU the binding meant for it
+    slow_rank_fraction: float = None  # every rank times itself alone, none below this fraction
+                                      # of the median (None: the program has no solo phase)
 
     @property
     def world_size(self):
@@ -56,7 +59,7 @@ def problems(run, expect):
         return why + nccl.setup_progress(lambda rank: run.lines.get(rank, []), expect.world_size,
                                          rank_list) + found
     for rule in (ranks_started_and_finished, rank_placement, cpu_affinity, one_gpu_per_rank,
-                 accuracy, epochs_from_every_rank, loss_falls, network_plugin,
+                 accuracy, epochs_from_every_rank, loss_falls, network_plugin, slow_ranks,
                  locality.cores_local_to_gpu, locality.gpus_given_by_slurm):
         found += rule(run, expect)
     return found
@@ -162,7 +165,7 @@ def why_it_broke_off(run, expect):
 
     silent = sorted(unfinished - set(errors))
     if silent and timed_out:
-        epochs = [f['epoch'] for f in run.events('epoch') if f.get('rank') in silent]
+        epochs = [f['epoch'] for rank in silent for f in run.rank_events('epoch', rank)]
         when = f' after epoch {max(epochs)}' if epochs else ''
         return [f'{ranks_on(silent)} stopped responding{when}: {rank_list(timed_out)} timed out '
                 f'waiting for {"it" if len(silent) == 1 else "them"} in a collective{example}']
@@ -301,7 +304,7 @@ def epochs_from_every_rank(run, expect):
     found = []
     wanted = set(range(1, expect.epochs + 1))
     for rank in range(expect.world_size):
-        facts = [f for f in run.events('epoch') if f.get('rank') == rank]
+        facts = run.rank_events('epoch', rank)
         seen = {f.get('epoch') for f in facts if f.get('samples', 0) > 0 and f.get('seconds', 0) > 0}
         if seen != wanted:
             found.append(f'rank {rank} reported throughput for epochs {sorted(seen, key=str)}, '
@@ -337,7 +340,12 @@ def network_plugin(run, expect):
 
 def rank_list(ranks):
     """'rank 3' or 'ranks 0-3, 6' for messages."""
-    ranks = sorted(ranks)
+    return ('rank ' if len(ranks) == 1 else 'ranks ') + number_spans(ranks)
+
+
+def number_spans(numbers):
+    """'0-3, 6' for messages."""
+    ranks = sorted(numbers)
     spans, start = [], None
     for i, rank in enumerate(ranks):
         if start is None:
@@ -345,4 +353,40 @@ def rank_list(ranks):
         if i + 1 == len(ranks) or ranks[i + 1] != rank + 1:
             spans.append(str(start) if start == rank else f'{start}-{rank}')
             start = None
-    return ('rank ' if len(ranks) == 1 else 'ranks ') + ', '.join(spans)
+    return ', '.join(spans)
+
+
+def slow_ranks(run, expect):
+    """Every rank reported its solo throughput, and none is below slow_rank_fraction of the
+    median: one line per slow rank, or per node where several of its ranks are slow."""
+    if expect.slow_rank_fraction is None:
+        return []
+    found = []
+    missing = set(range(expect.world_size)) - set(rank_speed.solo_throughputs(run))
+    if missing:
+        found.append(f'{rank_list(missing)} reported no solo throughput (no solo line)')
+    slow, median = rank_speed.slow_ranks(run, expect.slow_rank_fraction)
+    placed = run.by_rank('rank')
+    on_node = {}
+    for rank, speed in slow:
+        node = placed.get(rank, {}).get('node')
+        # a rank of no known node stands alone
+        on_node.setdefault((node, None if node else rank), []).append((rank, speed))
+    device = 'GPU' if expect.gpus else 'local rank'
+    limit = f'(limit {expect.slow_rank_fraction:g})'
+    for (node, _), members in on_node.items():
+        ranks = [rank for rank, _ in members]
+        speeds = [speed for _, speed in members]
+        locals_ = [placed.get(rank, {}).get('local_rank') for rank in ranks]
+        locals_ = number_spans(locals_) if None not in locals_ else '?'
+        where = f' on {node}' if node else ''
+        if len(members) == 1:
+            found.append(f'{rank_list(ranks)}{where} ({device} {locals_}) trained alone at '
+                         f'{speeds[0] / median:.2f} of the median rank: {speeds[0]:.4g} samples/s, '
+                         f'median {median:.4g} {limit}')
+        else:
+            low, high = min(speeds), max(speeds)
+            found.append(f'node {node} is slow: {rank_list(ranks)} ({device}s {locals_}) trained alone '
+                         f'at {low / median:.2f}-{high / median:.2f} of the median rank: '
+                         f'{low:.4g}-{high:.4g} samples/s, median {median:.4g} {limit}')
+    return found

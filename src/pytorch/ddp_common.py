@@ -13,10 +13,15 @@ fails raises, so its exception ends in stderr; under `srun --kill-on-bad-exit` t
   crash:RANK:EPOCH            RANK raises an exception at the start of EPOCH
   hang-rendezvous:RANK        RANK never arrives at the rendezvous
   hang-collective:RANK:EPOCH  RANK stops before the first collective of EPOCH
+
+Before the distributed phase, solo_phase() times every rank alone (a `solo` fact each), so that
+a slow GPU or node shows by name; --throttle F --throttle-rank R slows rank R on purpose in both
+phases, to test that it is named (see docs/per-rank.md).
 """
 
 import argparse
 import itertools
+import copy
 import json
 import os
 import platform
@@ -148,6 +153,76 @@ class Fault:
             raise RuntimeError(f'injected fault: rank {rank} crashed in epoch {self.epoch}')
         while True:     # a hang: only a timeout elsewhere, or the launcher, ends it
             time.sleep(3600)
+
+
+def add_rank_speed_arguments(parser, solo_steps, solo_warmup_steps):
+    """--solo-steps and --solo-warmup-steps of the solo phase, --throttle and --throttle-rank."""
+    parser.add_argument('--solo-steps', type=int, default=solo_steps,
+                        help='timed steps of the solo phase, each rank alone (0: no solo phase)')
+    parser.add_argument('--solo-warmup-steps', type=int, default=solo_warmup_steps,
+                        help='untimed steps before them')
+    parser.add_argument('--throttle', type=throttle_fraction, default=0.0,
+                        help='fraction of throughput to give up on purpose, 0 <= F < 1: the throttled '
+                             'rank idles after every step for F/(1-F) of the time its step took')
+    parser.add_argument('--throttle-rank', type=int, default=0, help='the rank --throttle slows')
+    return parser
+
+
+def throttle_fraction(text):
+    value = float(text)
+    if not 0 <= value < 1:
+        raise argparse.ArgumentTypeError(f'{text}: must be at least 0 and less than 1')
+    return value
+
+
+class Throttle:
+    """A rank made slower on purpose, as by a slower GPU: each of its steps lasts 1/(1-F) times
+    as long. Only one rank idles: a rank that waited for an idling partner would count that wait
+    as its own step and idle longer in turn, so with all ranks idling the delays feed each other."""
+
+    def __init__(self, args, rank):
+        fraction = args.throttle if rank == args.throttle_rank else 0.0
+        self.idle_per_busy = fraction / (1 - fraction)
+
+    def after_step(self, started, device):
+        """Idle in proportion to the step begun at perf_counter() time `started`."""
+        if self.idle_per_busy:
+            synchronize(device)     # the step's kernels count too, not only their launch
+            time.sleep((time.perf_counter() - started) * self.idle_per_busy)
+
+
+def endless(loader):
+    """The loader's batches, over and over (itertools.cycle would keep them all)."""
+    while True:
+        yield from loader
+
+
+def solo_phase(model, make_optimizer, train_step, loader, device, rank, args, distributed=True):
+    """Train a copy of `model` alone on this rank, no communication: --solo-warmup-steps untimed
+    steps, then --solo-steps timed ones, begun by all ranks at once (a barrier before the clock
+    starts). Emits this rank's `solo` fact. `train_step(model, optimizer, batch)` returns the
+    batch's sample count; `make_optimizer(model)` a fresh optimizer."""
+    if args.solo_steps <= 0:
+        return
+    solo = copy.deepcopy(model)
+    optimizer = make_optimizer(solo)
+    throttle = Throttle(args, rank)
+    batches = endless(loader)
+    for _ in range(args.solo_warmup_steps):
+        train_step(solo, optimizer, next(batches))
+    synchronize(device)
+    if distributed:
+        dist.barrier()
+    start = time.perf_counter()
+    samples = 0
+    for _ in range(args.solo_steps):
+        step_start = time.perf_counter()
+        samples += train_step(solo, optimizer, next(batches))
+        throttle.after_step(step_start, device)
+    synchronize(device)
+    seconds = time.perf_counter() - start
+    emit('solo', rank=rank, steps=args.solo_steps, samples=samples, seconds=seconds,
+         samples_per_s=samples / seconds if seconds > 0 else 0.0)
 
 
 def init_distributed(args):

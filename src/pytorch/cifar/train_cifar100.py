@@ -15,7 +15,8 @@ apart from the steady state (epochs 2 and later), since it pays for allocator gr
 selection and caches.
 
 Facts, one `MLCHECK {json}` line each (see ../ddp_common.py): `rendezvous` and `rank` per rank
-(arriving at, and having joined, the process group); `epoch` per
+(arriving at, and having joined, the process group); `solo` per rank (its images/s training
+alone, before the distributed phase, see ../ddp_common.py); `epoch` per
 rank and epoch; `summary` per epoch from rank 0 (all ranks' samples, the slowest rank's
 seconds); `result` from rank 0 (steady-state and first-epoch samples/s, per device, step
 time, model FLOPs per sample and achieved FLOP/s); `done` per rank.
@@ -35,9 +36,10 @@ import torchvision
 from torchvision import datasets, transforms
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-from ddp_common import (add_epoch_arguments, add_wait_arguments, batches, emit,  # noqa: E402
-                        epoch_summary, finish, init_distributed, pick_device, report_rank,
-                        steady_state, steps_per_epoch, synchronize)
+from ddp_common import (Throttle, add_epoch_arguments, add_rank_speed_arguments,  # noqa: E402
+                        add_wait_arguments, batches, emit, epoch_summary, finish, init_distributed,
+                        pick_device, report_rank, solo_phase, steady_state, steps_per_epoch,
+                        synchronize)
 
 MODELS = ('resnet18', 'resnet50', 'resnet101', 'resnet152')
 CIFAR100_MEAN, CIFAR100_STD = (0.5071, 0.4865, 0.4409), (0.2673, 0.2564, 0.2762)
@@ -61,6 +63,7 @@ def get_args_parser():
     parser.add_argument('--lr', type=float, default=0.01)
     parser.add_argument('--seed', type=int, default=1)
     parser.add_argument('--device', choices=['auto', 'gpu', 'cpu'], default='auto')
+    add_rank_speed_arguments(parser, solo_steps=10, solo_warmup_steps=2)
     return add_epoch_arguments(add_wait_arguments(parser))
 
 
@@ -101,23 +104,33 @@ def flops_per_sample(model, batch, criterion, autocast):
     return counter.get_total_flops() / len(labels)
 
 
-def train_steps(model, stream, count, optimizer, criterion, device, args, autocast):
-    """Train `count` steps from `stream`, timed from the first. Returns their figures."""
-    model.train()
+def train_step(model, optimizer, criterion, images, labels, device, args, autocast):
+    """One optimizer step; returns the loss, on the device."""
     memory_format = torch.channels_last if args.channels_last else torch.contiguous_format
+    images = images.to(device, non_blocking=True).contiguous(memory_format=memory_format)
+    labels = labels.to(device, non_blocking=True)
+    optimizer.zero_grad(set_to_none=True)
+    with autocast():
+        loss = criterion(model(images), labels)
+    loss.backward()
+    optimizer.step()
+    return loss
+
+
+def train_steps(model, stream, count, optimizer, criterion, device, args, autocast, throttle=None):
+    """Train `count` steps from `stream`, timed from the first; a Throttle of this rank may slow
+    them on purpose. Returns their figures."""
+    model.train()
     samples = 0
     loss_sum = torch.zeros((), dtype=torch.float64, device=device)   # on the device: no sync per step
     synchronize(device)
     start = time.perf_counter()
     for _ in range(count):
         images, labels = next(stream)
-        images = images.to(device, non_blocking=True).contiguous(memory_format=memory_format)
-        labels = labels.to(device, non_blocking=True)
-        optimizer.zero_grad(set_to_none=True)
-        with autocast():
-            loss = criterion(model(images), labels)
-        loss.backward()
-        optimizer.step()
+        step_start = time.perf_counter()
+        loss = train_step(model, optimizer, criterion, images, labels, device, args, autocast)
+        if throttle:
+            throttle.after_step(step_start, device)
         samples += len(labels)
         loss_sum += loss.detach() * len(labels)
     synchronize(device)
@@ -152,15 +165,23 @@ def main(argv=None):
         model = model.to(memory_format=torch.channels_last)
     criterion = nn.CrossEntropyLoss()
     autocast = lambda: torch.autocast(device.type, dtype=torch.bfloat16, enabled=args.amp)  # noqa: E731
+    make_optimizer = lambda m: torch.optim.SGD(m.parameters(), lr=args.lr, momentum=0.9,  # noqa: E731
+                                               weight_decay=5e-4)
     probe_batch = next(iter(loader))
     flops = flops_per_sample(model, [t.to(device) for t in probe_batch], criterion, autocast)
 
+    def solo_step(solo, solo_optimizer, batch):
+        train_step(solo, solo_optimizer, criterion, *batch, device, args, autocast)
+        return len(batch[1])
+
     if args.mode == 'ddp':
+        solo_phase(model, make_optimizer, solo_step, loader, device, rank, args)
         model = nn.parallel.DistributedDataParallel(
             model, device_ids=[device.index] if device.type == 'cuda' else None)
     elif args.mode == 'dp' and devices > 1:
         model = nn.DataParallel(model)
-    optimizer = torch.optim.SGD(model.parameters(), lr=args.lr, momentum=0.9, weight_decay=5e-4)
+    optimizer = make_optimizer(model)
+    throttle = Throttle(args, rank)
 
     stream = batches(loader, sampler)
     train_steps(model, stream, args.warmup_steps, optimizer, criterion, device, args, autocast)
@@ -170,7 +191,8 @@ def main(argv=None):
             if args.fault:
                 args.fault.at_epoch(rank, epoch)
             dist.barrier()
-        figures = train_steps(model, stream, steps, optimizer, criterion, device, args, autocast)
+        figures = train_steps(model, stream, steps, optimizer, criterion, device, args, autocast,
+                              throttle)
         emit('epoch', rank=rank, epoch=epoch, **figures)
         summary = epoch_summary(figures, epoch, world_size, device, distributed=args.mode == 'ddp')
         summaries.append(summary)

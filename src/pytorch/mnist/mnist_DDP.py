@@ -17,6 +17,7 @@ number of nodes.
 Every fact is printed as one line `MLCHECK {json}` with an "event" key:
   rendezvous  each rank, before it joins the process group: where it waits and how long
   rank     each rank, once it joined: layout, host, Slurm node, CPU affinity, device, versions
+  solo     each rank, before the distributed phase: its samples/s training alone
   epoch    each rank, each epoch: samples it trained, seconds, mean loss
   summary  rank 0, each epoch: samples over all ranks, slowest rank's seconds, mean loss, samples/s
   result   rank 0: test accuracy over the whole test set, total training seconds, and the
@@ -40,8 +41,9 @@ import torch.nn.functional as F
 from torchvision import datasets, transforms
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-from ddp_common import (add_epoch_arguments, add_wait_arguments, batches, emit,  # noqa: E402
-                        epoch_summary, finish, init_distributed, steady_state, steps_per_epoch)
+from ddp_common import (Throttle, add_epoch_arguments, add_rank_speed_arguments,  # noqa: E402
+                        add_wait_arguments, batches, emit, epoch_summary, finish, init_distributed,
+                        solo_phase, steady_state, steps_per_epoch)
 
 MNIST_MEAN, MNIST_STD = 0.1307, 0.3081
 
@@ -57,9 +59,7 @@ def get_args_parser():
     parser.add_argument('--seed', type=int, default=1)
     parser.add_argument('--workers', type=int, default=0, help='data-loader workers per rank')
     parser.add_argument('--device', choices=['auto', 'gpu', 'cpu'], default='auto')
-    parser.add_argument('--throttle', type=float, default=0.0,
-                        help='fraction of throughput to give up on purpose, 0 <= F < 1: rank 0 '
-                             'idles after every step for F/(1-F) of the time its step took')
+    add_rank_speed_arguments(parser, solo_steps=30, solo_warmup_steps=5)
     return add_epoch_arguments(add_wait_arguments(parser))
 
 
@@ -94,28 +94,27 @@ def load_datasets(data_dir):
     return train, test
 
 
-def train_one_epoch(model, stream, steps, optimizer, device, throttle=0.0):
-    """One epoch: `steps` batches of `stream`; `throttle` > 0 makes this rank give up that
-    fraction of its throughput."""
+def train_step(model, optimizer, batch, device):
+    """One optimizer step on `batch`: (samples, loss)."""
+    data, target = (t.to(device, non_blocking=True) for t in batch)
+    optimizer.zero_grad()
+    loss = F.nll_loss(model(data), target)
+    loss.backward()
+    optimizer.step()
+    return len(target), loss.item()
+
+
+def train_one_epoch(model, stream, steps, optimizer, device, throttle):
+    """One epoch: `steps` batches of `stream`; a Throttle of this rank may slow it on purpose."""
     model.train()
     samples, loss_sum = 0, 0.0
-    idle_per_busy = throttle / (1 - throttle)
     for _ in range(steps):
-        data, target = next(stream)
+        batch = next(stream)
         start = time.perf_counter()
-        data, target = data.to(device, non_blocking=True), target.to(device, non_blocking=True)
-        optimizer.zero_grad()
-        loss = F.nll_loss(model(data), target)
-        loss.backward()
-        optimizer.step()
-        samples += len(target)
-        loss_sum += loss.item() * len(target)
-        if idle_per_busy:
-            # A deliberately slower rank: its step takes 1/(1-throttle) times as long, and every
-            # rank waits for it at the next gradient exchange. Only one rank idles: a rank that
-            # waited for an idling partner would count that wait as its own step and idle longer
-            # in turn, so with all ranks idling the delays feed each other.
-            time.sleep((time.perf_counter() - start) * idle_per_busy)
+        count, loss = train_step(model, optimizer, batch, device)
+        samples += count
+        loss_sum += loss * count
+        throttle.after_step(start, device)
     return samples, loss_sum
 
 
@@ -134,8 +133,6 @@ def evaluate(model, loader, device):
 
 def main(argv=None):
     args = get_args_parser().parse_args(argv)
-    if not 0 <= args.throttle < 1:
-        sys.exit(f'--throttle {args.throttle}: must be at least 0 and less than 1')
     torch.manual_seed(args.seed)
     rank, world_size, device = init_distributed(args)
     train_set, test_set = load_datasets(args.data_dir)
@@ -150,6 +147,8 @@ def main(argv=None):
     test_loader = torch.utils.data.DataLoader(test_shard, batch_size=1000)
 
     model = Net().to(device)
+    solo_phase(model, lambda m: torch.optim.Adadelta(m.parameters(), lr=args.lr),
+               lambda m, o, batch: train_step(m, o, batch, device)[0], train_loader, device, rank, args)
     model = nn.parallel.DistributedDataParallel(
         model, device_ids=[device.index] if device.type == 'cuda' else None)
     optimizer = torch.optim.Adadelta(model.parameters(), lr=args.lr)
@@ -157,14 +156,14 @@ def main(argv=None):
 
     steps = steps_per_epoch(args.steps, len(train_set), args.batch_size, args.ranks_per_node)
     stream = batches(train_loader, train_sampler)
+    throttle = Throttle(args, rank)
     summaries = []
     for epoch in range(1, args.epochs + 1):
         if args.fault:
             args.fault.at_epoch(rank, epoch)
         dist.barrier()
         start = time.perf_counter()
-        samples, loss_sum = train_one_epoch(model, stream, steps, optimizer, device,
-                                            args.throttle if rank == 0 else 0.0)
+        samples, loss_sum = train_one_epoch(model, stream, steps, optimizer, device, throttle)
         if device.type == 'cuda':
             torch.cuda.synchronize()
         seconds = time.perf_counter() - start

@@ -1,0 +1,126 @@
+"""Per-rank speed on saved outputs: each rank's solo throughput (the `solo` facts) against the
+median, the slow rank or node named, and the figures (slowest rank's fraction, communication
+efficiency). The outputs are the saved real ones of test_sanity.py with `solo` lines added in
+the training programs' format; every rank trains alone at `speeds[rank]` samples/s.
+"""
+
+import json
+import os
+
+import pytest
+
+from conftest import DATA
+from mlcheck.errors import ConfigError
+from mlcheck.judging import output, sanity
+from mlcheck.perf import ranks
+from mlcheck.placement.launch import Layout
+from mlcheck.site import PartitionSettings
+
+
+def with_solo(name, speeds, width):
+    """The saved output `name`, each rank r with a solo line at speeds[r] (None: no line)."""
+    with open(os.path.join(DATA, name)) as f:
+        text = f.read()
+    for rank, speed in enumerate(speeds):
+        if speed is not None:
+            fact = {'event': 'solo', 'rank': rank, 'steps': 30, 'samples': 1920,
+                    'seconds': 1920 / speed, 'samples_per_s': speed}
+            text += f'{rank:>{width}}: MLCHECK {json.dumps(fact, sort_keys=True)}\n'
+    return text
+
+
+def lumi_problems(lumi, speeds, fraction=0.8):
+    """Problems of the 16-rank LUMI-G output (ranks 0-7 on nid005001, 8-15 on nid005002)."""
+    expect = sanity.Expectations.for_run(lumi, Layout.for_nodes(lumi.topology, 2), min_accuracy=0.9,
+                                         slow_rank_fraction=fraction)
+    return sanity.problems(output.parse(with_solo('lumi_standard-g_2nodes.out', speeds, 2)), expect)
+
+
+def sim_problems(sim, speeds, fraction=0.8):
+    """Problems of the real 4-rank simulated output (ranks 0-1 on nid001, 2-3 on nid002)."""
+    expect = sanity.Expectations.for_run(sim, Layout.for_nodes(sim.topology, 2), min_accuracy=0.9,
+                                         slow_rank_fraction=fraction)
+    return sanity.problems(output.parse(with_solo('sim_cluster_2nodes.out', speeds, 1)), expect)
+
+
+EVEN = [2000.0 + 10 * (r % 3) for r in range(16)]      # within 1 % of each other
+
+
+def test_ranks_within_the_fraction_are_sane(lumi, sim):
+    assert lumi_problems(lumi, EVEN) == []
+    assert sim_problems(sim, [400, 380, 410, 395]) == []
+
+
+def test_a_slow_rank_is_named_with_its_node_gpu_throughput_and_the_median(lumi):
+    speeds = EVEN[:13] + [1420.0] + EVEN[14:]
+    assert lumi_problems(lumi, speeds) == [
+        'rank 13 on nid005002 (GPU 5) trained alone at 0.71 of the median rank: 1420 samples/s, '
+        'median 2010 (limit 0.8)']
+
+
+def test_a_slow_rank_on_the_simulated_partition_is_named_by_its_local_rank(sim):
+    assert sim_problems(sim, [400, 380, 410, 150]) == [
+        'rank 3 on nid002 (local rank 1) trained alone at 0.38 of the median rank: 150 samples/s, '
+        'median 390 (limit 0.8)']
+
+
+def test_a_slow_node_is_named_once(lumi):
+    speeds = EVEN[:8] + [1200.0 + r for r in range(8)]
+    # half the ranks slow: the median falls between the two halves, so the fraction is tighter
+    assert lumi_problems(lumi, speeds, fraction=0.9) == [
+        'node nid005002 is slow: ranks 8-15 (GPUs 0-7) trained alone at 0.75-0.75 of the median '
+        'rank: 1200-1207 samples/s, median 1604 (limit 0.9)']
+
+
+def test_two_slow_ranks_on_two_nodes_are_named_each(lumi):
+    speeds = [1000.0] + EVEN[1:9] + [900.0] + EVEN[10:]
+    assert [p.split(' trained')[0] for p in lumi_problems(lumi, speeds)] == [
+        'rank 9 on nid005002 (GPU 1)', 'rank 0 on nid005001 (GPU 0)']
+
+
+def test_every_rank_equally_slow_names_nobody(lumi):
+    """A slower image or library slows every rank: a regression for the history, not an outlier."""
+    assert lumi_problems(lumi, [s / 3 for s in EVEN]) == []
+
+
+def test_a_rank_missing_its_solo_figure_is_named(lumi):
+    speeds = EVEN[:4] + [None] + EVEN[5:]
+    assert lumi_problems(lumi, speeds) == ['rank 4 reported no solo throughput (no solo line)']
+
+
+def test_without_a_solo_phase_nothing_is_asked(lumi):
+    assert lumi_problems(lumi, [None] * 16, fraction=None) == []
+
+
+def test_figures_slowest_fraction_and_communication_efficiency(lumi):
+    speeds = EVEN[:13] + [1420.0] + EVEN[14:]
+    run = output.parse(with_solo('lumi_standard-g_2nodes.out', speeds, 2))
+    assert ranks.slowest_rank_fraction(run) == pytest.approx(1420 / 2010)
+    # the distributed phase: samples/s per device over the median solo samples/s
+    per_device = run.result_value('samples_per_s_per_device')
+    assert ranks.communication_efficiency(run) == pytest.approx(per_device / 2010)
+
+
+def test_figures_are_none_without_solo_facts(lumi):
+    run = output.parse(with_solo('lumi_standard-g_2nodes.out', [None] * 16, 2))
+    assert ranks.slowest_rank_fraction(run) is None
+    assert ranks.communication_efficiency(run) is None
+
+
+@pytest.mark.parametrize('bad', [1.5, -0.2, 'high', True])
+def test_a_bad_configured_fraction_is_a_one_line_error(bad):
+    extras = {'mlcheck': {'topology': {'cores_per_domain': 1, 'gpu_domains': [0, 1]},
+                          'slow_rank_fraction': bad}}
+    with pytest.raises(ConfigError, match=r"^partition sim:x extras.mlcheck.slow_rank_fraction: .* "
+                                          r"is not a fraction of the median rank's speed"):
+        PartitionSettings.from_extras('sim:x', extras)
+
+
+def test_facts_of_one_rank_are_found_without_scanning_the_others():
+    run = output.parse('0: MLCHECK {"event": "epoch", "rank": 0, "epoch": 1}\n'
+                       '1: MLCHECK {"event": "epoch", "rank": 1, "epoch": 1}\n'
+                       '0: MLCHECK {"event": "epoch", "rank": 0, "epoch": 2}\n')
+    assert [f['epoch'] for f in run.rank_events('epoch', 0)] == [1, 2]
+    assert run.rank_events('epoch', 2) == []
+    run.facts.append({'event': 'epoch', 'rank': 2, 'epoch': 1})     # the index follows new facts
+    assert len(run.rank_events('epoch', 2)) == 1 and len(run.events('epoch')) == 4
