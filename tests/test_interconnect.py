@@ -14,7 +14,6 @@ import torch
 
 from conftest import DATA, REPO
 from mlcheck.judging import interconnect, output, sanity
-from mlcheck.placement.launch import Layout
 
 spec = importlib.util.spec_from_file_location(
     'collectives', os.path.join(REPO, 'src', 'pytorch', 'comm', 'collectives.py'))
@@ -30,7 +29,7 @@ def saved(nodes):
 def judged(sim, text, nodes=2, fraction=0.5):
     """Every problem the check would report: the launch's sanity, then the program's."""
     run = output.parse(text)
-    expect = sanity.Expectations.for_run(sim, Layout.for_nodes(sim.topology, nodes))
+    expect = sanity.Expectations.for_run(sim, sim.layout(nodes))
     found = sanity.problems(run, expect)
     if set(run.by_rank('done')) == set(range(expect.world_size)):
         found += interconnect.problems(run, expect.world_size, fraction)

@@ -10,13 +10,12 @@ import pytest
 from conftest import REPO
 from mlcheck.judging import output, sanity
 from mlcheck.judging.accuracy import mnist_bar
-from mlcheck.placement.launch import Layout
 
 PROGRAM = os.path.join(REPO, 'src', 'pytorch', 'mnist', 'mnist_DDP.py')
 
 
 def accuracy_problems(sim, accuracy, epochs, nodes=1):
-    expect = sanity.Expectations.for_run(sim, Layout.for_nodes(sim.topology, nodes),
+    expect = sanity.Expectations.for_run(sim, sim.layout(nodes),
                                          min_accuracy=mnist_bar(epochs))
     run = output.parse(f'0: MLCHECK {{"event": "result", "test_accuracy": {accuracy}}}\n')
     return sanity.accuracy(run, expect)

@@ -38,7 +38,7 @@ def lumi_problems(lumi, speeds, fraction=0.8):
 
 def sim_problems(sim, speeds, fraction=0.8):
     """Problems of the real 4-rank simulated output (ranks 0-1 on nid001, 2-3 on nid002)."""
-    expect = sanity.Expectations.for_run(sim, Layout.for_nodes(sim.topology, 2), min_accuracy=0.9,
+    expect = sanity.Expectations.for_run(sim, sim.layout(2), min_accuracy=0.9,
                                          slow_rank_fraction=fraction)
     return sanity.problems(output.parse(with_solo('sim_cluster_2nodes.out', speeds, 1)), expect)
 
