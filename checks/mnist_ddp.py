@@ -5,9 +5,10 @@ finishes, the model learns), with the right CPU binding and network plugin, and 
 """
 
 import reframe as rfm
-from reframe.core.builtins import performance_function, variable
+from reframe.core.builtins import performance_function
 
 from mlcheck.data.datasets import check_mnist
+from mlcheck.knobs import Knob, knob_variable
 from mlcheck.rfm import DistributedTrainingCheck
 
 
@@ -15,12 +16,19 @@ from mlcheck.rfm import DistributedTrainingCheck
 class MNISTDistributedCheck(DistributedTrainingCheck):
     descr = 'MNIST DDP training across nodes, one rank per GPU'
     script = 'pytorch/mnist/mnist_DDP.py'
-    #: Training epochs; the first is warm-up and not counted in the throughput.
-    epochs = variable(int, value=10)
-    #: Fraction of throughput given up on purpose (0 <= throttle < 1): rank 0 idles after each
-    #: step and all ranks wait for it, as for one slower node. A known slowdown, to show what
-    #: the performance history flags (docs/performance-history.md).
-    throttle = variable(float, value=0.0)
+    # Knobs: -S sets one; else the partition's extras.mlcheck.checks.mnist; else the default.
+    checks_key = 'mnist'
+    knobs = {
+        'epochs': Knob(10, 'epochs; the first is warm-up, not counted in the throughput',
+                       minimum=1),
+        'batch_size': Knob(64, 'samples per rank and step', minimum=1),
+        # rank 0 idles after each step and all ranks wait for it, as for one slower node: a known
+        # slowdown, to show what the performance history flags (docs/performance-history.md)
+        'throttle': Knob(0.0, 'fraction of throughput given up on purpose', minimum=0, below=1),
+    }
+    epochs = knob_variable()
+    batch_size = knob_variable()
+    throttle = knob_variable()
     dataset = 'mnist'
     dataset_marker = 'MNIST/raw'
     # the small CNN reaches ~0.95 on the simulated partition's digits and ~0.99 on MNIST;
@@ -28,7 +36,7 @@ class MNISTDistributedCheck(DistributedTrainingCheck):
     min_accuracy = 0.9
 
     def script_arguments(self):
-        args = ['--epochs', str(self.epochs)]
+        args = ['--epochs', str(self.epochs), '--batch-size', str(self.batch_size)]
         if self.throttle:
             args += ['--throttle', str(self.throttle)]
         return args

@@ -15,6 +15,7 @@ from reframe.core.exceptions import ConfigError as ReframeConfigError, SanityErr
 from reframe.core.runtime import runtime
 
 from mlcheck.judging import output, sanity
+from mlcheck.knobs import Knob, knob_values, knob_variable
 from mlcheck.placement import containers, launch
 from mlcheck.errors import ConfigError
 from mlcheck.rfm_config import references_file
@@ -83,19 +84,25 @@ class DistributedTrainingCheck(rfm.RunOnlyRegressionTest):
     #: Lowest acceptable final test accuracy; None when the script reports none.
     min_accuracy = variable(float, type(None), value=None)
 
-    #: Seconds the ranks wait for all of them to join (-S rendezvous_timeout=S), and for each
-    #: collective (-S collective_timeout=S): a rank that died or hangs ends the job this long
-    #: after, far below its time limit.
-    rendezvous_timeout = variable(int, float, value=launch.Waits.rendezvous_timeout)
-    collective_timeout = variable(int, float, value=launch.Waits.collective_timeout)
+    #: Seconds the ranks wait for all of them to join, and for each collective: a rank that
+    #: died or hangs ends the job this long after, far below its time limit (knobs, below).
+    rendezvous_timeout = knob_variable()
+    collective_timeout = knob_variable()
 
     #: A failure to inject, to see how it is reported (-S fault=crash:1:2; docs/faults.md).
     fault = variable(str, value='')
 
-    #: Knobs a site may set per partition in extras.mlcheck.checks.<checks_key>, with defaults;
-    #: each is also a variable of the check (None until -S or the config sets it).
+    #: Knobs (mlcheck.knobs) a site may set per partition in extras.mlcheck.checks.<checks_key>
+    #: and a user with -S: the check's own `knobs` and these common ones. Each is also a variable
+    #: of the check, declared with knob_variable(); resolve_knobs() sets it to its value.
     checks_key = ''
     knobs = {}
+    common_knobs = {
+        'rendezvous_timeout': Knob(float(launch.Waits.rendezvous_timeout),
+                                   'seconds the ranks wait for all of them to join'),
+        'collective_timeout': Knob(float(launch.Waits.collective_timeout),
+                                   'seconds each collective may take'),
+    }
 
     valid_prog_environs = ['builtin']
     sourcesdir = '../src'     # relative to checks/
@@ -166,15 +173,13 @@ class DistributedTrainingCheck(rfm.RunOnlyRegressionTest):
 
     def resolve_knobs(self):
         """Each knob: as set with -S, else from the partition's config, else its default."""
-        configured = self.settings.checks.get(self.checks_key, {})
-        unknown = sorted(set(configured) - set(self.knobs))
-        if unknown:
-            raise ConfigError(f'partition {self.settings.partition} extras.mlcheck.checks.'
-                              f'{self.checks_key}: unknown key(s) {", ".join(unknown)}; '
-                              f'allowed: {", ".join(sorted(self.knobs))}')
-        for name, default in self.knobs.items():
-            if getattr(self, name) is None:
-                setattr(self, name, configured.get(name, default))
+        all_knobs = {**self.common_knobs, **self.knobs}
+        values = knob_values(
+            all_knobs, {name: getattr(self, name) for name in all_knobs},
+            self.settings.checks.get(self.checks_key, {}),
+            f'partition {self.settings.partition} extras.mlcheck.checks.{self.checks_key}')
+        for name, value in values.items():
+            setattr(self, name, value)
 
     def script_arguments(self):
         """Arguments of the training script besides --data-dir."""
