@@ -5,6 +5,7 @@ container binds, datasets, the Python inside the images, the network plugin's lo
 Each key is checked here, so a typo or a wrong type is a one-line error naming the partition.
 """
 
+import fnmatch
 import glob
 import os
 import re
@@ -54,6 +55,40 @@ class NetPlugin:
 
 
 @dataclass(frozen=True)
+class ImageEntry:
+    """One entry of extras.mlcheck.images: a path, a glob or 'host', and what differs for the
+    images it names (a plain string in config is an entry with nothing of its own)."""
+    path: str
+    env_vars: dict = field(default_factory=dict)   # exported in the job script, literally
+    python: str = None          # None: the partition's python (host_python for 'host')
+    rank_prelude: str = None    # None: the partition's rank_prelude
+    expected_failure: str = ''  # why its runs are known to fail: reported as expected failures
+
+    KEYS = {'path', 'env_vars', 'python', 'rank_prelude', 'expected_failure'}
+
+    @classmethod
+    def from_config(cls, entry, where):
+        if isinstance(entry, str):
+            return cls(path=entry)
+        entry = expect_mapping(entry, where, required={'path'}, optional=cls.KEYS)
+        for key in cls.KEYS - {'env_vars'}:
+            if key in entry:
+                expect_type(entry[key], str, f'{where}.{key}')
+        for name, value in expect_type(entry.get('env_vars', {}), dict, f'{where}.env_vars').items():
+            if not re.fullmatch(r'[A-Za-z_][A-Za-z0-9_]*', name):
+                raise ConfigError(f'{where}.env_vars: {name!r} is not a variable name')
+            expect_type(value, str, f'{where}.env_vars.{name}')
+        return cls(**entry)
+
+    def names(self, image_path):
+        """Whether this entry names the image at `image_path` (None: the partition's Python)."""
+        if image_path is None:
+            return self.path == HOST_IMAGE
+        return self.path == image_path or (glob.has_magic(self.path)
+                                           and fnmatch.fnmatchcase(image_path, self.path))
+
+
+@dataclass(frozen=True)
 class PartitionSettings:
     partition: str                 # system:partition, for messages
     topology: NodeTopology
@@ -61,7 +96,7 @@ class PartitionSettings:
     node_counts: tuple = (1,)
     max_nodes: int = None          # the most nodes one job can get in the partition
     container_runtime: str = None  # ReFrame's container platform name, None: host Python
-    images: tuple = ()             # paths or globs of images
+    images: tuple = ()             # ImageEntry of each path or glob of images
     container_binds: tuple = ()    # 'path' or 'host_path:container_path'
     datasets: dict = field(default_factory=dict)
     python: str = 'python3'        # the interpreter inside the images
@@ -95,9 +130,10 @@ class PartitionSettings:
             if max_nodes < max(counts):
                 raise ConfigError(f'{where}.max_nodes: {max_nodes} is less than the largest of '
                                   f'node_counts, {max(counts)}')
-        for key in ('images', 'container_binds'):
-            for item in expect_type(entry.get(key, []), (list, tuple), f'{where}.{key}'):
-                expect_type(item, str, f'{where}.{key} item')
+        for item in expect_type(entry.get('container_binds', []), (list, tuple), f'{where}.container_binds'):
+            expect_type(item, str, f'{where}.container_binds item')
+        images = [ImageEntry.from_config(item, f'{where}.images[{i}]') for i, item in
+                  enumerate(expect_type(entry.get('images', []), (list, tuple), f'{where}.images'))]
         datasets = expect_type(entry.get('datasets', {}), dict, f'{where}.datasets')
         for name, path in datasets.items():
             expect_type(path, str, f'{where}.datasets.{name}')
@@ -118,7 +154,7 @@ class PartitionSettings:
             node_counts=counts,
             max_nodes=max_nodes,
             container_runtime=container_runtime or None,
-            images=tuple(entry.get('images', ())),
+            images=tuple(images),
             container_binds=tuple(entry.get('container_binds', ())),
             datasets=dict(datasets),
             python=entry.get('python', cls.python),
@@ -157,13 +193,19 @@ class PartitionSettings:
             return {HOST_IMAGE: None}
         found = {}
         for entry in self.images:
-            if entry == HOST_IMAGE:
+            if entry.path == HOST_IMAGE:
                 found[HOST_IMAGE] = None
                 continue
-            matches = sorted(glob.glob(entry)) if glob.has_magic(entry) else [entry]
-            for path in matches or [entry]:
+            matches = sorted(glob.glob(entry.path)) if glob.has_magic(entry.path) else [entry.path]
+            for path in matches or [entry.path]:
                 found[image_name(path)] = path
         return found
+
+    def image_entry(self, image_path):
+        """The first configured entry naming the image at `image_path` (None: the partition's
+        Python); an image given by path with -P takes the entry of a glob it matches."""
+        return next((e for e in self.images if e.names(image_path)),
+                    ImageEntry(HOST_IMAGE if image_path is None else image_path))
 
     def resolve_image(self, image):
         """The image path for a parameter value (a configured name, or a path given with -P);
@@ -192,8 +234,14 @@ class PartitionSettings:
         return path
 
     def python_for(self, image_path):
-        """The interpreter the ranks run: the images' one, or the host's for no image."""
-        return self.host_python if image_path is None else self.python
+        """The interpreter the ranks run: the image entry's, else the images' one, or the
+        host's for no image."""
+        return (self.image_entry(image_path).python
+                or (self.host_python if image_path is None else self.python))
+
+    def rank_prelude_for(self, image_path):
+        prelude = self.image_entry(image_path).rank_prelude
+        return self.rank_prelude if prelude is None else prelude
 
     def data_path_for(self, image_path, data_dir):
         """Where the ranks see dataset directory `data_dir`."""
