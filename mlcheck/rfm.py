@@ -164,6 +164,7 @@ class DistributedTrainingCheck(rfm.RunOnlyRegressionTest):
             self.container_platform.image = image
             self.container_platform.command = command
             self.container_platform.mount_points = self.settings.bind_mounts(data)
+            self.container_platform.options += list(self.settings.container_options)
 
     def container_platform_of_partition(self):
         name = self.current_partition.container_runtime

@@ -98,6 +98,7 @@ class PartitionSettings:
     container_runtime: str = None  # ReFrame's container platform name, None: host Python
     images: tuple = ()             # ImageEntry of each path or glob of images
     container_binds: tuple = ()    # 'path' or 'host_path:container_path'
+    container_options: tuple = ()  # extra options of the container runtime's command
     datasets: dict = field(default_factory=dict)
     python: str = 'python3'        # the interpreter inside the images
     host_python: str = 'python3'   # the interpreter of image 'host' (no container)
@@ -108,6 +109,7 @@ class PartitionSettings:
     checks: dict = field(default_factory=dict)   # check name -> {variable: value}
 
     KEYS = {'topology', 'gpu_vendor', 'node_counts', 'max_nodes', 'images', 'container_binds',
+            'container_options',
             'datasets', 'python', 'host_python', 'data_mount', 'rank_prelude', 'miopen_cache_root',
             'net_plugin', 'checks'}
 
@@ -130,8 +132,9 @@ class PartitionSettings:
             if max_nodes < max(counts):
                 raise ConfigError(f'{where}.max_nodes: {max_nodes} is less than the largest of '
                                   f'node_counts, {max(counts)}')
-        for item in expect_type(entry.get('container_binds', []), (list, tuple), f'{where}.container_binds'):
-            expect_type(item, str, f'{where}.container_binds item')
+        for key in ('container_binds', 'container_options'):
+            for item in expect_type(entry.get(key, []), (list, tuple), f'{where}.{key}'):
+                expect_type(item, str, f'{where}.{key} item')
         images = [ImageEntry.from_config(item, f'{where}.images[{i}]') for i, item in
                   enumerate(expect_type(entry.get('images', []), (list, tuple), f'{where}.images'))]
         datasets = expect_type(entry.get('datasets', {}), dict, f'{where}.datasets')
@@ -156,6 +159,7 @@ class PartitionSettings:
             container_runtime=container_runtime or None,
             images=tuple(images),
             container_binds=tuple(entry.get('container_binds', ())),
+            container_options=tuple(entry.get('container_options', ())),
             datasets=dict(datasets),
             python=entry.get('python', cls.python),
             host_python=entry.get('host_python', cls.host_python),
@@ -226,7 +230,7 @@ class PartitionSettings:
                               f'(configured: {", ".join(sorted(known)) or "none"})')
         if glob.has_magic(path):
             raise ConfigError(f'no image matches {path} (extras.mlcheck.images of {where})')
-        if not os.path.exists(path):
+        if is_image_file(path) and not os.path.exists(path):
             reason = unbuilt_reason(path)
             if reason:
                 raise ImageUnavailable(f'image {image_name(path)} was not built on this machine: {reason}')
@@ -273,6 +277,12 @@ class PartitionSettings:
     def dataset_source(self, name, override=''):
         """Where the directory of dataset `name` was given, for messages."""
         return '-S data_dir' if override else f'extras.mlcheck.datasets.{name} of partition {self.partition}'
+
+
+def is_image_file(path):
+    """An absolute path names an image file or directory; anything else is a reference that the
+    container runtime resolves itself (e.g. Shifter's docker:nersc/pytorch:24.06.01)."""
+    return os.path.isabs(path)
 
 
 def image_name(path):
