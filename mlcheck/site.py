@@ -2,7 +2,8 @@
 
 Everything a site differs in lives there: node topology, GPU vendor, node counts to test, images,
 container binds, datasets, the Python inside the images, the network plugin's log lines.
-Each key is checked here, so a typo or a wrong type is a one-line error naming the partition.
+The keys and their types are mlcheck.site_schema's; a typo or a wrong type is a one-line error
+naming the partition and the key.
 """
 
 import fnmatch
@@ -11,7 +12,8 @@ import os
 import re
 from dataclasses import dataclass, field
 
-from mlcheck.errors import ConfigError, expect_int_list, expect_mapping, expect_type
+from mlcheck import site_schema
+from mlcheck.errors import ConfigError
 from mlcheck.data.images import unbuilt_reason
 from mlcheck.placement.topology import NodeTopology
 
@@ -40,10 +42,8 @@ class NetPlugin:
 
     @classmethod
     def from_config(cls, entry, where):
-        entry = expect_mapping(entry, where, required={'used_pattern', 'provider_pattern', 'provider'},
-                         optional={'fallback_pattern'})
+        """From a schema-checked entry; the patterns must compile (provider's with its group)."""
         for key, value in entry.items():
-            expect_type(value, str, f'{where}.{key}')
             if key.endswith('_pattern'):
                 try:
                     compiled = re.compile(value)
@@ -64,21 +64,10 @@ class ImageEntry:
     rank_prelude: str = None    # None: the partition's rank_prelude
     expected_failure: str = ''  # why its runs are known to fail: reported as expected failures
 
-    KEYS = {'path', 'env_vars', 'python', 'rank_prelude', 'expected_failure'}
-
     @classmethod
-    def from_config(cls, entry, where):
-        if isinstance(entry, str):
-            return cls(path=entry)
-        entry = expect_mapping(entry, where, required={'path'}, optional=cls.KEYS)
-        for key in cls.KEYS - {'env_vars'}:
-            if key in entry:
-                expect_type(entry[key], str, f'{where}.{key}')
-        for name, value in expect_type(entry.get('env_vars', {}), dict, f'{where}.env_vars').items():
-            if not re.fullmatch(r'[A-Za-z_][A-Za-z0-9_]*', name):
-                raise ConfigError(f'{where}.env_vars: {name!r} is not a variable name')
-            expect_type(value, str, f'{where}.env_vars.{name}')
-        return cls(**entry)
+    def from_config(cls, entry):
+        """From a schema-checked entry of extras.mlcheck.images."""
+        return cls(path=entry) if isinstance(entry, str) else cls(**entry)
 
     def names(self, image_path):
         """Whether this entry names the image at `image_path` (None: the partition's Python)."""
@@ -108,66 +97,39 @@ class PartitionSettings:
     net_plugin: NetPlugin = None
     checks: dict = field(default_factory=dict)   # check name -> {variable: value}
 
-    KEYS = {'topology', 'gpu_vendor', 'node_counts', 'max_nodes', 'images', 'container_binds',
-            'container_options',
-            'datasets', 'python', 'host_python', 'data_mount', 'rank_prelude', 'miopen_cache_root',
-            'net_plugin', 'checks'}
+    KEYS = site_schema.keys()
 
     @classmethod
     def from_extras(cls, partition, extras, container_runtime=None):
         where = f'partition {partition} extras.mlcheck'
         if 'mlcheck' not in (extras or {}):
             raise ConfigError(f'{where}: missing; this partition has no settings for these checks')
-        entry = expect_mapping(extras['mlcheck'], where, required={'topology'}, optional=cls.KEYS)
-
-        vendor = entry.get('gpu_vendor', 'none')
-        if vendor not in GPU_VENDORS:
-            raise ConfigError(f'{where}.gpu_vendor: {vendor!r} is not one of {", ".join(GPU_VENDORS)}')
-        counts = expect_int_list(entry.get('node_counts', [1]), f'{where}.node_counts', minimum=1)
-        if not counts:
-            raise ConfigError(f'{where}.node_counts: empty; list the node counts to test')
+        entry = site_schema.validate(extras['mlcheck'], where)
+        counts = tuple(entry.get('node_counts', [1]))
         max_nodes = entry.get('max_nodes')
-        if max_nodes is not None:
-            expect_type(max_nodes, int, f'{where}.max_nodes')
-            if max_nodes < max(counts):
-                raise ConfigError(f'{where}.max_nodes: {max_nodes} is less than the largest of '
-                                  f'node_counts, {max(counts)}')
-        for key in ('container_binds', 'container_options'):
-            for item in expect_type(entry.get(key, []), (list, tuple), f'{where}.{key}'):
-                expect_type(item, str, f'{where}.{key} item')
-        images = [ImageEntry.from_config(item, f'{where}.images[{i}]') for i, item in
-                  enumerate(expect_type(entry.get('images', []), (list, tuple), f'{where}.images'))]
-        datasets = expect_type(entry.get('datasets', {}), dict, f'{where}.datasets')
-        for name, path in datasets.items():
-            expect_type(path, str, f'{where}.datasets.{name}')
-        for key in ('python', 'host_python', 'data_mount', 'rank_prelude', 'miopen_cache_root'):
-            if key in entry:
-                expect_type(entry[key], str, f'{where}.{key}')
-
-        checks = expect_type(entry.get('checks', {}), dict, f'{where}.checks')
-        for name, values in checks.items():
-            for key, value in expect_type(values, dict, f'{where}.checks.{name}').items():
-                expect_type(value, (str, int, float, bool), f'{where}.checks.{name}.{key}')
+        if max_nodes is not None and max_nodes < max(counts):
+            raise ConfigError(f'{where}.max_nodes: {max_nodes} is less than the largest of '
+                              f'node_counts, {max(counts)}')
 
         plugin = entry.get('net_plugin')
         return cls(
             partition=partition,
             topology=NodeTopology.from_config(entry['topology'], f'{where}.topology'),
-            gpu_vendor=vendor,
+            gpu_vendor=entry.get('gpu_vendor', cls.gpu_vendor),
             node_counts=counts,
             max_nodes=max_nodes,
             container_runtime=container_runtime or None,
-            images=tuple(images),
+            images=tuple(map(ImageEntry.from_config, entry.get('images', ()))),
             container_binds=tuple(entry.get('container_binds', ())),
             container_options=tuple(entry.get('container_options', ())),
-            datasets=dict(datasets),
+            datasets=dict(entry.get('datasets', {})),
             python=entry.get('python', cls.python),
             host_python=entry.get('host_python', cls.host_python),
             data_mount=entry.get('data_mount'),
             rank_prelude=entry.get('rank_prelude', ''),
             miopen_cache_root=entry.get('miopen_cache_root', cls.miopen_cache_root),
             net_plugin=NetPlugin.from_config(plugin, f'{where}.net_plugin') if plugin else None,
-            checks={name: dict(values) for name, values in checks.items()},
+            checks={name: dict(values) for name, values in entry.get('checks', {}).items()},
         )
 
     @property

@@ -21,11 +21,11 @@ def from_extras(extras, runtime='Singularity'):
 @pytest.mark.parametrize('change, message', [
     (lambda m: m.update(gpu_vendr='amd'), 'unknown key(s) gpu_vendr'),
     (lambda m: m.update(gpu_vendor='intel'), "gpu_vendor: 'intel' is not one of amd, nvidia, none"),
-    (lambda m: m.update(node_counts=[1, '2']), 'node_counts: expected a list of integers >= 1'),
-    (lambda m: m.update(node_counts=[]), 'node_counts: empty'),
+    (lambda m: m.update(node_counts=[1, '2']), "node_counts[1]: expected int, got str '2'"),
+    (lambda m: m.update(node_counts=[]), 'node_counts: empty; give at least 1'),
     (lambda m: m.update(max_nodes='1024'), "max_nodes: expected int, got str '1024'"),
     (lambda m: m.update(max_nodes=2), 'max_nodes: 2 is less than the largest of node_counts, 4'),
-    (lambda m: m.update(images='/a.sif'), 'images: expected list or tuple'),
+    (lambda m: m.update(images='/a.sif'), "images: expected list, got str '/a.sif'"),
     (lambda m: m.update(datasets={'mnist': 3}), 'datasets.mnist: expected str'),
     (lambda m: m.pop('topology'), 'missing required key(s) topology'),
     (lambda m: m['net_plugin'].update(provider_pattern='Selected (cxi)'), "needs a group named 'provider'"),
@@ -199,7 +199,7 @@ def test_image_entries_carry_their_own_environment_python_and_expected_failure(t
     ({'path': '/a.sif', 'env_vars': {'NCCL_NET_GDR_LEVEL': 3}}, 'images[0].env_vars.NCCL_NET_GDR_LEVEL: expected str'),
     ({'path': '/a.sif', 'env_vars': {'A-B': '1'}}, "images[0].env_vars: 'A-B' is not a variable name"),
     ({'path': '/a.sif', 'expected_failure': True}, 'images[0].expected_failure: expected str'),
-    (3, 'images[0]: expected a mapping, got int'),
+    (3, 'images[0]: expected str or mapping, got int 3'),
 ])
 def test_bad_image_entries_are_one_line_errors(entry, message):
     extras = lumi_extras()
