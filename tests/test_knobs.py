@@ -59,12 +59,10 @@ def test_configured_values_are_named_by_their_key():
 
 
 def test_cifar_model_choices_are_the_training_scripts():
-    def literal(path, node_type, name):
-        """The value assigned to `name` (node_type ast.Assign) or given as keyword `name`."""
-        tree = ast.parse(pathlib.Path(REPO, path).read_text())
-        return next(ast.literal_eval(node.value) for node in ast.walk(tree) if isinstance(node, node_type)
-                    and name in (getattr(node, 'arg', None), getattr(getattr(node, 'targets', [0])[0], 'id', None)))
-
-    script = literal('src/pytorch/cifar/train_cifar100.py', ast.Assign, 'MODELS')
-    check = literal('checks/cifar100_resnet.py', ast.keyword, 'choices')
-    assert check == script
+    script = ast.parse(pathlib.Path(REPO, 'src/pytorch/cifar/train_cifar100.py').read_text())
+    check = ast.parse(pathlib.Path(REPO, 'checks/cifar100_resnet.py').read_text())
+    [models] = [ast.literal_eval(node.value) for node in ast.walk(script)
+                if isinstance(node, ast.Assign) and getattr(node.targets[0], 'id', None) == 'MODELS']
+    [choices] = [ast.literal_eval(node.value) for node in ast.walk(check)
+                 if isinstance(node, ast.keyword) and node.arg == 'choices']
+    assert choices == models
