@@ -1,10 +1,10 @@
 """Perlmutter (NERSC) GPU nodes: 4 NVIDIA A100 per node, Slingshot-11, PyTorch in Shifter images.
 
-Facts from NERSC's documentation: a GPU node has one 64-core AMD EPYC 7763 and 4 A100s, with 4
-Slingshot NICs (hsn0-hsn3); the CPU is set up as 4 NUMA domains of 16 cores, and GPU i is
-closest to domain 3 - i (as `nvidia-smi topo -m` shows on a node: check it after an upgrade).
-Images run with NERSC's Shifter, whose `gpu` module brings the host's CUDA driver and whose
-`nccl-plugin` module brings aws-ofi-nccl for NCCL over libfabric's cxi provider.
+From NERSC's architecture page: a GPU node has one 64-core AMD EPYC 7763 and 4 A100s, and 4
+Slingshot NICs (hsn0-hsn3). The CPU runs as 4 NUMA domains of 16 cores, GPU i nearest domain 3 - i,
+and Shifter's `gpu` and `nccl-plugin` modules bring the host's CUDA driver and aws-ofi-nccl (NCCL
+over libfabric's cxi provider): these three are from NERSC's user guides as remembered, not
+re-read here; confirm them on a node (`nvidia-smi topo -m`, `shifter --help`) before trusting a run.
 """
 
 import os
