@@ -6,9 +6,10 @@ per rank, network plugin), and how many images/s, per GPU, and how well it scale
 """
 
 import reframe as rfm
-from reframe.core.builtins import performance_function, run_before, variable
+from reframe.core.builtins import performance_function, run_before
 from reframe.core.logging import getlogger
 
+from mlcheck.knobs import Knob, knob_variable
 from mlcheck.perf import scaling
 from mlcheck.rfm import DistributedTrainingCheck
 
@@ -20,28 +21,30 @@ class CIFAR100ResNetCheck(DistributedTrainingCheck):
     dataset = 'cifar100'
     dataset_marker = 'cifar-100-python'
 
-    # Knobs: -S sets one; else the partition's extras.mlcheck.checks.cifar100; else these.
+    # Knobs: -S sets one; else the partition's extras.mlcheck.checks.cifar100; else the default.
     checks_key = 'cifar100'
-    knobs = {'model': 'resnet152', 'batch_size': 128, 'epochs': 3, 'steps': 0,
-             'warmup_steps': 10, 'workers': 4, 'amp': False, 'channels_last': False}
+    knobs = {
+        # as the training script's MODELS (a test keeps them equal)
+        'model': Knob('resnet152', 'torchvision ResNet',
+                      choices=('resnet18', 'resnet50', 'resnet101', 'resnet152')),
+        'batch_size': Knob(128, 'samples per GPU and step', minimum=1),
+        'epochs': Knob(3, 'epochs; the first is reported apart from the steady state', minimum=1),
+        'steps': Knob(0, 'timed steps per rank and epoch (0: one pass over the data on one node), '
+                         'the same at every node count', minimum=0),
+        'warmup_steps': Knob(10, 'untimed steps before epoch 1', minimum=0),
+        'workers': Knob(4, 'data-loader workers per rank', minimum=0),
+        'amp': Knob(False, 'bf16 autocast'),
+        'channels_last': Knob(False, 'channels_last memory format'),
+    }
     figure_settings = tuple(knobs)
-    #: torchvision ResNet: resnet18, resnet50, resnet101 or resnet152
-    model = variable(str, type(None), value=None)
-    #: samples per GPU and step
-    batch_size = variable(int, type(None), value=None)
-    #: epochs; the first is reported apart from the steady state
-    epochs = variable(int, type(None), value=None)
-    #: timed steps per rank and epoch (0: one pass over the data on one node), the same at
-    #: every node count
-    steps = variable(int, type(None), value=None)
-    #: untimed steps before epoch 1
-    warmup_steps = variable(int, type(None), value=None)
-    #: data-loader workers per rank
-    workers = variable(int, type(None), value=None)
-    #: bf16 autocast
-    amp = variable(bool, type(None), value=None)
-    #: channels_last memory format
-    channels_last = variable(bool, type(None), value=None)
+    model = knob_variable()
+    batch_size = knob_variable()
+    epochs = knob_variable()
+    steps = knob_variable()
+    warmup_steps = knob_variable()
+    workers = knob_variable()
+    amp = knob_variable()
+    channels_last = knob_variable()
 
     def script_arguments(self):
         args = ['--model', self.model, '--batch-size', str(self.batch_size),

@@ -7,10 +7,11 @@ training checks are: one rank per GPU, their masks, environment, container and p
 """
 
 import reframe as rfm
-from reframe.core.builtins import performance_function, run_before, variable
+from reframe.core.builtins import performance_function, run_before
 from reframe.core.logging import getlogger
 
 from mlcheck.judging import interconnect
+from mlcheck.knobs import Knob, knob_variable
 from mlcheck.rfm import DistributedTrainingCheck
 
 
@@ -24,30 +25,36 @@ class InterconnectCheck(DistributedTrainingCheck):
     # The limits (GB/s) are the partition's physical ones, declared by the site: across nodes,
     # what one node's NICs can inject; within one node, what its GPUs' links carry. 0: unknown.
     checks_key = 'interconnect'
-    knobs = {'min_bytes': 8, 'max_bytes': 1 << 30, 'factor': 4, 'p2p_bytes': 1 << 28,
-             'max_iters': 100, 'warmup_iters': 5, 'fabric_limit': 0.0, 'node_limit': 0.0,
-             'slow_pair_fraction': 0.5}
-    #: smallest message of the sweep, and the one whose all_reduce time is the latency (bytes)
-    min_bytes = variable(int, type(None), value=None)
-    #: largest message of the sweep (bytes)
-    max_bytes = variable(int, type(None), value=None)
-    #: size step of the sweep
-    factor = variable(int, type(None), value=None)
-    #: message of the node-pair exchange (bytes)
-    p2p_bytes = variable(int, type(None), value=None)
-    #: timed iterations per size at most (large sizes get fewer: about 8 x max_bytes each)
-    max_iters = variable(int, type(None), value=None)
-    #: untimed calls per size
-    warmup_iters = variable(int, type(None), value=None)
-    #: GB/s one node can inject into the fabric (the reference of busbw across nodes)
-    fabric_limit = variable(float, int, type(None), value=None)
-    #: GB/s between the GPUs of one node (the reference of busbw on one node)
-    node_limit = variable(float, int, type(None), value=None)
-    #: a node pair below this fraction of the median pair fails, naming both nodes
-    slow_pair_fraction = variable(float, type(None), value=None)
-    #: Fraction of bandwidth given up on purpose (0 <= slowdown < 1): every message carries
-    #: 1/(1-slowdown) times its bytes. A known loss, to show what the history flags.
-    slowdown = variable(float, value=0.0)
+    knobs = {
+        'min_bytes': Knob(8, 'smallest message of the sweep, and the one whose all_reduce time is '
+                             'the latency (bytes)', minimum=1),
+        'max_bytes': Knob(1 << 30, 'largest message of the sweep (bytes)', minimum=1),
+        'factor': Knob(4, 'size step of the sweep', minimum=2),
+        'p2p_bytes': Knob(1 << 28, 'message of the node-pair exchange (bytes)', minimum=1),
+        'max_iters': Knob(100, 'timed iterations per size at most (large sizes get fewer: about '
+                               '8 x max_bytes each)', minimum=1),
+        'warmup_iters': Knob(5, 'untimed calls per size', minimum=0),
+        'fabric_limit': Knob(0.0, 'GB/s one node can inject into the fabric (the reference of '
+                                  'busbw across nodes)', minimum=0),
+        'node_limit': Knob(0.0, "GB/s between the GPUs of one node (the reference of busbw on "
+                                'one node)', minimum=0),
+        'slow_pair_fraction': Knob(0.5, 'a node pair below this fraction of the median pair '
+                                        'fails, naming both nodes', minimum=0, below=1),
+        # every message carries 1/(1-slowdown) times its bytes: a known loss, to show what the
+        # performance history flags
+        'slowdown': Knob(0.0, 'fraction of bandwidth given up on purpose', minimum=0, below=1),
+    }
+    figure_settings = ('min_bytes', 'max_bytes', 'factor', 'p2p_bytes')
+    min_bytes = knob_variable()
+    max_bytes = knob_variable()
+    factor = knob_variable()
+    p2p_bytes = knob_variable()
+    max_iters = knob_variable()
+    warmup_iters = knob_variable()
+    fabric_limit = knob_variable()
+    node_limit = knob_variable()
+    slow_pair_fraction = knob_variable()
+    slowdown = knob_variable()
 
     def script_arguments(self):
         args = ['--min-bytes', self.min_bytes, '--latency-bytes', self.min_bytes,

@@ -5,10 +5,11 @@ finishes, the model learns), with the right CPU binding and network plugin, and 
 """
 
 import reframe as rfm
-from reframe.core.builtins import performance_function, variable
+from reframe.core.builtins import performance_function
 
 from mlcheck.data.datasets import check_mnist
 from mlcheck.judging.accuracy import mnist_bar
+from mlcheck.knobs import Knob, knob_variable
 from mlcheck.rfm import DistributedTrainingCheck
 
 
@@ -16,15 +17,23 @@ from mlcheck.rfm import DistributedTrainingCheck
 class MNISTDistributedCheck(DistributedTrainingCheck):
     descr = 'MNIST DDP training across nodes, one rank per GPU'
     script = 'pytorch/mnist/mnist_DDP.py'
-    #: Training epochs; the first is warm-up and not counted in the throughput.
-    epochs = variable(int, value=10)
+    # Knobs: -S sets one; else the partition's extras.mlcheck.checks.mnist; else the default.
+    checks_key = 'mnist'
+    knobs = {
+        'epochs': Knob(10, 'epochs; the first is warm-up, not counted in the throughput',
+                       minimum=1),
+        'batch_size': Knob(64, 'samples per rank and step', minimum=1),
+    }
+    epochs = knob_variable()
+    batch_size = knob_variable()
     dataset = 'mnist'
     dataset_marker = 'MNIST/raw'
     # not throttle: a run slowed on purpose is compared with its unthrottled baseline
-    figure_settings = ('epochs',)
+    figure_settings = ('epochs', 'batch_size')
 
     def script_arguments(self):
-        return ['--epochs', str(self.epochs), '--ranks-per-node', str(self.layout.tasks_per_node)]
+        return ['--epochs', str(self.epochs), '--batch-size', str(self.batch_size),
+                '--ranks-per-node', str(self.layout.tasks_per_node)]
 
     def training_promises(self):
         if self.min_accuracy is not None:

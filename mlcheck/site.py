@@ -2,15 +2,18 @@
 
 Everything a site differs in lives there: node topology, GPU vendor, node counts to test, images,
 container binds, datasets, the Python inside the images, the network plugin's log lines.
-Each key is checked here, so a typo or a wrong type is a one-line error naming the partition.
+The keys and their types are mlcheck.site_schema's; a typo or a wrong type is a one-line error
+naming the partition and the key.
 """
 
+import fnmatch
 import glob
 import os
 import re
 from dataclasses import dataclass, field
 
-from mlcheck.errors import ConfigError, expect_int_list, expect_mapping, expect_type
+from mlcheck import site_schema
+from mlcheck.errors import ConfigError
 from mlcheck.data.images import unbuilt_reason
 from mlcheck.placement.launch import Layout
 from mlcheck.placement.topology import NodeTopology, check_binding_style
@@ -49,10 +52,8 @@ class NetPlugin:
 
     @classmethod
     def from_config(cls, entry, where):
-        entry = expect_mapping(entry, where, required={'used_pattern', 'provider_pattern', 'provider'},
-                         optional={'fallback_pattern', 'network_pattern', 'network'})
+        """From a schema-checked entry; the patterns must compile (provider's with its group)."""
         for key, value in entry.items():
-            expect_type(value, str, f'{where}.{key}')
             if key.endswith('_pattern'):
                 try:
                     compiled = re.compile(value)
@@ -70,6 +71,29 @@ class NetPlugin:
 
 
 @dataclass(frozen=True)
+class ImageEntry:
+    """One entry of extras.mlcheck.images: a path, a glob or 'host', and what differs for the
+    images it names (a plain string in config is an entry with nothing of its own)."""
+    path: str
+    env_vars: dict = field(default_factory=dict)   # exported in the job script, literally
+    python: str = None          # None: the partition's python (host_python for 'host')
+    rank_prelude: str = None    # None: the partition's rank_prelude
+    expected_failure: str = ''  # why its runs are known to fail: reported as expected failures
+
+    @classmethod
+    def from_config(cls, entry):
+        """From a schema-checked entry of extras.mlcheck.images."""
+        return cls(path=entry) if isinstance(entry, str) else cls(**entry)
+
+    def names(self, image_path):
+        """Whether this entry names the image at `image_path` (None: the partition's Python)."""
+        if image_path is None:
+            return self.path == HOST_IMAGE
+        return self.path == image_path or (glob.has_magic(self.path)
+                                           and fnmatch.fnmatchcase(image_path, self.path))
+
+
+@dataclass(frozen=True)
 class PartitionSettings:
     partition: str                 # system:partition, for messages
     topology: NodeTopology
@@ -77,8 +101,9 @@ class PartitionSettings:
     node_counts: tuple = (1,)
     max_nodes: int = None          # the most nodes one job can get in the partition
     container_runtime: str = None  # ReFrame's container platform name, None: host Python
-    images: tuple = ()             # paths or globs of images
+    images: tuple = ()             # ImageEntry of each path or glob of images
     container_binds: tuple = ()    # 'path' or 'host_path:container_path'
+    container_options: tuple = ()  # extra options of the container runtime's command
     datasets: dict = field(default_factory=dict)
     python: str = 'python3'        # the interpreter inside the images
     host_python: str = 'python3'   # the interpreter of image 'host' (no container)
@@ -91,69 +116,42 @@ class PartitionSettings:
     gpu_task_sharing: bool = False # --gres-flags=allow-task-sharing with --gpu-bind (Slurm >= 23.11)
     slow_rank_fraction: float = 0.8   # a rank training alone below this of the median fails
 
-    KEYS = {'topology', 'gpu_vendor', 'node_counts', 'max_nodes', 'images', 'container_binds',
-            'datasets', 'python', 'host_python', 'data_mount', 'rank_prelude', 'miopen_cache_root',
-            'net_plugin', 'checks', 'binding', 'gpu_task_sharing', 'slow_rank_fraction'}
+    KEYS = site_schema.keys()
 
     @classmethod
     def from_extras(cls, partition, extras, container_runtime=None):
         where = f'partition {partition} extras.mlcheck'
         if 'mlcheck' not in (extras or {}):
             raise ConfigError(f'{where}: missing; this partition has no settings for these checks')
-        entry = expect_mapping(extras['mlcheck'], where, required={'topology'}, optional=cls.KEYS)
-
-        vendor = entry.get('gpu_vendor', 'none')
-        if vendor not in GPU_VENDORS:
-            raise ConfigError(f'{where}.gpu_vendor: {vendor!r} is not one of {", ".join(GPU_VENDORS)}')
-        counts = expect_int_list(entry.get('node_counts', [1]), f'{where}.node_counts', minimum=1)
-        if not counts:
-            raise ConfigError(f'{where}.node_counts: empty; list the node counts to test')
+        entry = site_schema.validate(extras['mlcheck'], where)
+        counts = tuple(entry.get('node_counts', [1]))
         max_nodes = entry.get('max_nodes')
-        if max_nodes is not None:
-            expect_type(max_nodes, int, f'{where}.max_nodes')
-            if max_nodes < max(counts):
-                raise ConfigError(f'{where}.max_nodes: {max_nodes} is less than the largest of '
-                                  f'node_counts, {max(counts)}')
-        for key in ('images', 'container_binds'):
-            for item in expect_type(entry.get(key, []), (list, tuple), f'{where}.{key}'):
-                expect_type(item, str, f'{where}.{key} item')
-        datasets = expect_type(entry.get('datasets', {}), dict, f'{where}.datasets')
-        for name, path in datasets.items():
-            expect_type(path, str, f'{where}.datasets.{name}')
-        for key in ('python', 'host_python', 'data_mount', 'rank_prelude', 'miopen_cache_root'):
-            if key in entry:
-                expect_type(entry[key], str, f'{where}.{key}')
+        if max_nodes is not None and max_nodes < max(counts):
+            raise ConfigError(f'{where}.max_nodes: {max_nodes} is less than the largest of '
+                              f'node_counts, {max(counts)}')
 
-        checks = expect_type(entry.get('checks', {}), dict, f'{where}.checks')
-        for name, values in checks.items():
-            for key, value in expect_type(values, dict, f'{where}.checks.{name}').items():
-                expect_type(value, (str, int, float, bool), f'{where}.checks.{name}.{key}')
-
-        slow_rank_fraction = check_slow_rank_fraction(
-            entry.get('slow_rank_fraction', cls.slow_rank_fraction), f'{where}.slow_rank_fraction')
         plugin = entry.get('net_plugin')
         return cls(
             partition=partition,
             topology=NodeTopology.from_config(entry['topology'], f'{where}.topology'),
-            gpu_vendor=vendor,
+            gpu_vendor=entry.get('gpu_vendor', cls.gpu_vendor),
             node_counts=counts,
             max_nodes=max_nodes,
             container_runtime=container_runtime or None,
-            images=tuple(entry.get('images', ())),
+            images=tuple(map(ImageEntry.from_config, entry.get('images', ()))),
             container_binds=tuple(entry.get('container_binds', ())),
-            datasets=dict(datasets),
+            container_options=tuple(entry.get('container_options', ())),
+            datasets=dict(entry.get('datasets', {})),
             python=entry.get('python', cls.python),
             host_python=entry.get('host_python', cls.host_python),
             data_mount=entry.get('data_mount'),
             rank_prelude=entry.get('rank_prelude', ''),
             miopen_cache_root=entry.get('miopen_cache_root', cls.miopen_cache_root),
             net_plugin=NetPlugin.from_config(plugin, f'{where}.net_plugin') if plugin else None,
-            checks={name: dict(values) for name, values in checks.items()},
-            binding=check_binding_style(expect_type(entry.get('binding', cls.binding), str,
-                                                    f'{where}.binding'), f'{where}.binding'),
-            gpu_task_sharing=expect_type(entry.get('gpu_task_sharing', False), bool,
-                                         f'{where}.gpu_task_sharing'),
-            slow_rank_fraction=slow_rank_fraction,
+            checks={name: dict(values) for name, values in entry.get('checks', {}).items()},
+            binding=entry.get('binding', cls.binding),
+            gpu_task_sharing=entry.get('gpu_task_sharing', cls.gpu_task_sharing),
+            slow_rank_fraction=float(entry.get('slow_rank_fraction', cls.slow_rank_fraction)),
         )
 
     @property
@@ -199,13 +197,19 @@ class PartitionSettings:
             return {HOST_IMAGE: None}
         found = {}
         for entry in self.images:
-            if entry == HOST_IMAGE:
+            if entry.path == HOST_IMAGE:
                 found[HOST_IMAGE] = None
                 continue
-            matches = sorted(glob.glob(entry)) if glob.has_magic(entry) else [entry]
-            for path in matches or [entry]:
+            matches = sorted(glob.glob(entry.path)) if glob.has_magic(entry.path) else [entry.path]
+            for path in matches or [entry.path]:
                 found[image_name(path)] = path
         return found
+
+    def image_entry(self, image_path):
+        """The first configured entry naming the image at `image_path` (None: the partition's
+        Python); an image given by path with -P takes the entry of a glob it matches."""
+        return next((e for e in self.images if e.names(image_path)),
+                    ImageEntry(HOST_IMAGE if image_path is None else image_path))
 
     def resolve_image(self, image):
         """The image path for a parameter value (a configured name, or a path given with -P);
@@ -227,7 +231,7 @@ class PartitionSettings:
                               f'(configured: {", ".join(sorted(known)) or "none"})')
         if glob.has_magic(path):
             raise ConfigError(f'no image matches {path} (extras.mlcheck.images of {where})')
-        if not os.path.exists(path):
+        if is_image_file(path) and not os.path.exists(path):
             reason = unbuilt_reason(path)
             if reason:
                 raise ImageUnavailable(f'image {image_name(path)} was not built on this machine: {reason}')
@@ -235,8 +239,14 @@ class PartitionSettings:
         return path
 
     def python_for(self, image_path):
-        """The interpreter the ranks run: the images' one, or the host's for no image."""
-        return self.host_python if image_path is None else self.python
+        """The interpreter the ranks run: the image entry's, else the images' one, or the
+        host's for no image."""
+        return (self.image_entry(image_path).python
+                or (self.host_python if image_path is None else self.python))
+
+    def rank_prelude_for(self, image_path):
+        prelude = self.image_entry(image_path).rank_prelude
+        return self.rank_prelude if prelude is None else prelude
 
     def data_path_for(self, image_path, data_dir):
         """Where the ranks see dataset directory `data_dir`."""
@@ -279,6 +289,10 @@ def check_slow_rank_fraction(value, where):
         raise ConfigError(f'{where}: {value!r} is not a fraction of the median rank\'s speed '
                           f'(from 0 to 1)')
     return float(value)
+def is_image_file(path):
+    """An absolute path names an image file or directory; anything else is a reference that the
+    container runtime resolves itself (e.g. Shifter's docker:nersc/pytorch:24.06.01)."""
+    return os.path.isabs(path)
 
 
 def image_name(path):

@@ -2,7 +2,7 @@
 
 import pytest
 
-from mlcheck.placement.containers import Charliecloud, known_platforms, platform_for
+from mlcheck.placement.containers import Charliecloud, Shifter, known_platforms, platform_for
 
 
 def charliecloud(**values):
@@ -40,3 +40,17 @@ def test_paths_with_spaces_are_quoted_and_the_stage_mount_can_be_left_out():
 
 def test_ch_run_gets_a_user_name_in_batch_jobs():
     assert charliecloud().emit_prepare_commands('/stage') == ['export USER="${USER:-$(id -un)}"']
+
+
+def test_shifter_takes_image_and_volumes_as_nersc_documents_them():
+    """`shifter [options] command`, not ReFrame's Sarus-like `shifter run --mount=...`."""
+    platform = platform_for('Shifter')
+    assert isinstance(platform, Shifter)
+    platform.image = 'docker:nersc/pytorch:24.06.01'
+    platform.command = 'sh ./launch/rank-env.sh python -u ./train.py'
+    platform.mount_points = [('/global/data', '/data')]
+    platform.options = ['--module=gpu,nccl-plugin']
+    assert platform.launch_command('/stage/x') == (
+        'shifter --image=docker:nersc/pytorch:24.06.01 --volume=/global/data:/data '
+        '--module=gpu,nccl-plugin sh ./launch/rank-env.sh python -u ./train.py')
+    assert platform.emit_prepare_commands('/stage/x') == []

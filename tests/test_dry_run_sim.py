@@ -83,7 +83,7 @@ def test_host_runs_the_suites_python_on_the_data_where_it_is(sim_scripts):
     # the suite's venv (reframe runs it as python3, pytest perhaps as python)
     venv_python = re.escape(os.path.dirname(sys.executable)) + r'/python3?'
     assert re.search(f' sh ./launch/rank-env.sh {venv_python} -u ./pytorch/mnist/mnist_DDP.py '
-                     f'--data-dir {re.escape(DATA)} --epochs 10$', srun), srun
+                     f'--data-dir {re.escape(DATA)} --epochs 10 --batch-size 64$', srun), srun
 
 
 def test_sim_partition_names_charliecloud_and_every_recipe():
@@ -118,3 +118,19 @@ def test_unknown_container_platform_is_a_one_line_error(tmp_path):
     assert done.returncode != 0
     assert ("config error: partition sim:cluster container_platforms: unknown type 'Podmann' (known: "
             "Apptainer, Charliecloud, Docker, Sarus, Shifter, Singularity)") in done.stdout
+
+
+def test_bad_knob_values_fail_at_setup_in_one_line_each(tmp_path):
+    """A value ReFrame would turn into a traceback while loading (-S epochs=abc), or one the
+    training program would reject only after the job ran, fails the test at setup."""
+    done = run_reframe('simulated', tmp_path / 'rfm', '--dry-run', '-P', 'image=host', '-P', 'num_nodes=1',
+                       '-S', 'epochs=abc', '-S', 'CIFAR100ResNetCheck.model=resnet34',
+                       '-S', 'MNISTDistributedCheck.batch_size=-1')
+    assert done.returncode != 0 and 'Traceback' not in done.stdout + done.stderr
+    failures = {case['name'].split()[0]: (case['fail_phase'], case['fail_reason'])
+                for case in report_cases(tmp_path / 'rfm')}
+    assert failures == {
+        'MNISTDistributedCheck': ('setup', "config error: -S epochs='abc': expected an integer >= 1"),
+        'CIFAR100ResNetCheck': ('setup', "config error: -S model='resnet34': expected one of "
+                                         "resnet18, resnet50, resnet101, resnet152"),
+    }

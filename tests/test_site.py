@@ -21,11 +21,11 @@ def from_extras(extras, runtime='Singularity'):
 @pytest.mark.parametrize('change, message', [
     (lambda m: m.update(gpu_vendr='amd'), 'unknown key(s) gpu_vendr'),
     (lambda m: m.update(gpu_vendor='intel'), "gpu_vendor: 'intel' is not one of amd, nvidia, none"),
-    (lambda m: m.update(node_counts=[1, '2']), 'node_counts: expected a list of integers >= 1'),
-    (lambda m: m.update(node_counts=[]), 'node_counts: empty'),
+    (lambda m: m.update(node_counts=[1, '2']), "node_counts[1]: expected int, got str '2'"),
+    (lambda m: m.update(node_counts=[]), 'node_counts: empty; give at least 1'),
     (lambda m: m.update(max_nodes='1024'), "max_nodes: expected int, got str '1024'"),
     (lambda m: m.update(max_nodes=2), 'max_nodes: 2 is less than the largest of node_counts, 4'),
-    (lambda m: m.update(images='/a.sif'), 'images: expected list or tuple'),
+    (lambda m: m.update(images='/a.sif'), "images: expected list, got str '/a.sif'"),
     (lambda m: m.update(datasets={'mnist': 3}), 'datasets.mnist: expected str'),
     (lambda m: m.pop('topology'), 'missing required key(s) topology'),
     (lambda m: m['net_plugin'].update(provider_pattern='Selected (cxi)'), "needs a group named 'provider'"),
@@ -168,3 +168,42 @@ def test_corrupt_mnist_files_are_named(tmp_path):
     os.remove(images)
     with pytest.raises(ConfigError, match=r'train-images-idx3-ubyte is missing \(from -S data_dir\)'):
         check_mnist(str(tmp_path), '-S data_dir')
+
+
+def test_image_entries_carry_their_own_environment_python_and_expected_failure(tmp_path):
+    """A glob entry's settings hold for each image it matches, and for an image given by path
+    with -P that it matches; plain paths keep the partition's settings."""
+    for name in ('lumi-pytorch-new-a.sif', 'lumi-pytorch-old.sif'):
+        (tmp_path / name).touch()
+    extras = lumi_extras()
+    extras['mlcheck']['images'] = [
+        {'path': str(tmp_path / 'lumi-pytorch-new-*.sif'), 'env_vars': {'FI_MR_CACHE_MONITOR': 'userfaultfd'},
+         'python': '/opt/conda/bin/python', 'rank_prelude': '', 'expected_failure': 'hangs at start (#28)'},
+        str(tmp_path / 'lumi-pytorch-old.sif')]
+    settings = from_extras(extras)
+    assert sorted(settings.image_paths()) == ['lumi-pytorch-new-a', 'lumi-pytorch-old']
+    new = settings.resolve_image('lumi-pytorch-new-a')
+    old = settings.resolve_image('lumi-pytorch-old')
+    assert settings.image_entry(new).env_vars == {'FI_MR_CACHE_MONITOR': 'userfaultfd'}
+    assert settings.image_entry(new).expected_failure == 'hangs at start (#28)'
+    assert (settings.python_for(new), settings.rank_prelude_for(new)) == ('/opt/conda/bin/python', '')
+    assert settings.image_entry(old).env_vars == {} and not settings.image_entry(old).expected_failure
+    assert (settings.python_for(old), settings.rank_prelude_for(old)) == ('python', settings.rank_prelude)
+    assert settings.image_entry(str(tmp_path / 'lumi-pytorch-new-b.sif')).expected_failure
+    assert not settings.image_entry('/elsewhere/lumi-pytorch-new-b.sif').expected_failure
+
+
+@pytest.mark.parametrize('entry, message', [
+    ({'env_vars': {}}, 'images[0]: missing required key(s) path'),
+    ({'path': '/a.sif', 'env': {}}, 'images[0]: unknown key(s) env; allowed:'),
+    ({'path': '/a.sif', 'env_vars': {'NCCL_NET_GDR_LEVEL': 3}}, 'images[0].env_vars.NCCL_NET_GDR_LEVEL: expected str'),
+    ({'path': '/a.sif', 'env_vars': {'A-B': '1'}}, "images[0].env_vars: 'A-B' is not a variable name"),
+    ({'path': '/a.sif', 'expected_failure': True}, 'images[0].expected_failure: expected str'),
+    (3, 'images[0]: expected str or mapping, got int 3'),
+])
+def test_bad_image_entries_are_one_line_errors(entry, message):
+    extras = lumi_extras()
+    extras['mlcheck']['images'] = [entry]
+    with pytest.raises(ConfigError) as err:
+        from_extras(extras)
+    assert message in str(err.value) and 'partition lumi:standard-g extras.mlcheck' in str(err.value)

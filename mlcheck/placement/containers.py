@@ -2,7 +2,7 @@
 
 ReFrame creates only its own platforms (Docker, Singularity, Apptainer, Sarus, Shifter) from
 that name; the ones defined here are created by `platform_for` like them, so a partition that
-names `Charliecloud` gets it with no change to any check.
+names `Charliecloud` gets it with no change to any check. A name defined here wins over ReFrame's.
 """
 
 import shlex
@@ -35,7 +35,26 @@ class Charliecloud(ContainerPlatform):
         return ' '.join(['ch-run', *options, shlex.quote(self.image), '--', self.command or ''])
 
 
-PLATFORMS = {cls.__name__.lower(): cls for cls in (Charliecloud,)}   # names as ReFrame's: any case
+class Shifter(ContainerPlatform):
+    """NERSC's `shifter`: `shifter --image=TYPE:IMAGE --volume=SRC:DST [options] command`.
+
+    ReFrame's own Shifter backend writes Sarus's syntax (`shifter run --mount=...`), which the
+    shifter command does not take, so this one replaces it. Shifter keeps the environment and the
+    working directory (the global file systems, where the stage directory is, are mounted), so
+    the stage directory is neither bound nor entered.
+    """
+
+    def emit_prepare_commands(self, stagedir):
+        return []     # images are pulled beforehand, with shifterimg on a login node
+
+    def launch_command(self, stagedir):
+        options = [shlex.quote(f'--image={self.image}')]
+        options += [shlex.quote(f'--volume={src}:{dst}') for src, dst in self.mount_points]
+        options += self.options
+        return ' '.join(['shifter', *options, self.command or ''])
+
+
+PLATFORMS = {cls.__name__.lower(): cls for cls in (Charliecloud, Shifter)}   # names as ReFrame's: any case
 
 
 def platform_for(name):

@@ -100,8 +100,10 @@ class Waits:
         return env
 
 
-def job_exports(settings, layout, waits=Waits()):
-    """Job script lines exporting the variables of all ranks (site-wide ones come from the partition).
+def job_exports(settings, layout, waits=Waits(), image_path=None):
+    """Job script lines exporting the variables of all ranks running in the image at `image_path`
+    (None: the partition's own Python). Site-wide ones come from the partition; the image's own
+    come last, so that they win.
 
     They go into the script as they are (prerun commands): ReFrame would run any `$(...)` in
     its own env_vars on the submitting host.
@@ -125,8 +127,11 @@ def job_exports(settings, layout, waits=Waits()):
         env['TORCH_NCCL_ASYNC_ERROR_HANDLING'] = '1'
     if vendor['miopen_cache']:
         env['MLCHECK_MIOPEN_CACHE_ROOT'] = settings.miopen_cache_root
-    if settings.rank_prelude:
-        env['MLCHECK_RANK_PRELUDE'] = shell_quote(settings.rank_prelude)
+    prelude = settings.rank_prelude_for(image_path)
+    if prelude:
+        env['MLCHECK_RANK_PRELUDE'] = shell_quote(prelude)
+    env.update({name: shell_quote(value)
+                for name, value in settings.image_entry(image_path).env_vars.items()})
     return [f'export {name}={value}' for name, value in env.items()]
 
 

@@ -8,7 +8,8 @@ gets are the unreserved cores of its domain, split evenly among the GPUs sharing
 
 from dataclasses import dataclass
 
-from mlcheck.errors import ConfigError, expect_int_list, expect_mapping, expect_type
+from mlcheck import site_schema
+from mlcheck.errors import ConfigError
 
 
 @dataclass(frozen=True)
@@ -22,14 +23,10 @@ class NodeTopology:
     @classmethod
     def from_config(cls, entry, where):
         """Build from a config mapping; every problem is a one-line ConfigError naming `where`."""
-        expect_mapping(entry, where, required={'cores_per_domain', 'gpu_domains'},
-                       optional={'reserved_cores_per_domain', 'cores_per_node'})
-        topo = cls(cores_per_domain=expect_type(entry['cores_per_domain'], int, f'{where}.cores_per_domain'),
-                   gpu_domains=expect_int_list(entry['gpu_domains'], f'{where}.gpu_domains', minimum=0),
-                   reserved_cores_per_domain=expect_int_list(
-                       entry.get('reserved_cores_per_domain', []), f'{where}.reserved_cores_per_domain'),
-                   cores_per_node=expect_type(entry.get('cores_per_node', 0), int, f'{where}.cores_per_node'),
-                   where=where)
+        site_schema.validate(entry, where, site_schema.TOPOLOGY)
+        topo = cls(cores_per_domain=entry['cores_per_domain'], gpu_domains=tuple(entry['gpu_domains']),
+                   reserved_cores_per_domain=tuple(entry.get('reserved_cores_per_domain', ())),
+                   cores_per_node=entry.get('cores_per_node', 0), where=where)
         topo.validate()
         return topo
 
@@ -38,11 +35,6 @@ class NodeTopology:
         return len(self.gpu_domains)
 
     def validate(self):
-        if self.cores_per_domain < 1:
-            raise ConfigError(f'{self.where}.cores_per_domain must be at least 1, '
-                              f'got {self.cores_per_domain}')
-        if not self.gpu_domains:
-            raise ConfigError(f'{self.where}.gpu_domains is empty: a node needs at least one GPU slot')
         bad = [r for r in self.reserved_cores_per_domain if not 0 <= r < self.cores_per_domain]
         if bad:
             raise ConfigError(f'{self.where}.reserved_cores_per_domain: offset(s) {bad} outside a '

@@ -1,0 +1,83 @@
+"""Frontier (OLCF) batch partition: 8 GCDs of MI250X per node, Slingshot-11, PyTorch from a conda
+environment with ROCm modules (no container: the image is `host`).
+
+Facts from OLCF's Frontier user guide and its PyTorch guide: one 64-core EPYC in 8 L3 regions
+(CCDs) of 8 cores; low-noise mode with Slurm core specialization (-S 8, the default) keeps the
+first core of every CCD, leaving 7 per GCD; GCD i is closest to CCD [6, 7, 2, 3, 0, 1, 4, 5][i]
+(GCD 4 on cores 0-7, GCD 0 on 48-55); ranks start with srun, never torchrun (much slower there);
+NCCL_SOCKET_IFNAME=hsn0; the `rccl-net-plugin` module, loaded after `rocm`, brings aws-ofi-nccl
+and sets the Slingshot variables RCCL needs, and FI_CXI_RDZV_PROTO=alt_read wants
+--network=disable_rdzv_get at allocation.
+"""
+
+import os
+
+from mlcheck.rfm_config import builtin_environment, logging_config, storage_config
+
+# The conda environment with PyTorch for ROCm, and where the datasets are kept in torchvision's
+# layouts (DIR/MNIST/raw, DIR/cifar-100-python): the support team's choice of directories.
+CONDA_ENV = os.environ.get('MLCHECK_CONDA_ENV', '/lustre/orion/proj-shared/mlcheck/conda/pytorch')
+DATA_DIR = os.environ.get('MLCHECK_DATA_DIR', '/lustre/orion/proj-shared/mlcheck/data')
+
+site_configuration = {
+    'systems': [{
+        'name': 'frontier',
+        'descr': 'Frontier',
+        'hostnames': [r'login\d+\.frontier', r'frontier\d+'],
+        'modules_system': 'lmod',
+        'partitions': [{
+            'name': 'batch',
+            'descr': 'Frontier compute nodes: 8 MI250X GCDs per node',
+            'scheduler': 'slurm',
+            'launcher': 'srun',
+            # the project to charge comes from SBATCH_ACCOUNT
+            'access': ['--partition=batch', '--network=disable_rdzv_get'],
+            'environs': ['builtin'],
+            'max_jobs': 20,
+            'time_limit': '30m',
+            # loaded in the job script, in this order (the plugin after rocm), as OLCF's guide does
+            'modules': ['PrgEnv-gnu/8.7.0', 'cpe/26.03', 'miniforge3/23.11.0-0', 'rocm/7.1.1',
+                        'rccl-net-plugin', 'craype-accel-amd-gfx90a'],
+            'resources': [
+                {'name': '_rfm_gpu', 'options': ['--gpus-per-node={num_gpus_per_node}']},
+            ],
+            'env_vars': [
+                # a non-default CPE: its libraries before the system's (OLCF's PyTorch guide)
+                ['LD_LIBRARY_PATH', '$CRAY_LD_LIBRARY_PATH:$LD_LIBRARY_PATH'],
+                ['NCCL_SOCKET_IFNAME', 'hsn0'],
+            ],
+            'extras': {
+                'mlcheck': {
+                    'topology': {
+                        'cores_per_node': 64,
+                        'cores_per_domain': 8,
+                        'gpu_domains': [6, 7, 2, 3, 0, 1, 4, 5],
+                        'reserved_cores_per_domain': [0],
+                    },
+                    'gpu_vendor': 'amd',
+                    'node_counts': [1, 2, 4],
+                    'max_nodes': 9472,      # the largest job of the batch partition
+                    'datasets': {'mnist': DATA_DIR, 'cifar100': DATA_DIR},
+                    'host_python': os.path.join(CONDA_ENV, 'bin', 'python'),
+                    'checks': {
+                        'cifar100': {'model': 'resnet152', 'batch_size': 128, 'epochs': 3,
+                                     'warmup_steps': 10, 'workers': 4},
+                    },
+                    'miopen_cache_root': '/tmp',    # node-local: MIOpen fails on Lustre/NFS
+                    'net_plugin': {
+                        'used_pattern': r'NET/OFI (?:Using|Initializing) aws-ofi-[rn]ccl',
+                        'provider_pattern': r'NET/OFI Selected [Pp]rovider is (?P<provider>[^\s,(]+)',
+                        'provider': 'cxi',
+                    },
+                },
+            },
+        }],
+    }],
+    'environments': [builtin_environment(['frontier'])],
+    'logging': logging_config(),
+    # modules are loaded by the job script on the compute nodes; ReFrame does not load them
+    # itself (nor needs Lmod where it runs)
+    'general': [{'resolve_module_conflicts': False, 'target_systems': ['frontier']}],
+    'storage': storage_config(os.path.join(os.path.expanduser('~'), '.local', 'share', 'mlcheck',
+                                           'frontier-results.db')),
+}

@@ -1,0 +1,88 @@
+"""A check's knobs: settings a site gives per partition (extras.mlcheck.checks.<key>) and a user
+overrides with -S, all checked when the test is set up, before any job is submitted.
+
+ReFrame converts a -S value while it loads the checks, so `-S epochs=abc` on an `int` variable
+ends the session with a traceback. A knob's variable therefore takes any text; the Knob parses it
+at setup into the default's type and reports a bad value in one line, naming what it accepts.
+"""
+
+from dataclasses import dataclass
+
+from reframe.core.builtins import variable
+
+from mlcheck.errors import ConfigError
+
+TRUE, FALSE = ('true', 'yes', 'on', '1'), ('false', 'no', 'off', '0')
+
+
+def knob_variable():
+    """The ReFrame variable of a knob: unset (None) until -S sets it, to any text or value."""
+    return variable(str, int, float, bool, type(None), value=None)
+
+
+@dataclass(frozen=True)
+class Knob:
+    default: object                 # its type is the knob's type: bool, int, float or str
+    help: str = ''
+    choices: tuple = ()
+    minimum: float = None
+    below: float = None             # values must be smaller than this
+
+    @property
+    def kind(self):
+        return type(self.default)
+
+    def accepts(self):
+        """What the knob accepts, in words."""
+        if self.choices:
+            return 'one of ' + ', '.join(map(str, self.choices))
+        words = {bool: 'true or false', int: 'an integer', float: 'a number', str: 'text'}[self.kind]
+        if self.minimum is not None:
+            words += f' >= {self.minimum}'
+        if self.below is not None:
+            words += f' and < {self.below}' if self.minimum is not None else f' < {self.below}'
+        return words
+
+    def parse(self, value, where, from_text=False):
+        """`value` as the knob's type, converted from text if `from_text` (-S), else as it is in
+        config; a ConfigError naming `where` (e.g. '-S epochs') and what the knob accepts."""
+        try:
+            parsed = self._convert(value, from_text)
+        except ValueError:
+            parsed = None
+        if parsed is None or (self.choices and parsed not in self.choices) or \
+                (self.minimum is not None and parsed < self.minimum) or \
+                (self.below is not None and parsed >= self.below):
+            raise ConfigError(f'{where}={value!r}: expected {self.accepts()}')
+        return parsed
+
+    def _convert(self, value, from_text):
+        kind = self.kind
+        if from_text and isinstance(value, str) and kind is not str:
+            if kind is bool:
+                word = value.strip().lower()
+                return True if word in TRUE else False if word in FALSE else None
+            return kind(value)
+        if isinstance(value, bool) != (kind is bool):
+            return None
+        if kind is float and isinstance(value, int):
+            return float(value)
+        return value if isinstance(value, kind) else None
+
+
+def knob_values(knobs, given, configured, where_configured):
+    """{name: value} of every knob: as given with -S (`given[name]` not None), else as
+    configured for the partition, else its default. Unknown configured names are an error."""
+    unknown = sorted(set(configured) - set(knobs))
+    if unknown:
+        raise ConfigError(f'{where_configured}: unknown key(s) {", ".join(unknown)}; '
+                          f'allowed: {", ".join(sorted(knobs))}')
+    values = {}
+    for name, knob in knobs.items():
+        if given.get(name) is not None:
+            values[name] = knob.parse(given[name], f'-S {name}', from_text=True)
+        elif name in configured:
+            values[name] = knob.parse(configured[name], f'{where_configured}.{name}')
+        else:
+            values[name] = knob.default
+    return values

@@ -1,0 +1,230 @@
+"""The JSON Schema of a partition's site settings, `extras: {'mlcheck': {...}}`, and its checking.
+
+Adding a key is one entry under SCHEMA['properties'] (its type, its constraints and a
+description); PartitionSettings then takes it, and README.md's key table is generated from it:
+
+    python -m mlcheck.site_schema            # print the table
+    python -m mlcheck.site_schema --write    # rewrite it in README.md
+
+Errors stay one line naming the partition and the key: `partition lumi:standard-g
+extras.mlcheck.node_counts[1]: expected int, got str '2'`. What a schema cannot say (a topology
+whose GPUs do not fit its domains, a regular expression that does not compile) is checked where
+the value is used (mlcheck.placement.topology, mlcheck.site).
+"""
+
+import os
+import sys
+
+import jsonschema
+
+from mlcheck.errors import ConfigError
+
+STRING_LIST = {'type': 'array', 'items': {'type': 'string'}}
+ENV_NAME = '^[A-Za-z_][A-Za-z0-9_]*$'
+
+TOPOLOGY = {
+    'type': 'object',
+    'description': '`cores_per_domain`; `gpu_domains[i]`, the CPU domain nearest GPU i; '
+                   '`reserved_cores_per_domain` (offsets kept for the system); optional `cores_per_node`',
+    'required': ['cores_per_domain', 'gpu_domains'],
+    'additionalProperties': False,
+    'properties': {
+        'cores_per_domain': {'type': 'integer', 'minimum': 1},
+        'gpu_domains': {'type': 'array', 'items': {'type': 'integer', 'minimum': 0}, 'minItems': 1},
+        'reserved_cores_per_domain': {'type': 'array', 'items': {'type': 'integer', 'minimum': 0}},
+        'cores_per_node': {'type': 'integer', 'minimum': 0},
+    },
+}
+
+IMAGE_ENTRY = {
+    # a plain string is a path, a glob, a runtime's reference or 'host'; a mapping adds settings
+    'type': ['string', 'object'],
+    'required': ['path'],
+    'additionalProperties': False,
+    'properties': {
+        'path': {'type': 'string'},
+        'env_vars': {'type': 'object', 'propertyNames': {'pattern': ENV_NAME},
+                     'additionalProperties': {'type': 'string'}},
+        'python': {'type': 'string'},
+        'rank_prelude': {'type': 'string'},
+        'expected_failure': {'type': 'string', 'minLength': 1},
+    },
+}
+
+SCHEMA = {
+    '$schema': 'https://json-schema.org/draft/2020-12/schema',
+    'type': 'object',
+    'required': ['topology'],
+    'additionalProperties': False,
+    'properties': {
+        'topology': TOPOLOGY,
+        'gpu_vendor': {
+            'enum': ['amd', 'nvidia', 'stand-in', 'none'], 'default': 'none',
+            'description': '`amd` (ROCR_VISIBLE_DEVICES, private MIOpen cache), `nvidia` '
+                           '(CUDA_VISIBLE_DEVICES), `stand-in` (GPUs that Slurm schedules but the '
+                           'ranks train on CPUs: the simulated partition) or `none`'},
+        'binding': {
+            'enum': ['by_gpu', 'by_domain'], 'default': 'by_gpu',
+            'description': 'how tasks meet GPUs (docs/placement.md): `by_gpu`, task i drives GPU i on '
+                           'the cores nearest it; `by_domain`, task i runs on CPU domain i and drives '
+                           'its GPU (`--gpu-bind=map_gpu`); `-S binding=` for one run'},
+        'gpu_task_sharing': {
+            'type': 'boolean', 'default': False,
+            'description': '`--gres-flags=allow-task-sharing` with `by_domain` (Slurm >= 23.11), so '
+                           "NCCL/RCCL still reaches the node's other GPUs"},
+        'slow_rank_fraction': {
+            'type': 'number', 'minimum': 0, 'maximum': 1, 'default': 0.8,
+            'description': "a rank training alone below this fraction of the median rank fails the "
+                           'check (0: off); `-S slow_rank_fraction=` for one run (docs/per-rank.md)'},
+        'node_counts': {
+            'type': 'array', 'items': {'type': 'integer', 'minimum': 1}, 'minItems': 1, 'default': [1],
+            'description': 'node counts to test'},
+        'max_nodes': {
+            'type': 'integer', 'minimum': 1,
+            'description': 'the most nodes one job can get; `-P num_nodes` beyond it is an error at setup'},
+        'images': {
+            'type': 'array', 'items': IMAGE_ENTRY, 'default': [],
+            'description': 'image paths or globs (the test name is the file name without `.sif`), '
+                           "runtime references (Shifter's `docker:...`), `host` for the partition's "
+                           "own Python; or entries `{'path': ..., 'env_vars': {...}, 'python': ..., "
+                           "'rank_prelude': ..., 'expected_failure': REASON}`; an image given with "
+                           '`-P image=PATH` is named the same way, so it shares the references and '
+                           'history of the configured image of that name, and one without references '
+                           'says `performance not judged` in ReFrame\'s output'},
+        'container_binds': {
+            **STRING_LIST, 'default': [],
+            'description': '`path` or `host:container` binds'},
+        'container_options': {
+            **STRING_LIST, 'default': [],
+            'description': "extra options of the container command (Perlmutter: `--module=gpu,nccl-plugin`)"},
+        'datasets': {
+            'type': 'object', 'additionalProperties': {'type': 'string'}, 'default': {},
+            'description': 'staged dataset directories by name (`mnist`: the directory holding '
+                           '`MNIST/raw/`; `cifar100`: the one holding `cifar-100-python/`)'},
+        'python': {
+            'type': 'string', 'default': 'python3',
+            'description': 'the interpreter inside the images'},
+        'host_python': {
+            'type': 'string', 'default': 'python3',
+            'description': 'the interpreter of the image `host` (no container)'},
+        'data_mount': {
+            'type': 'string',
+            'description': 'where the dataset directory is bound inside the images (default: its host path)'},
+        'rank_prelude': {
+            'type': 'string', 'default': '',
+            'description': "shell code each rank runs first, as a user's shell would (no `set -eu`; "
+                           '`source` works where `/bin/sh` is dash); a non-zero final status stops the '
+                           'rank, saying so'},
+        'miopen_cache_root': {
+            'type': 'string', 'default': '/tmp',
+            'description': "node-local directory for the ranks' private MIOpen caches (AMD)"},
+        'net_plugin': {
+            'type': 'object',
+            'required': ['used_pattern', 'provider_pattern', 'provider'],
+            'additionalProperties': False,
+            'properties': {name: {'type': 'string'} for name in
+                           ('used_pattern', 'provider_pattern', 'provider', 'fallback_pattern',
+                            'network_pattern', 'network')},
+            'description': 'how NCCL/RCCL shows its network plugin: `used_pattern`, `provider_pattern` '
+                           '(group `provider`), `provider`, optional `fallback_pattern`, '
+                           '`network_pattern` (group `network`) and `network`, the network every '
+                           'communicator must end on'},
+        'checks': {
+            'type': 'object',
+            'additionalProperties': {
+                'type': 'object',
+                'additionalProperties': {'type': ['string', 'integer', 'number', 'boolean']}},
+            'default': {},
+            'description': "per-check knobs, e.g. `cifar100`: `{'model': 'resnet152', 'epochs': 3}` "
+                           '(the `knobs` of `checks/*.py`, each also settable with `-S`)'},
+    },
+}
+
+TYPE_WORDS = {'string': 'str', 'integer': 'int', 'number': 'number', 'boolean': 'bool',
+              'array': 'list', 'object': 'mapping', 'null': 'None'}
+
+
+# Python config files write lists as tuples too; a bool is no integer, nor 3.0 one
+TYPES = jsonschema.Draft202012Validator.TYPE_CHECKER.redefine_many({
+    'array': lambda _, value: isinstance(value, (list, tuple)),
+    'integer': lambda _, value: isinstance(value, int) and not isinstance(value, bool),
+})
+Validator = jsonschema.validators.extend(jsonschema.Draft202012Validator, type_checker=TYPES)
+
+
+def keys():
+    """The keys a partition's extras.mlcheck may have."""
+    return set(SCHEMA['properties'])
+
+
+def validate(entry, where, schema=SCHEMA):
+    """A ConfigError, one line naming `where` and the key, unless `entry` fits `schema`."""
+    errors = list(Validator(schema).iter_errors(entry))
+    if errors:
+        error = min(errors, key=lambda e: (len(e.absolute_path), e.validator != 'required'))
+        raise ConfigError(f'{where}{location(error.absolute_path)}: {explain(error)}')
+    return entry
+
+
+def location(path):
+    return ''.join(f'[{part}]' if isinstance(part, int) else f'.{part}' for part in path)
+
+
+def explain(error):
+    """An error of jsonschema in words of this project."""
+    value, kind = error.instance, error.validator
+    if kind == 'additionalProperties' and isinstance(error.schema.get('properties'), dict):
+        unknown = sorted(set(value) - set(error.schema['properties']))
+        return f'unknown key(s) {", ".join(unknown)}; allowed: {", ".join(sorted(error.schema["properties"]))}'
+    if kind == 'required':
+        missing = sorted(set(error.validator_value) - set(value))
+        return f'missing required key(s) {", ".join(missing)}'
+    if kind == 'type':
+        kinds = error.validator_value if isinstance(error.validator_value, list) else [error.validator_value]
+        return f'expected {" or ".join(TYPE_WORDS[k] for k in kinds)}, got {type(value).__name__} {value!r}'
+    if kind == 'enum':
+        return f'{value!r} is not one of {", ".join(map(str, error.validator_value))}'
+    if kind == 'minimum':
+        return f'{value!r} is less than {error.validator_value}'
+    if kind == 'maximum':
+        return f'{value!r} is more than {error.validator_value}'
+    if kind in ('minItems', 'minLength'):
+        return f'empty; give at least {error.validator_value}'
+    if kind == 'pattern':
+        return f'{value!r} is not a variable name'
+    return error.message
+
+
+def readme_table():
+    """README.md's table of the keys, from the schema."""
+    rows = ['| key | accepts | default | meaning |', '|---|---|---|---|']
+    for name, prop in SCHEMA['properties'].items():
+        accepts = (' or '.join(f'`{v}`' for v in prop['enum']) if 'enum' in prop
+                   else TYPE_WORDS[prop['type']] if isinstance(prop.get('type'), str) else '')
+        if prop.get('type') == 'array' and isinstance(prop['items'].get('type'), str):
+            accepts = f'list of {TYPE_WORDS[prop["items"]["type"]]}'
+        required = name in SCHEMA['required']
+        default = 'required' if required else f'`{prop["default"]!r}`' if 'default' in prop else 'none'
+        rows.append(f'| `{name}` | {accepts} | {default} | {prop["description"]} |')
+    return '\n'.join(rows) + '\n'
+
+
+README = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), 'README.md')
+BEGIN = '<!-- extras.mlcheck keys: generated from mlcheck/site_schema.py (python -m mlcheck.site_schema --write) -->\n'
+END = '<!-- end of generated key table -->\n'
+
+
+def readme_with_table(text):
+    """`text` (README.md) with the table between the markers replaced by readme_table()."""
+    start, end = text.index(BEGIN) + len(BEGIN), text.index(END)
+    return text[:start] + readme_table() + text[end:]
+
+
+if __name__ == '__main__':
+    if sys.argv[1:] == ['--write']:
+        with open(README) as f:
+            text = f.read()
+        with open(README, 'w') as f:
+            f.write(readme_with_table(text))
+    else:
+        sys.stdout.write(readme_table())

@@ -1,0 +1,45 @@
+"""Image entries with their own environment, through ReFrame: the job scripts of two images
+differ exactly in their variables (their expected failures run in test_image_entries_sim.py)."""
+
+import difflib
+
+from conftest import REPO
+from reframe_runner import report_cases, run_reframe
+
+
+def sim_config_with_images(tmp_path, images):
+    """A config file: the simulated partition's, with extras.mlcheck.images set to `images`."""
+    path = tmp_path / 'sim_images.py'
+    path.write_text(
+        'import importlib.util\n'
+        f"spec = importlib.util.spec_from_file_location('simulated', '{REPO}/config/simulated.py')\n"
+        'base = importlib.util.module_from_spec(spec)\n'
+        'spec.loader.exec_module(base)\n'
+        'site_configuration = base.site_configuration\n'
+        "site_configuration['systems'][0]['partitions'][0]['extras']['mlcheck']['images'] = "
+        f'{images!r}\n')
+    return path
+
+
+def test_two_images_job_scripts_differ_exactly_in_their_variables(tmp_path):
+    for name in ('torch-new', 'torch-old'):
+        (tmp_path / name).mkdir()      # a dry run only writes the scripts
+    config = sim_config_with_images(tmp_path, [
+        {'path': str(tmp_path / 'torch-new'), 'env_vars': {'FI_MR_CACHE_MONITOR': 'userfaultfd'}},
+        {'path': str(tmp_path / 'torch-old'), 'env_vars': {'NCCL_NET_GDR_LEVEL': 'PHB'}},
+    ])
+    done = run_reframe(config, tmp_path / 'rfm', '--dry-run', '-n', 'MNISTDistributedCheck',
+                       '-P', 'num_nodes=1')
+    assert done.returncode == 0, done.stdout + done.stderr
+    scripts = {}
+    for case in report_cases(tmp_path / 'rfm'):
+        text = (tmp_path / 'rfm' / case['stagedir'] / 'rfm_job.sh').read_text()
+        # the stage directory, job name and image are the variants' own; the rest must be the same
+        for own in (case['stagedir'], case['hashcode'], case['image']):
+            text = text.replace(own, 'OWN')
+        scripts[case['image']] = text
+    assert sorted(scripts) == ['torch-new', 'torch-old']
+    diff = [line for line in difflib.ndiff(scripts['torch-new'].splitlines(), scripts['torch-old'].splitlines())
+            if line[:1] in '+-']
+    assert diff == ["- export FI_MR_CACHE_MONITOR='userfaultfd'", "+ export NCCL_NET_GDR_LEVEL='PHB'"]
+

@@ -1,0 +1,68 @@
+"""Check knobs: -S text and config values parsed at setup, bad ones named in one line."""
+
+import ast
+import pathlib
+
+import pytest
+
+from conftest import REPO
+from mlcheck.errors import ConfigError
+from mlcheck.knobs import Knob, knob_values
+
+EPOCHS = Knob(3, minimum=1)
+THROTTLE = Knob(0.0, minimum=0, below=1)
+MODEL = Knob('resnet152', choices=('resnet18', 'resnet152'))
+AMP = Knob(False)
+
+
+@pytest.mark.parametrize('knob, given, value', [
+    (EPOCHS, '4', 4), (EPOCHS, 4, 4), (THROTTLE, '0.5', 0.5), (THROTTLE, 0, 0.0),
+    (MODEL, 'resnet18', 'resnet18'), (AMP, 'true', True), (AMP, 'no', False), (AMP, True, True),
+])
+def test_good_values_take_the_knobs_type(knob, given, value):
+    parsed = knob.parse(given, '-S x', from_text=True)
+    assert parsed == value and type(parsed) is type(value)
+
+
+@pytest.mark.parametrize('knob, given, message', [
+    (EPOCHS, 'abc', "-S x='abc': expected an integer >= 1"),
+    (EPOCHS, '2.5', "-S x='2.5': expected an integer >= 1"),
+    (EPOCHS, '0', "-S x='0': expected an integer >= 1"),
+    (EPOCHS, True, '-S x=True: expected an integer >= 1'),
+    (EPOCHS, 3.0, '-S x=3.0: expected an integer >= 1'),
+    (THROTTLE, '1', "-S x='1': expected a number >= 0 and < 1"),
+    (THROTTLE, '-0.1', "-S x='-0.1': expected a number >= 0 and < 1"),
+    (MODEL, 'resnet34', "-S x='resnet34': expected one of resnet18, resnet152"),
+    (MODEL, 18, '-S x=18: expected one of resnet18, resnet152'),
+    (AMP, 'maybe', "-S x='maybe': expected true or false"),
+    (AMP, 1, '-S x=1: expected true or false'),
+])
+def test_bad_values_are_one_line_errors_saying_what_is_accepted(knob, given, message):
+    with pytest.raises(ConfigError) as err:
+        knob.parse(given, '-S x', from_text=True)
+    assert str(err.value) == message
+
+
+def test_given_beats_configured_beats_default():
+    knobs = {'epochs': EPOCHS, 'amp': AMP, 'model': MODEL}
+    values = knob_values(knobs, {'epochs': '7', 'amp': None, 'model': None},
+                         {'epochs': 5, 'amp': True}, 'partition p extras.mlcheck.checks.c')
+    assert values == {'epochs': 7, 'amp': True, 'model': 'resnet152'}
+
+
+def test_configured_values_are_named_by_their_key():
+    with pytest.raises(ConfigError, match=r"^partition p extras.mlcheck.checks.c.epochs='3': expected"):
+        knob_values({'epochs': EPOCHS}, {}, {'epochs': '3'}, 'partition p extras.mlcheck.checks.c')
+    with pytest.raises(ConfigError, match='^partition p extras.mlcheck.checks.c: unknown key.s. epoch; '
+                                          'allowed: epochs$'):
+        knob_values({'epochs': EPOCHS}, {}, {'epoch': 3}, 'partition p extras.mlcheck.checks.c')
+
+
+def test_cifar_model_choices_are_the_training_scripts():
+    script = ast.parse(pathlib.Path(REPO, 'src/pytorch/cifar/train_cifar100.py').read_text())
+    check = ast.parse(pathlib.Path(REPO, 'checks/cifar100_resnet.py').read_text())
+    [models] = [ast.literal_eval(node.value) for node in ast.walk(script)
+                if isinstance(node, ast.Assign) and getattr(node.targets[0], 'id', None) == 'MODELS']
+    [choices] = [ast.literal_eval(node.value) for node in ast.walk(check)
+                 if isinstance(node, ast.keyword) and node.arg == 'choices']
+    assert choices == models
