@@ -31,7 +31,8 @@ def exports(script):
     return dict(re.findall(r'^export (\w+)=(.*)$', script, re.M))
 
 
-CHECKS = ['MNISTDistributedCheck', 'CIFAR100ResNetCheck']
+TRAINING_CHECKS = ['MNISTDistributedCheck', 'CIFAR100ResNetCheck']   # they read a dataset
+CHECKS = [*TRAINING_CHECKS, 'InterconnectCheck']
 
 
 @pytest.fixture(scope='module')
@@ -62,7 +63,7 @@ def test_frontier_binds_seven_low_noise_cores_per_gcd(frontier, check):
             '0xfe00000000,0xfe0000000000 ') in srun_line(script)
 
 
-@pytest.mark.parametrize('check', CHECKS)
+@pytest.mark.parametrize('check', TRAINING_CHECKS)
 def test_frontier_loads_rocm_and_the_plugin_then_runs_the_conda_python_under_srun(frontier, check):
     tmp, scripts = frontier
     script = scripts[check, 4]
@@ -97,7 +98,7 @@ def test_perlmutter_binds_each_a100_to_its_numa_domain(perlmutter, check):
     assert '--cpu-bind=mask_cpu:0xffff000000000000,0xffff00000000,0xffff0000,0xffff ' in srun_line(script)
 
 
-@pytest.mark.parametrize('check', CHECKS)
+@pytest.mark.parametrize('check', TRAINING_CHECKS)
 def test_perlmutter_environment_and_shifter_command(perlmutter, check):
     tmp, scripts = perlmutter
     script = scripts[check, 4]
