@@ -20,7 +20,7 @@ def from_extras(extras, runtime='Singularity'):
 
 @pytest.mark.parametrize('change, message', [
     (lambda m: m.update(gpu_vendr='amd'), 'unknown key(s) gpu_vendr'),
-    (lambda m: m.update(gpu_vendor='intel'), "gpu_vendor: 'intel' is not one of amd, nvidia, none"),
+    (lambda m: m.update(gpu_vendor='intel'), "gpu_vendor: 'intel' is not one of amd, nvidia, stand-in, none"),
     (lambda m: m.update(node_counts=[1, '2']), "node_counts[1]: expected int, got str '2'"),
     (lambda m: m.update(node_counts=[]), 'node_counts: empty; give at least 1'),
     (lambda m: m.update(max_nodes='1024'), "max_nodes: expected int, got str '1024'"),
