@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# The GPU code paths on one GPU of a node without Slurm: both training programs as one rank
-# (NCCL backend, NCCL_DEBUG=INFO, through src/launch/rank-env.sh as srun would start them), the
-# CIFAR-100 benchmark in fp32 and with --amp --channels-last, and the harness against a bare loop.
+# The GPU code paths on one GPU of a node without Slurm: both training programs and the
+# interconnect program as one rank (NCCL backend, NCCL_DEBUG=INFO, through src/launch/rank-env.sh
+# as srun would start them), the CIFAR-100 benchmark in fp32, with --amp, --channels-last and both,
+# and the harness against a bare loop.
 # Each program's stdout and stderr are labelled "0: " as `srun --label` labels task 0, so the
 # project's own sanity code reads them as it reads a job's output.
 #
@@ -31,15 +32,21 @@ cd "$repo"
 as_rank0 mnist src/pytorch/mnist/mnist_DDP.py --data-dir "$data" --epochs 3
 as_rank0 cifar100 src/pytorch/cifar/train_cifar100.py --data-dir "$data" --model resnet152 \
     --batch-size 128 --epochs 3 --warmup-steps 10 --workers 4
+as_rank0 collectives src/pytorch/comm/collectives.py --max-bytes $((1 << 30))
 
-# fp32 against bf16 autocast with channels-last: same model, batch and steps, synthetic data
-for variant in fp32 amp; do
-    extra=(); [ "$variant" = amp ] && extra=(--amp --channels-last)
-    "$python" -u src/pytorch/cifar/train_cifar100.py --synthetic --mode single --model resnet152 \
-        --batch-size 256 --epochs 3 --steps 40 --warmup-steps 10 --workers 0 "${extra[@]}" \
-        > "$out/cifar100-$variant.out" 2>&1
-    grep '"event": "result"' "$out/cifar100-$variant.out" | head -1
-done
+# fp32 against bf16 autocast and channels-last, alone and together: same model, batch and steps,
+# synthetic data (no loader)
+for batch in 256 1024; do
+    for variant in fp32 amp channels-last amp+channels-last; do
+        extra=()
+        case $variant in *amp*) extra+=(--amp);; esac
+        case $variant in *channels-last*) extra+=(--channels-last);; esac
+        printf '%s batch %s: ' "$variant" "$batch"
+        "$python" -u src/pytorch/cifar/train_cifar100.py --synthetic --mode single --model resnet152 \
+            --batch-size "$batch" --epochs 3 --steps 30 --warmup-steps 10 --workers 0 "${extra[@]}" \
+            2>&1 | grep '"event": "result"' | head -1
+    done
+done > "$out/cifar100-precision.txt"
 
 for model in resnet18 resnet50; do
     "$python" -u bench/harness_overhead.py --device gpu --model "$model" --batch-size 128 \

@@ -20,6 +20,7 @@ class InterconnectCheck(DistributedTrainingCheck):
     descr = 'torch.distributed collective bandwidth and latency, one rank per GPU'
     script = 'pytorch/comm/collectives.py'
     dataset = ''
+    solo_phase = False      # no training: nothing to time alone
 
     # Knobs: -S sets one; else the partition's extras.mlcheck.checks.interconnect; else these.
     # The limits (GB/s) are the partition's physical ones, declared by the site: across nodes,

@@ -264,7 +264,8 @@ class DistributedTrainingCheck(rfm.RunOnlyRegressionTest):
     @sanity_function
     def assert_training_sane(self):
         expect = sanity.Expectations.for_run(self.settings, self.layout, fault=self.fault,
-                                             slow_rank_fraction=self.slow_rank_threshold,
+                                             slow_rank_fraction=(self.slow_rank_threshold
+                                                                 if self.solo_phase else None),
                                              **self.training_promises())
         found = sanity.problems(self.run_output(), expect)
         if set(self.run_output().by_rank('done')) == set(range(expect.world_size)):
@@ -311,7 +312,18 @@ class DistributedTrainingCheck(rfm.RunOnlyRegressionTest):
             return
         image = self.settings.resolve_image(self.image)
         self.software_stack = stack.encode(stack.of_run(self.run_output(), image))
+
     # --- per rank: each rank alone, and what the distributed phase keeps of it (docs/per-rank.md)
+
+    #: The program trains each rank alone before the distributed phase (ddp_common.solo_phase):
+    #: its per-rank figures and the slow-rank rule apply.
+    solo_phase = True
+
+    @run_before('performance')
+    def drop_per_rank_figures_without_solo_phase(self):
+        if not self.solo_phase:
+            for name in ('slowest_rank_fraction', 'communication_efficiency'):
+                self.perf_variables.pop(name)
 
     @performance_function('fraction')
     def slowest_rank_fraction(self):
