@@ -147,11 +147,11 @@ def test_scaling_efficiency_only_against_a_one_node_run_of_the_same_settings(clu
                'MLCHECK_REFERENCES_DIR': str(tmp_path / 'no-references')}
     short = ('-n', 'CIFAR100ResNetCheck', '-P', 'image=host', '-S', 'epochs=2')
     other = run_reframe('simulated', tmp_path / 'one', '-r', *short, '-P', 'num_nodes=1',
-                        '-S', 'batch_size=8', env=storage)
+                        '-S', 'batch_size=32', env=storage)
     default = run_reframe('simulated', tmp_path / 'two', '-r', *short, '-P', 'num_nodes=2', env=storage)
     for done in (other, default):
         assert done.returncode == 0, done.stdout[-3000:]
-    assert 'batch_size=8;' in report_cases(tmp_path / 'one')[0]['run_settings']
+    assert 'batch_size=32;' in report_cases(tmp_path / 'one')[0]['run_settings']
     [case] = report_cases(tmp_path / 'two')
     assert 'batch_size=16;' in case['run_settings'] and 'scaling_efficiency' not in perf(case)
     log = (tmp_path / 'two' / 'perflogs' / 'sim' / 'cluster' / 'CIFAR100ResNetCheck.log').read_text()
