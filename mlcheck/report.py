@@ -9,8 +9,8 @@ change is a regression only when it is worse than both --threshold and --noise-f
 noise: the standard deviation of the repetitions, pooled over both sides. With -o DIR it writes
 DIR/report.md and PNG plots.
 
-Exit status: 0 no regression, 1 regression found (or a test with no result after), 2 bad
-input, 3 internal error (one line on stderr for either).
+Exit status: 0 no regression; 1 regression found, or a test with values before and none after
+(or none of the same settings); 2 bad input; 3 internal error (one line on stderr for either).
 """
 
 import argparse
@@ -89,8 +89,8 @@ def percent(value):
 
 
 # the order a reader acts in: what broke or got slower first, then what got faster
-ORDER = (history.NO_RESULT, history.OTHER_SETTINGS, history.REGRESSION, history.IMPROVED, history.WITHIN_NOISE,
-         history.UNCHANGED, history.ONLY_BEFORE, history.ONLY_AFTER)
+ORDER = (history.NO_RESULT, history.OTHER_SETTINGS, history.REGRESSION, history.IMPROVED,
+         history.WITHIN_NOISE, history.UNCHANGED, history.ONLY_BEFORE, history.ONLY_AFTER)
 ACT_ON = (history.NO_RESULT, history.OTHER_SETTINGS, history.REGRESSION)
 
 
@@ -198,7 +198,8 @@ def write_report(directory, args, before, after, comparisons, rule):
         'Nothing that both sides recorded changed.']
     rest = [r for r in table if r not in sum(sections.values(), [])]
     text += ['', '## Everything else', '', *(f'- {line}' for line in lines[1:] + notes(after)), '',
-             markdown_table(COLUMNS, rest) if rest else 'Nothing else was compared.', '', 'Change: of the mean of the repetitions. Noise: standard deviation of the '
+             markdown_table(COLUMNS, rest) if rest else 'Nothing else was compared.', '',
+             'Change: of the mean of the repetitions. Noise: standard deviation of the '
              'repetitions about their mean, both sides pooled, relative to the before mean.', '']
     for title, name in plot_all(directory, args.plot_var, before, after):
         text += [f'## {title}', '', f'![{title}]({name})', '']

@@ -140,6 +140,25 @@ def test_scaling_efficiency_from_stored_results(cluster, tmp_path):
     assert 'scaling_efficiency' not in perf(report_cases(tmp_path / 'alone')[0])
 
 
+def test_scaling_efficiency_only_against_a_one_node_run_of_the_same_settings(cluster, tmp_path):
+    """A stored 1-node run with another batch size once became a 2-node run's baseline; now the
+    2-node run reports no efficiency, and its perf log line carries its own settings. (No
+    references: the other batch size has none, and this test is not about speed.)"""
+    storage = {'RFM_ENABLE_RESULTS_STORAGE': '1', 'RFM_SQLITE_DB_FILE': str(tmp_path / 'results.db'),
+               'MLCHECK_REFERENCES_DIR': str(tmp_path / 'no-references')}
+    short = ('-n', 'CIFAR100ResNetCheck', '-P', 'image=host', '-S', 'epochs=2')
+    other = run_reframe('simulated', tmp_path / 'one', '-r', *short, '-P', 'num_nodes=1',
+                        '-S', 'batch_size=32', env=storage)
+    default = run_reframe('simulated', tmp_path / 'two', '-r', *short, '-P', 'num_nodes=2', env=storage)
+    for done in (other, default):
+        assert done.returncode == 0, done.stdout[-3000:]
+    assert 'batch_size=32;' in report_cases(tmp_path / 'one')[0]['run_settings']
+    [case] = report_cases(tmp_path / 'two')
+    assert 'batch_size=16;' in case['run_settings'] and 'scaling_efficiency' not in perf(case)
+    log = (tmp_path / 'two' / 'perflogs' / 'sim' / 'cluster' / 'CIFAR100ResNetCheck.log').read_text()
+    assert f"|{case['run_settings']}|" in log
+
+
 def test_missing_dataset_is_a_one_line_error(cluster, tmp_path):
     done = run_reframe('simulated', tmp_path, '-r', '-n', 'MNIST', '-P', 'image=host', '-P', 'num_nodes=1',
                        '-S', 'data_dir=/nonexistent/mnist')

@@ -175,3 +175,19 @@ def test_one_scaling_and_one_time_figure_per_check(tmp_path, capsys):
     run(capsys, before, after, '-o', str(tmp_path / 'report'))
     assert sorted(p.name for p in (tmp_path / 'report').glob('*.png')) == [
         'scaling-sim-cluster-MNISTDistributedCheck.png', 'time-sim-cluster-MNISTDistributedCheck.png']
+
+
+def test_a_perf_log_moved_aside_for_the_new_header_is_still_read(tmp_path, capsys):
+    """ReFrame moves a perf log whose header changed to <name>.log.h0; a directory selection
+    still reads it (and skips one too old to hold an image and node count)."""
+    from test_history import CAMPAIGN, spec
+    logs = tmp_path / 'perflogs' / 'sim' / 'cluster'
+    logs.mkdir(parents=True)
+    with open(CAMPAIGN) as f:
+        text = f.read()
+    (logs / 'MNISTDistributedCheck.log.h0').write_text(text)
+    (logs / 'MNISTDistributedCheck.log.h1').write_text('job_completion_time|name|perf_value\n')
+    write_perflog(logs / 'MNISTDistributedCheck.log', as_run(samples(SLOWED), 'host', 1))
+    period = f"{BASELINE['start']}:{BASELINE['end']}"
+    code, out, err = run(capsys, f'{tmp_path / "perflogs"}@{period}', spec(SLOWED))
+    assert err == '' and '3 regression(s)' in out

@@ -119,17 +119,29 @@ def parse_selection(spec):
 # --- perf logs -----------------------------------------------------------------------------
 
 def perflog_files(path):
-    """The perf logs at `path`: the file, or every *.log below the directory (not ReFrame's
-    .log.hN files, which hold lines of an older header)."""
+    """The perf logs at `path`: the file, or every *.log below the directory, with the .log.hN
+    files into which ReFrame moves a log when its header changes (when the settings and stack
+    columns were added, say) if their header has every column a sample needs."""
     if os.path.isdir(path):
         found = sorted(os.path.join(d, f) for d, _, files in os.walk(path)
                        for f in files if f.endswith('.log'))
         if not found:
             raise InputError(f'no perf log (*.log) in directory {path}')
-        return found
+        rotated = sorted(os.path.join(d, f) for d, _, files in os.walk(path)
+                         for f in files if re.search(r'\.log\.h\d+$', f))
+        return found + [f for f in rotated if _has_sample_columns(f)]
     if not os.path.exists(path):
         raise InputError(f'perf log not found: {path}')
     return [path]
+
+
+def _has_sample_columns(path):
+    try:
+        with open(path, errors='replace') as stream:
+            header = stream.readline().rstrip('\n').split('|')
+    except OSError:
+        return False
+    return all(column in header for column in PERFLOG_REQUIRED)
 
 
 def read_perflog(path, period=None):

@@ -32,15 +32,18 @@ def scaling(sides, title, path, colour_of):
     one partition, check and variable."""
     fig, ax = plt.subplots(figsize=(8, 4.2))
     nodes_seen, values_seen, unit = set(), [], ''
+    images = sorted({s.image for samples in sides.values() for s in samples})
     for side, samples in sides.items():
         for image, of_image in sorted(group(samples, lambda s: s.image).items()):
+            # side by side, not on top of each other: each image and side a little apart
+            slot = 2 * images.index(image) + (side == 'after') - (2 * len(images) - 1) / 2
+            shift = 1.025 ** slot
             by_nodes = sorted(group(of_image, lambda s: s.num_nodes).items())
             nodes = [n for n, _ in by_nodes]
             values = [[s.value for s in ss] for _, ss in by_nodes]
             means = [statistics.fmean(v) for v in values]
             spread = [[m - min(v) for m, v in zip(means, values)],
                       [max(v) - m for m, v in zip(means, values)]]
-            shift = 0.97 if side == 'before' else 1.03     # side by side, not on top of each other
             ax.errorbar([n * shift for n in nodes], means, yerr=spread, capsize=4, marker='o',
                         markersize=7, linewidth=2, color=colour_of[image],
                         label=f'{image}, {side}', **SIDES[side])
@@ -53,7 +56,14 @@ def scaling(sides, title, path, colour_of):
     ax.minorticks_off()
     ax.set_xlim(min(ticks) / 1.25, max(ticks) * 1.25)
     ax.set_ylim(*_padded(values_seen, from_zero=True))
-    _finish(fig, ax, title, 'nodes', unit, path)
+    ax.set_xlabel('nodes')
+    ax.set_ylabel(unit)
+    ax.set_title(title, fontsize=10)
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=8, loc='upper left', bbox_to_anchor=(1.02, 1), borderaxespad=0)
+    fig.tight_layout()
+    fig.savefig(path, dpi=DPI)
+    plt.close(fig)
 
 
 def over_time(panels, title, path, colour_of):
@@ -114,13 +124,3 @@ def _padded(values, from_zero=False):
     span = (high - low) or abs(high) or 1
     return (low if from_zero else low - MARGIN * span), high + MARGIN * span
 
-
-def _finish(fig, ax, title, xlabel, unit, path):
-    ax.set_xlabel(xlabel)
-    ax.set_ylabel(unit)
-    ax.set_title(title, fontsize=10)
-    ax.grid(alpha=0.3)
-    ax.legend(fontsize=8, loc='upper left', bbox_to_anchor=(1.02, 1), borderaxespad=0)
-    fig.tight_layout()
-    fig.savefig(path, dpi=DPI)
-    plt.close(fig)
