@@ -9,6 +9,7 @@ import sys
 import pytest
 
 from mlcheck.data import images
+from mlcheck.site import ImageEntry
 from mlcheck.site import ImageUnavailable
 
 REAL_BUILD = images.build
@@ -142,7 +143,7 @@ def test_a_failed_build_of_a_changed_recipe_skips_its_checks_saying_why(machine,
     assert images.build_missing([name], cache) == 1
     new = images.image_path(name, cache)
     assert os.path.isdir(old) and not os.path.exists(new)            # the old one kept, unused
-    settings = sim.__class__(**{**sim.__dict__, 'images': [new]})
+    settings = sim.__class__(**{**sim.__dict__, 'images': (ImageEntry.from_config(new),)})
     with pytest.raises(ImageUnavailable, match=f'image {name} was not built on this machine: '
                                                f'pip download failed'):
         settings.resolve_image(name)
