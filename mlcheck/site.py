@@ -304,7 +304,6 @@ def image_name(path):
     return name
 
 
-
 class ImageByPath(str):
     """An image given by path (-P image=PATH): a str equal to its name, as a configured image
     is named, so that its references, perf log lines, history and test name are those of the

@@ -35,10 +35,11 @@ def sim_scripts(tmp_path_factory):
 
 def test_every_check_in_host_and_image_at_each_node_count(sim_scripts):
     image, _, scripts = sim_scripts
+    # an image given by path is named by its file name, as a configured one is
     assert sorted(scripts) == [(check, name, nodes)
                                for check in ('CIFAR100ResNetCheck', 'InterconnectCheck',
                                              'MNISTDistributedCheck')
-                               for name in sorted(['host', str(image)]) for nodes in (1, 2)]
+                               for name in sorted(['host', image.name]) for nodes in (1, 2)]
 
 
 def test_interconnect_runs_in_charliecloud_with_the_stage_bound_and_no_data(sim_scripts):
@@ -58,7 +59,7 @@ def test_interconnect_runs_in_charliecloud_with_the_stage_bound_and_no_data(sim_
                                            ('CIFAR100ResNetCheck', 'pytorch/cifar/train_cifar100.py')])
 def test_ranks_run_in_charliecloud_with_stage_and_data_bound(sim_scripts, check, script):
     image, _, scripts = sim_scripts
-    job, stagedir = scripts[check, str(image), 2]
+    job, stagedir = scripts[check, image.name, 2]
     srun = srun_line(job)
     launch, container = srun.split(' ch-run ', 1)
     # srun binds each task, then ch-run execs inside the image (the mask survives the exec)
@@ -83,7 +84,7 @@ def test_host_runs_the_suites_python_on_the_data_where_it_is(sim_scripts):
     # the suite's venv (reframe runs it as python3, pytest perhaps as python)
     venv_python = re.escape(os.path.dirname(sys.executable)) + r'/python3?'
     assert re.search(f' sh ./launch/rank-env.sh {venv_python} -u ./pytorch/mnist/mnist_DDP.py '
-                     f'--data-dir {re.escape(DATA)} --epochs 10 --batch-size 64$', srun), srun
+                     f'--data-dir {re.escape(DATA)} --epochs 10 --batch-size 64 --ranks-per-node 2$', srun), srun
 
 
 def test_sim_partition_names_charliecloud_and_every_recipe():

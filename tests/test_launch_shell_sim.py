@@ -48,7 +48,9 @@ def test_prelude_that_sources_a_conda_like_activate_script_works(cluster, tmp_pa
                          host_python='mlcheck-env-python')   # found only once activated
     done = run_reframe(config, tmp_path / 'rfm', *MNIST_ONE_NODE, env={'RFM_ENABLE_RESULTS_STORAGE': '0'})
     [case] = report_cases(tmp_path / 'rfm')
-    assert case['result'] == 'pass', (case.get('fail_reason'), done.stdout[-3000:])
+    # the cores are shared: the throughput may miss its reference; every rank must have trained
+    assert case['result'] == 'pass' or case['fail_phase'] == 'performance', \
+        (case.get('fail_reason'), done.stdout[-3000:])
 
 
 def test_rank_whose_python_is_missing_is_named_with_the_exit_code(cluster, tmp_path):

@@ -29,12 +29,12 @@ def test_a_healthy_two_epoch_run_passes(sim):
 @pytest.mark.parametrize('epochs', [1, 2, 3, 10])
 def test_a_run_that_does_not_learn_fails_at_any_length(sim, epochs):
     assert accuracy_problems(sim, 0.1, epochs) == [f'test accuracy 0.1000 is below {mnist_bar(epochs):.4f}']
-    assert mnist_bar(epochs) >= 0.4          # far above chance, whatever the length
+    assert mnist_bar(epochs) >= 0.3          # far above chance, whatever the length
 
 
 def test_the_bar_rises_with_the_epochs():
     bars = [mnist_bar(e) for e in range(1, 12)]
-    assert bars == sorted(bars) and bars[0] == 0.4 and bars[-1] == 0.9
+    assert bars == sorted(bars) and bars[0] == 0.3 and bars[-1] == 0.9
     assert mnist_bar(0) is None
 
 

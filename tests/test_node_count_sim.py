@@ -1,14 +1,20 @@
 """End to end: what a check measures, and the bar it sets, do not change with the node count."""
 
-import glob
 import os
+import subprocess
 
+import pytest
+
+from conftest import SIMSLURM
 from mlcheck.judging import output
+from mlcheck.judging.accuracy import mnist_bar
 from reframe_runner import report_cases, run_reframe
 
 
 def job_output(case):
-    return output.read(os.path.join(case['outputdir'], 'rfm_job.out'))
+    """The job's stdout: in the output directory of a passed test, else in its stage directory."""
+    where = case['outputdir'] if case['result'] == 'pass' else case['stagedir']
+    return output.read(os.path.join(where, 'rfm_job.out'))
 
 
 def test_cifar_warmup_longer_than_an_epoch_still_times_every_epoch(cluster, tmp_path):
@@ -22,3 +28,34 @@ def test_cifar_warmup_longer_than_an_epoch_still_times_every_epoch(cluster, tmp_
     epochs = job_output(case).events('epoch')
     assert sorted((e['rank'], e['epoch'], e['steps']) for e in epochs) == [
         (0, 1, 8), (0, 2, 8), (1, 1, 8), (1, 2, 8)]
+
+
+@pytest.fixture
+def four_nodes(cluster):
+    """The cluster with 4 nodes for one test, then back to its default."""
+    env = {k: v for k, v in os.environ.items() if k != 'SIMSLURM_NODES'}
+    up = subprocess.run([SIMSLURM, 'up'], env={**env, 'SIMSLURM_NODES': '4'}, capture_output=True,
+                        text=True, timeout=300)
+    assert up.returncode == 0, up.stdout + up.stderr
+    try:
+        yield {'SIMSLURM_NODES': '4'}
+    finally:
+        subprocess.run([SIMSLURM, 'up'], env=env, capture_output=True, text=True, timeout=300)
+
+
+def test_mnist_learns_the_same_problem_at_1_2_and_4_nodes(four_nodes, tmp_path):
+    """Each epoch has one node's optimizer steps at any node count, so a 2-epoch run clears
+    the 2-epoch bar at 4 nodes as at 1 (with a fixed per-rank batch and one pass per epoch,
+    4 nodes made a third of the steps, and 3 epochs reached 0.60 at 4 nodes)."""
+    done = run_reframe('simulated', tmp_path, '-r', '-n', 'MNIST', '-P', 'image=host',
+                       '-P', 'num_nodes=1,2,4', '-S', 'epochs=2',
+                       env={'RFM_ENABLE_RESULTS_STORAGE': '0', **four_nodes})
+    cases = report_cases(tmp_path)
+    assert sorted(c['num_nodes'] for c in cases) == [1, 2, 4], done.stdout[-3000:]
+    for case in cases:
+        # the cores are shared: the throughput may miss its reference, the learning may not
+        assert case['result'] == 'pass' or case['fail_phase'] == 'performance', case['fail_reason']
+        run = job_output(case)
+        assert run.result()['steps'] == 1497 // (64 * 2)      # the staged digits, 2 ranks per node
+        assert {e['samples'] for e in run.events('epoch')} == {64 * run.result()['steps']}
+        assert run.result()['test_accuracy'] >= mnist_bar(2), case['name']
