@@ -51,6 +51,9 @@ site_configuration = {
                     'python': images.VENV_PYTHON,
                     'host_python': sys.executable,   # the suite's own venv, which has torch
                     'data_mount': images.DATA_MOUNT,  # a bind target must exist in the image
+                    # unthrottled ranks trained alone at 0.92 of the median or better (26 runs on the
+                    # shared, loaded cores); a rank throttled by half ended at 0.69 (docs/per-rank.md)
+                    'slow_rank_fraction': 0.8,
                     # 2 shared cores: a small ResNet for a few steps, no loader processes
                     'checks': {
                         'cifar100': {'model': 'resnet18', 'batch_size': 16, 'epochs': 3,

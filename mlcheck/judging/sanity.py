@@ -340,6 +340,7 @@ def network_plugin(run, expect):
 
 def rank_list(ranks):
     """'rank 3' or 'ranks 0-3, 6' for messages."""
+    ranks = sorted(ranks)
     return ('rank ' if len(ranks) == 1 else 'ranks ') + number_spans(ranks)
 
 
