@@ -81,7 +81,7 @@ def harness_rank(rank, args, port):
     program = load_program()
     device = torch.device('cpu')
     options = SimpleNamespace(slowdown=0.0, bytes_per_size=args.iters * args.bytes, min_iters=args.iters,
-                              max_iters=args.iters, warmup_iters=args.warmup)
+                              max_iters=args.iters, warmup_iters=args.warmup, blocks=1)
     sweep = program.Sweep(options, rank, args.ranks, device)
     count = args.bytes // program.ELEMENT_BYTES
     bare, harness = [], []

@@ -25,7 +25,7 @@ class InterconnectCheck(DistributedTrainingCheck):
     # what one node's NICs can inject; within one node, what its GPUs' links carry. 0: unknown.
     checks_key = 'interconnect'
     knobs = {'min_bytes': 8, 'max_bytes': 1 << 30, 'factor': 4, 'p2p_bytes': 1 << 28,
-             'max_iters': 100, 'warmup_iters': 5, 'fabric_limit': 0.0, 'node_limit': 0.0,
+             'max_iters': 100, 'blocks': 5, 'warmup_iters': 5, 'fabric_limit': 0.0, 'node_limit': 0.0,
              'slow_pair_fraction': 0.5}
     #: smallest message of the sweep, and the one whose all_reduce time is the latency (bytes)
     min_bytes = variable(int, type(None), value=None)
@@ -37,6 +37,8 @@ class InterconnectCheck(DistributedTrainingCheck):
     p2p_bytes = variable(int, type(None), value=None)
     #: timed iterations per size at most (large sizes get fewer: about 8 x max_bytes each)
     max_iters = variable(int, type(None), value=None)
+    #: timed blocks of iterations per size; the median block counts
+    blocks = variable(int, type(None), value=None)
     #: untimed calls per size
     warmup_iters = variable(int, type(None), value=None)
     #: GB/s one node can inject into the fabric (the reference of busbw across nodes)
@@ -53,7 +55,7 @@ class InterconnectCheck(DistributedTrainingCheck):
         args = ['--min-bytes', self.min_bytes, '--latency-bytes', self.min_bytes,
                 '--max-bytes', self.max_bytes, '--factor', self.factor,
                 '--p2p-bytes', self.p2p_bytes, '--max-iters', self.max_iters,
-                '--warmup-iters', self.warmup_iters]
+                '--blocks', self.blocks, '--warmup-iters', self.warmup_iters]
         if self.slowdown:
             args += ['--slowdown', self.slowdown]
         return [str(a) for a in args]
