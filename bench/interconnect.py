@@ -54,14 +54,16 @@ def limit(args):
     total = args.total // chunk * chunk
     results = []
     for _ in range(args.rounds):
-        receiver = mp.get_context('spawn').Process(target=tcp_receiver, args=(port, total, chunk))
+        receiver = mp.get_context('fork').Process(target=tcp_receiver, args=(port, total, chunk))
         receiver.start()
-        for _ in range(100):
+        for _ in range(600):
             try:
                 sock = socket.create_connection(('127.0.0.1', port))
                 break
             except ConnectionRefusedError:
-                time.sleep(0.05)
+                time.sleep(0.1)
+        else:
+            sys.exit('limit: the receiving process did not listen within 60 s')
         data = bytes(chunk)
         with sock:
             start = time.perf_counter()
@@ -81,7 +83,7 @@ def harness_rank(rank, args, port):
     program = load_program()
     device = torch.device('cpu')
     options = SimpleNamespace(slowdown=0.0, bytes_per_size=args.iters * args.bytes, min_iters=args.iters,
-                              max_iters=args.iters, warmup_iters=args.warmup)
+                              max_iters=args.iters, warmup_iters=args.warmup, blocks=1)
     sweep = program.Sweep(options, rank, args.ranks, device)
     count = args.bytes // program.ELEMENT_BYTES
     bare, harness = [], []

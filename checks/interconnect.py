@@ -34,6 +34,8 @@ class InterconnectCheck(DistributedTrainingCheck):
         'p2p_bytes': Knob(1 << 28, 'message of the node-pair exchange (bytes)', minimum=1),
         'max_iters': Knob(100, 'timed iterations per size at most (large sizes get fewer: about '
                                '8 x max_bytes each)', minimum=1),
+        'blocks': Knob(5, 'timed blocks of iterations per size; the median block counts',
+                       minimum=1),
         'warmup_iters': Knob(5, 'untimed calls per size', minimum=0),
         'fabric_limit': Knob(0.0, 'GB/s one node can inject into the fabric (the reference of '
                                   'busbw across nodes)', minimum=0),
@@ -51,6 +53,7 @@ class InterconnectCheck(DistributedTrainingCheck):
     factor = knob_variable()
     p2p_bytes = knob_variable()
     max_iters = knob_variable()
+    blocks = knob_variable()
     warmup_iters = knob_variable()
     fabric_limit = knob_variable()
     node_limit = knob_variable()
@@ -61,7 +64,7 @@ class InterconnectCheck(DistributedTrainingCheck):
         args = ['--min-bytes', self.min_bytes, '--latency-bytes', self.min_bytes,
                 '--max-bytes', self.max_bytes, '--factor', self.factor,
                 '--p2p-bytes', self.p2p_bytes, '--max-iters', self.max_iters,
-                '--warmup-iters', self.warmup_iters]
+                '--blocks', self.blocks, '--warmup-iters', self.warmup_iters]
         if self.slowdown:
             args += ['--slowdown', self.slowdown]
         return [str(a) for a in args]

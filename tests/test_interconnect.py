@@ -140,3 +140,17 @@ def test_slow_pair_fails_naming_both_nodes(sim):
 def test_no_result_fails(sim):
     text = re.sub(r'^0: MLCHECK .*"event": "result".*\n', '', saved(2), flags=re.M)
     assert judged(sim, text) == ['no result line with the bus bandwidth (rank 0 did not report)']
+
+
+def test_real_hang_in_a_collective_is_named(sim):
+    """A real 2-node run with -S fault=hang-collective:1:2 -S collective_timeout=10: rank 1
+    stopped before its first all_gather (phase 2); the others timed out after 10 s."""
+    faults = os.path.join(DATA, 'faults')
+    with open(os.path.join(faults, 'sim_interconnect_hang-collective.out')) as out, \
+            open(os.path.join(faults, 'sim_interconnect_hang-collective.err')) as err:
+        run = output.parse(out.read(), stderr=err.read())
+    expect = sanity.Expectations.for_run(sim, Layout.for_nodes(sim.topology, 2), fault='hang-collective:1:2')
+    found = sanity.problems(run, expect)
+    assert len(found) == 1
+    assert found[0].startswith('rank 1 on nid001 stopped responding: ranks 0, 2-3 timed out waiting '
+                               'for it in a collective (RuntimeError: Timed out waiting 10000ms')

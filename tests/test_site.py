@@ -31,6 +31,8 @@ def from_extras(extras, runtime='Singularity'):
     (lambda m: m['net_plugin'].update(provider_pattern='Selected (cxi)'), "needs a group named 'provider'"),
     (lambda m: m['net_plugin'].update(used_pattern='NET/OFI ('), 'bad regular expression'),
     (lambda m: m['net_plugin'].pop('provider'), 'missing required key(s) provider'),
+    (lambda m: m['net_plugin'].update(network_pattern='Using network (.*)'), "needs a group named 'network'"),
+    (lambda m: m['net_plugin'].update(network='(AWS Libfabric'), 'net_plugin.network: bad regular expression'),
 ])
 def test_bad_settings_are_one_line_errors_naming_the_partition(change, message):
     extras = lumi_extras()

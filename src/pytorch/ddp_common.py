@@ -270,13 +270,17 @@ def finish(rank, distributed=True):
 
 
 def report_rank(rank, world_size, local_rank, device, backend):
-    import torchvision
+    try:
+        import torchvision      # the training programs need it; the interconnect program does not
+    except ImportError:
+        torchvision = None
     emit('rank', rank=rank, world_size=world_size, local_rank=local_rank,
          host=socket.gethostname(), node=os.environ.get('SLURMD_NODENAME', socket.gethostname()),
          affinity=sorted(os.sched_getaffinity(0)), threads=torch.get_num_threads(),
          device=str(device), device_name=device_name(device),
          visible_devices=torch.cuda.device_count() if device.type == 'cuda' else 0,
-         backend=backend, torch=torch.__version__, torchvision=torchvision.__version__,
+         backend=backend, torch=torch.__version__,
+         torchvision=torchvision.__version__ if torchvision else None,
          **stack_facts(), **gpu_locality.rank_fields(device), **gpu_locality.slurm_step_gpus())
 
 

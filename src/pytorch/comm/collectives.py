@@ -10,9 +10,10 @@ waits and --fault as in ../ddp_common.py. Three phases:
   p2p          the nodes in a ring (one pair for two nodes): each pair in turn, every rank of
                one node exchanging with the rank of the same local id on the other, both ways
 
-Timing: untimed warm-up iterations first (the first of them is checked, see below), then the
-device is synchronised and all ranks meet at a barrier before the clock starts; the clock stops
-after the device is synchronised again. A size's time is the slowest rank's mean per iteration.
+Timing: untimed warm-up iterations first (the first of them is checked, see below), then
+--blocks timed blocks: before each, the device is synchronised and all ranks meet at a barrier;
+the clock stops after the device is synchronised again. A block's time is the slowest rank's
+mean per iteration; a size's time is the median block.
 Bandwidths follow nccl-tests (doc/PERFORMANCE.md): algbw = bytes / time, busbw = algbw x
 BUS_FACTOR, comparable across collectives and rank counts with the hardware's link bandwidth.
 
@@ -34,6 +35,7 @@ Facts, each one line `MLCHECK {json}`:
 
 import argparse
 import os
+import statistics
 import sys
 import time
 
@@ -109,18 +111,23 @@ def wrong_values(op, nbytes, got, expected):
             for i in bad[:MAX_REPORTED_WRONG].tolist()]
 
 
-def timed(run, iters, warmup, device):
-    """Mean seconds per call of `run()` on this rank, after `warmup` untimed calls; the clock
-    starts when the device is idle and all ranks are at the barrier."""
+def timed(run, iters, warmup, device, blocks=1):
+    """Seconds per call of `run()`, after `warmup` untimed calls: the median over `blocks`
+    blocks of `iters` calls of the slowest rank's mean. Each block's clock starts when the device
+    is idle and all ranks are at the barrier. The median keeps a burst of other work on a shared
+    node from moving the figure; all ranks must call it."""
     for _ in range(warmup):
         run()
-    synchronize(device)
-    dist.barrier()
-    start = time.perf_counter()
-    for _ in range(iters):
-        run()
-    synchronize(device)
-    return (time.perf_counter() - start) / iters
+    times = []
+    for _ in range(blocks):
+        synchronize(device)
+        dist.barrier()
+        start = time.perf_counter()
+        for _ in range(iters):
+            run()
+        synchronize(device)
+        times.append(slowest((time.perf_counter() - start) / iters, device))
+    return statistics.median(times)
 
 
 def slowest(seconds, device):
@@ -150,7 +157,7 @@ class Sweep:
     def measure(self, op, nbytes, run):
         args = self.args
         iters = iterations(nbytes, args.bytes_per_size, args.min_iters, args.max_iters)
-        seconds = slowest(timed(run, iters, args.warmup_iters, self.device), self.device)
+        seconds = timed(run, iters, args.warmup_iters, self.device, args.blocks)
         figures = {'op': op, 'bytes': nbytes, 'iters': iters, 'seconds': seconds,
                    'algbw': algbw(nbytes, seconds),
                    'busbw': busbw(op, nbytes, seconds, self.world_size)}
@@ -210,7 +217,7 @@ class Sweep:
             if partner is not None:
                 self.check(f'p2p {a}<->{b}', nbytes, recv[:count], pattern(count, partner, self.device))
             iters = iterations(nbytes, self.args.bytes_per_size, self.args.min_iters, self.args.max_iters)
-            seconds = slowest(timed(exchange, iters, self.args.warmup_iters, self.device), self.device)
+            seconds = timed(exchange, iters, self.args.warmup_iters, self.device, self.args.blocks)
             ranks_in_pair = sum(1 for n in nodes if n == a)
             pair = {'nodes': [a, b], 'bytes': nbytes, 'ranks': min(ranks_in_pair, nodes.count(b)),
                     'iters': iters, 'seconds': seconds}
@@ -235,6 +242,8 @@ def get_args_parser():
                         help='timed bytes per size (default: 8 x --max-bytes); sets the iterations')
     parser.add_argument('--min-iters', type=int, default=5)
     parser.add_argument('--max-iters', type=int, default=100)
+    parser.add_argument('--blocks', type=int, default=5,
+                        help='timed blocks per size; the median block counts')
     parser.add_argument('--warmup-iters', type=int, default=5,
                         help='untimed calls per size (the first checks the values)')
     parser.add_argument('--latency-bytes', type=int, default=8,

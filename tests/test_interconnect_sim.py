@@ -1,0 +1,50 @@
+"""The interconnect check end to end on the simulated cluster: real Slurm, srun binding, gloo
+ranks across the slurmd "nodes", in the host's Python and in one Charliecloud image."""
+
+import os
+
+import pytest
+
+from mlcheck.data import images
+from mlcheck.judging import output
+from reframe_runner import perf, report_cases, run_reframe
+
+IMAGE = images.recipe_names()[0]
+
+
+@pytest.fixture(scope='module')
+def interconnect_run(cluster, tmp_path_factory):
+    assert images.is_current(IMAGE), f'image {IMAGE} is not built (bin/setup builds it)'
+    prefix = tmp_path_factory.mktemp('interconnect')
+    done = run_reframe('simulated', prefix, '-r', '-n', 'InterconnectCheck', '-P', f'image=host,{IMAGE}',
+                       env={'RFM_ENABLE_RESULTS_STORAGE': '0'})
+    return prefix, done
+
+
+def test_passes_at_1_and_2_nodes_in_the_host_and_an_image(interconnect_run):
+    prefix, done = interconnect_run
+    assert done.returncode == 0, done.stdout[-4000:] + done.stderr[-2000:]
+    cases = report_cases(prefix, 'InterconnectCheck')
+    assert sorted((c['image'], c['num_nodes'], c['result']) for c in cases) == [
+        (image, nodes, 'pass') for image in sorted(['host', IMAGE]) for nodes in (1, 2)]
+
+
+def test_figures_against_references_and_the_declared_limit(interconnect_run):
+    prefix, _ = interconnect_run
+    for case in report_cases(prefix, 'InterconnectCheck'):
+        values = perf(case)
+        expected = {'busbw', 'latency', 'busbw_of_limit'} | ({'slowest_pair_bw'} if case['num_nodes'] > 1 else set())
+        assert set(values) == expected, case['name']
+        assert all(v[1] is not None for v in values.values()), 'a figure without a reference'
+        assert values['busbw_of_limit'][0] == pytest.approx(100 * values['busbw'][0] / 0.9)
+
+
+def test_every_rank_checked_every_buffer_and_the_pair_crossed_nodes(interconnect_run):
+    prefix, _ = interconnect_run
+    for case in report_cases(prefix, 'InterconnectCheck'):
+        run = output.read(os.path.join(case['outputdir'], 'rfm_job.out'))
+        world = 2 * case['num_nodes']
+        checked = {r: v['checked'] for r, v in run.by_rank('values').items()}
+        assert checked == {r: run.result()['checked_per_rank'] for r in range(world)}
+        pairs = [p['nodes'] for p in run.events('pair')]
+        assert pairs == ([['nid001', 'nid002']] if case['num_nodes'] == 2 else [])
