@@ -149,7 +149,7 @@ def test_real_hang_in_a_collective_is_named(sim):
     with open(os.path.join(faults, 'sim_interconnect_hang-collective.out')) as out, \
             open(os.path.join(faults, 'sim_interconnect_hang-collective.err')) as err:
         run = output.parse(out.read(), stderr=err.read())
-    expect = sanity.Expectations.for_run(sim, Layout.for_nodes(sim.topology, 2), fault='hang-collective:1:2')
+    expect = sanity.Expectations.for_run(sim, sim.layout(2), fault='hang-collective:1:2')
     found = sanity.problems(run, expect)
     assert len(found) == 1
     assert found[0].startswith('rank 1 on nid001 stopped responding: ranks 0, 2-3 timed out waiting '
