@@ -14,7 +14,7 @@ import re
 from dataclasses import dataclass
 
 from mlcheck.judging import locality
-from mlcheck.placement.topology import mask_to_cores
+from mlcheck.placement.topology import mask_to_cores, spans
 
 
 @dataclass(frozen=True)
@@ -342,11 +342,4 @@ def network_plugin(run, expect):
 def rank_list(ranks):
     """'rank 3' or 'ranks 0-3, 6' for messages."""
     ranks = sorted(ranks)
-    spans, start = [], None
-    for i, rank in enumerate(ranks):
-        if start is None:
-            start = rank
-        if i + 1 == len(ranks) or ranks[i + 1] != rank + 1:
-            spans.append(str(start) if start == rank else f'{start}-{rank}')
-            start = None
-    return ('rank ' if len(ranks) == 1 else 'ranks ') + ', '.join(spans)
+    return ('rank ' if len(ranks) == 1 else 'ranks ') + ', '.join(spans(ranks))

@@ -200,7 +200,7 @@ def report_rank(rank, world_size, local_rank, device, backend):
          device=str(device), device_name=device_name(device),
          visible_devices=torch.cuda.device_count() if device.type == 'cuda' else 0,
          backend=backend, torch=torch.__version__, torchvision=torchvision.__version__,
-         **gpu_locality.rank_fields(device), **gpu_locality.slurm_step_gpus())
+         **gpu_locality.rank_fields(device), **gpu_locality.gpu_selection())
 
 
 def free_port():
