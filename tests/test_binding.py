@@ -63,3 +63,16 @@ def test_by_domain_needs_gpus_that_slurm_schedules(lumi):
     from dataclasses import replace
     with pytest.raises(ConfigError, match="binding 'by_domain' needs GPUs that Slurm schedules"):
         replace(lumi, gpu_vendor='none').layout(num_nodes=1, binding='by_domain')
+
+
+@pytest.mark.parametrize('key, value, message', [
+    ('binding', 'linear', "partition p extras.mlcheck.binding: unknown binding style 'linear'; "
+                          "one of by_gpu, by_domain"),
+    ('gpu_task_sharing', 'yes', 'partition p extras.mlcheck.gpu_task_sharing: expected bool'),
+])
+def test_bad_binding_settings_in_config_are_one_line_errors(key, value, message):
+    from mlcheck.site import PartitionSettings
+    extras = {'mlcheck': {'topology': {'cores_per_domain': 1, 'gpu_domains': [0]}, key: value}}
+    with pytest.raises(ConfigError) as err:
+        PartitionSettings.from_extras('p', extras)
+    assert str(err.value).startswith(message) and '\n' not in str(err.value)

@@ -8,19 +8,12 @@ as the hardware reports it: a NUMA domain (on LUMI-G, two CCDs), not an L3 domai
 """
 
 from mlcheck.judging import sanity   # its rank_list, at call time (sanity imports this module)
+from mlcheck.placement.topology import spans
 
 
 def cpulist(cpus):
     """[0, 1, 2, 5] -> '0-2,5' (the kernel's list format)."""
-    spans, start = [], None
-    cpus = sorted(cpus)
-    for i, cpu in enumerate(cpus):
-        if start is None:
-            start = cpu
-        if i + 1 == len(cpus) or cpus[i + 1] != cpu + 1:
-            spans.append(str(start) if start == cpu else f'{start}-{cpu}')
-            start = None
-    return ','.join(spans)
+    return ','.join(spans(cpus))
 
 
 def cores_local_to_gpu(run, expect):

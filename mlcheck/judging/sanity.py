@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 from mlcheck.judging import locality, nccl
 from mlcheck.perf import ranks as rank_speed
-from mlcheck.placement.topology import mask_to_cores
+from mlcheck.placement.topology import mask_to_cores, spans
 
 
 @dataclass(frozen=True)
@@ -341,20 +341,7 @@ def network_plugin(run, expect):
 def rank_list(ranks):
     """'rank 3' or 'ranks 0-3, 6' for messages."""
     ranks = sorted(ranks)
-    return ('rank ' if len(ranks) == 1 else 'ranks ') + number_spans(ranks)
-
-
-def number_spans(numbers):
-    """'0-3, 6' for messages."""
-    ranks = sorted(numbers)
-    spans, start = [], None
-    for i, rank in enumerate(ranks):
-        if start is None:
-            start = rank
-        if i + 1 == len(ranks) or ranks[i + 1] != rank + 1:
-            spans.append(str(start) if start == rank else f'{start}-{rank}')
-            start = None
-    return ', '.join(spans)
+    return ('rank ' if len(ranks) == 1 else 'ranks ') + ', '.join(spans(ranks))
 
 
 def slow_ranks(run, expect):
@@ -379,7 +366,7 @@ def slow_ranks(run, expect):
         ranks = [rank for rank, _ in members]
         speeds = [speed for _, speed in members]
         locals_ = [placed.get(rank, {}).get('local_rank') for rank in ranks]
-        locals_ = number_spans(locals_) if None not in locals_ else '?'
+        locals_ = ', '.join(spans(locals_)) if None not in locals_ else '?'
         where = f' on {node}' if node else ''
         if len(members) == 1:
             found.append(f'{rank_list(ranks)}{where} ({device} {locals_}) trained alone at '

@@ -281,7 +281,7 @@ def report_rank(rank, world_size, local_rank, device, backend):
          visible_devices=torch.cuda.device_count() if device.type == 'cuda' else 0,
          backend=backend, torch=torch.__version__,
          torchvision=torchvision.__version__ if torchvision else None,
-         **stack_facts(), **gpu_locality.rank_fields(device), **gpu_locality.slurm_step_gpus())
+         **stack_facts(), **gpu_locality.rank_fields(device), **gpu_locality.gpu_selection())
 
 
 def stack_facts():

@@ -58,10 +58,20 @@ def rank_fields(device, sysfs=SYSFS):
         return {'gpu_pci': pci, 'gpu_locality_unread': f'sysfs does not tell ({err})'}
 
 
-def slurm_step_gpus():
-    """{'slurm_step_gpus': [ids]}: the node's GPUs Slurm gave this task (SLURM_STEP_GPUS), if any."""
+VISIBLE_DEVICES_VARS = ('CUDA_VISIBLE_DEVICES', 'ROCR_VISIBLE_DEVICES', 'HIP_VISIBLE_DEVICES')
+
+
+def gpu_selection():
+    """Which GPUs this task was given: the node's GPU ids from Slurm (SLURM_STEP_GPUS, set per
+    task under --gpu-bind) and the visible-device variables, as set by Slurm or the wrapper."""
+    fields = {}
     value = os.environ.get('SLURM_STEP_GPUS', '')
-    try:
-        return {'slurm_step_gpus': parse_cpulist(value)} if value else {}
-    except ValueError:
-        return {'slurm_step_gpus': value}
+    if value:
+        try:
+            fields['slurm_step_gpus'] = parse_cpulist(value)
+        except ValueError:
+            fields['slurm_step_gpus'] = value
+    visible = {name: os.environ[name] for name in VISIBLE_DEVICES_VARS if name in os.environ}
+    if visible:
+        fields['visible_devices_env'] = visible
+    return fields
