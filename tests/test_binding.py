@@ -66,8 +66,8 @@ def test_by_domain_needs_gpus_that_slurm_schedules(lumi):
 
 
 @pytest.mark.parametrize('key, value, message', [
-    ('binding', 'linear', "partition p extras.mlcheck.binding: unknown binding style 'linear'; "
-                          "one of by_gpu, by_domain"),
+    ('binding', 'linear', "partition p extras.mlcheck.binding: 'linear' is not one of by_gpu, "
+                          "by_domain"),
     ('gpu_task_sharing', 'yes', 'partition p extras.mlcheck.gpu_task_sharing: expected bool'),
 ])
 def test_bad_binding_settings_in_config_are_one_line_errors(key, value, message):
