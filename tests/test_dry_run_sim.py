@@ -44,9 +44,10 @@ def test_every_check_in_host_and_image_at_each_node_count(sim_scripts):
 
 def test_interconnect_runs_in_charliecloud_with_the_stage_bound_and_no_data(sim_scripts):
     image, _, scripts = sim_scripts
-    job, stagedir = scripts['InterconnectCheck', str(image), 2]
+    job, stagedir = scripts['InterconnectCheck', image.name, 2]
     launch, container = srun_line(job).split(' ch-run ', 1)
-    assert launch == 'srun --cpus-per-task=1 --label --kill-on-bad-exit=1 --cpu-bind=mask_cpu:0x1,0x2'
+    assert launch == ('srun --cpus-per-task=1 --label --kill-on-bad-exit=1 --cpu-bind=mask_cpu:0x1,0x2 '
+                      '--gpu-bind=map_gpu:1,0')
     binds, rest = container.split(' --cd=/rfm_workdir ')
     assert binds.split() == [f'--bind={stagedir}:/rfm_workdir']
     # the simulated partition's sweep, from its config: up to 4 MiB
@@ -102,7 +103,7 @@ def test_unbuilt_image_is_skipped_with_its_reason_and_the_host_still_runs(cluste
                        '-P', f'image=host,{image}', '-S', 'epochs=3')
     assert done.returncode == 0, done.stdout[-3000:]
     results = {c['image']: c['result'] for c in report_cases(tmp_path / 'rfm')}
-    assert results == {'host': 'pass', str(image): 'skip'}
+    assert results == {'host': 'pass', image.name: 'skip'}
     assert ('image torch-old was not built on this machine: building needs root (debootstrap); '
             'run bin/setup as root') in done.stdout
 
@@ -134,4 +135,5 @@ def test_bad_knob_values_fail_at_setup_in_one_line_each(tmp_path):
         'MNISTDistributedCheck': ('setup', "config error: -S epochs='abc': expected an integer >= 1"),
         'CIFAR100ResNetCheck': ('setup', "config error: -S model='resnet34': expected one of "
                                          "resnet18, resnet50, resnet101, resnet152"),
+        'InterconnectCheck': (None, None),      # has neither knob
     }

@@ -240,7 +240,8 @@ def test_two_sessions_at_once_both_complete(history):
     for case in cases:
         mine = [line for line in lines if f'|{case["jobid"]}|' in line]
         assert sorted(line.split('|')[9] for line in mine) == \
-            ['samples_per_s', 'samples_per_s_per_gpu', 'train_time'], mine
+            ['communication_efficiency', 'samples_per_s', 'samples_per_s_per_gpu',
+             'slowest_rank_fraction', 'train_time'], mine
     assert {name for name, _ in history.sessions_run} >= {'twin-a', 'twin-b'}
 
 

@@ -225,7 +225,7 @@ def test_settings_and_stack_are_recorded_with_every_value(runs, capsys):
     database = history.ResultsDatabase(str(db), CONFIG)
     for found in (history.load(history.parse_selection(str(perflog))),
                   history.load(history.parse_selection(sessions['unchanged']['uuid']), database)):
-        assert {s.settings for s in found} == {'epochs=3'}
+        assert {s.settings for s in found} == {'epochs=3;batch_size=64'}
         facts = stack.decode(found[0].stack)
         assert set(facts) >= {'torch', 'torchvision', 'kernel', 'slurm'}, found[0].stack
         slurm = subprocess.run(['srun', '--version'], capture_output=True, text=True).stdout
