@@ -101,9 +101,10 @@ def test_unbuilt_image_is_skipped_with_its_reason_and_the_host_still_runs(cluste
     (tmp_path / 'torch-old.unbuilt').write_text('building needs root (debootstrap); run bin/setup as root\n')
     done = run_reframe('simulated', tmp_path / 'rfm', '-r', '-n', 'MNIST', '-P', 'num_nodes=1',
                        '-P', f'image=host,{image}', '-S', 'epochs=3')
-    assert done.returncode == 0, done.stdout[-3000:]
-    results = {c['image']: c['result'] for c in report_cases(tmp_path / 'rfm')}
-    assert results == {'host': 'pass', image.name: 'skip'}
+    cases = {c['image']: c for c in report_cases(tmp_path / 'rfm')}
+    assert cases[image.name]['result'] == 'skip' and set(cases) == {'host', image.name}
+    # the host ran to the end; only its speed is judged against a reference, on shared cores
+    assert cases['host']['fail_phase'] in (None, 'performance'), done.stdout[-3000:]
     assert ('image torch-old was not built on this machine: building needs root (debootstrap); '
             'run bin/setup as root') in done.stdout
 
