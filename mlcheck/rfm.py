@@ -189,6 +189,7 @@ class DistributedTrainingCheck(rfm.RunOnlyRegressionTest):
             image = self.settings.resolve_image(self.image)
         except ImageUnavailable as err:
             self.skip(str(err))
+        self.image_path = image      # None: the partition's own Python
         self.expected_failure = self.settings.image_entry(image).expected_failure
         self.prerun_cmds += launch.job_exports(self.settings, self.layout, waits, image)
         data_args = ['--data-dir', self.settings.data_path_for(image, data)] if data else []
@@ -310,8 +311,7 @@ class DistributedTrainingCheck(rfm.RunOnlyRegressionTest):
     def record_software_stack(self):
         if self.is_dry_run():
             return
-        image = self.settings.resolve_image(self.image)
-        self.software_stack = stack.encode(stack.of_run(self.run_output(), image))
+        self.software_stack = stack.encode(stack.of_run(self.run_output(), self.image_path))
 
     # --- per rank: each rank alone, and what the distributed phase keeps of it (docs/per-rank.md)
 
