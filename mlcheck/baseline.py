@@ -72,7 +72,7 @@ def read_references(path):
     try:
         with open(path) as stream:
             text = stream.read()
-        data = yaml.safe_load(text) or {}
+        data = unshared(yaml.safe_load(text) or {})
     except (OSError, yaml.YAMLError) as err:
         raise InputError(f'references file {path} cannot be read: {str(err).splitlines()[0]}') from None
     if not isinstance(data, dict):
@@ -83,6 +83,16 @@ def read_references(path):
             break
         comments.append(line)
     return comments, data
+
+
+def unshared(node):
+    """A copy of loaded YAML in which no two places are one object: entries that share their
+    values through an anchor (`torch-2.9.1: *mnist`) must change one at a time."""
+    if isinstance(node, dict):
+        return {key: unshared(value) for key, value in node.items()}
+    if isinstance(node, list):
+        return [unshared(value) for value in node]
+    return node
 
 
 def update(data, comments, found, selection, tolerance):

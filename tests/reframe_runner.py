@@ -47,6 +47,12 @@ def report_cases(prefix, check=None):
     return [c for c in cases if check is None or c['name'].startswith(check + ' ')]
 
 
+def job_file(case, name='rfm_job.out'):
+    """A file of a test case's job: in its output directory if it passed; ReFrame keeps a failed
+    case's files (one that failed only its performance too) in its stage directory."""
+    return os.path.join(case['outputdir'] if case['result'] == 'pass' else case['stagedir'], name)
+
+
 def perf(case):
     """{variable: [value, reference, lower, upper, unit, result]} of a reported test case."""
     return {key.split(':')[-1]: entry for key, entry in case['perfvalues'].items()}

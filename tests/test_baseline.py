@@ -1,5 +1,6 @@
 """Recording references from a good run, on the real perf log of data/perflogs (see test_history)."""
 
+import pathlib
 import statistics
 
 import pytest
@@ -45,8 +46,22 @@ def test_existing_bounds_comments_and_other_entries_stay(tmp_path, capsys):
     entry = entry_of(tmp_path / 'sim.yaml')
     assert entry['samples_per_s'][1:] == [-0.5, None, 'samples/s']
     assert entry['train_time'][1:] == [None, 1.0, 's']
-    assert entry['samples_per_s_per_gpu'] == [625, -0.5, None, 'samples/s']   # not asked for
-    assert entry_of(tmp_path / 'sim.yaml', nodes=2)['samples_per_s'] == [1050, -0.5, None, 'samples/s']
+    configured = pathlib.Path(SIM_REFERENCES)
+    assert entry['samples_per_s_per_gpu'] == entry_of(configured)['samples_per_s_per_gpu']   # not asked for
+    assert entry_of(tmp_path / 'sim.yaml', nodes=2) == entry_of(configured, nodes=2)
+
+
+def test_images_that_share_references_through_an_anchor_change_one_at_a_time(tmp_path, capsys):
+    """sim.yaml gives every image the host's references with `*anchor`; recording the host's
+    must leave the images' as they were."""
+    (tmp_path / 'sim.yaml').write_text(open(SIM_REFERENCES).read())
+    assert '*mnist' in open(SIM_REFERENCES).read()
+    code, _, _ = record(tmp_path, capsys, spec(BASELINE), '--var', 'samples_per_s')
+    assert code == 0
+    written = yaml.safe_load((tmp_path / 'sim.yaml').read_text())['MNISTDistributedCheck']['sim:cluster']
+    configured = yaml.safe_load(open(SIM_REFERENCES))['MNISTDistributedCheck']['sim:cluster']
+    assert written['host'][1]['samples_per_s'] != configured['host'][1]['samples_per_s']
+    assert written['torch-2.14.1'] == configured['torch-2.14.1']
 
 
 def test_recording_again_replaces_its_own_provenance_line(tmp_path, capsys):

@@ -13,7 +13,7 @@ from conftest import REPO
 from mlcheck.data import images
 from mlcheck.judging.accuracy import mnist_bar
 from mlcheck.rfm_config import PERFLOG_HEADER
-from reframe_runner import perf, report_cases, run_reframe
+from reframe_runner import job_file, perf, report_cases, run_reframe
 
 IMAGES = ['host', *images.recipe_names()]
 
@@ -62,7 +62,7 @@ def test_each_image_runs_its_own_torch_inside_the_container(suite_run):
     prefix, _ = suite_run
     from mlcheck.judging import output
     for case in report_cases(prefix, 'MNISTDistributedCheck'):
-        ranks = output.read(os.path.join(case['outputdir'], 'rfm_job.out')).by_rank('rank')
+        ranks = output.read(job_file(case)).by_rank('rank')
         versions = {r['torch'].split('+')[0] for r in ranks.values()}
         if image_of(case) == 'host':
             import torch
@@ -70,7 +70,7 @@ def test_each_image_runs_its_own_torch_inside_the_container(suite_run):
         else:
             recipe = images.read_recipe(image_of(case))
             assert versions == set(re.findall(r'^torch==(\S+)', recipe, re.M)), (case['name'], versions)
-            script = open(os.path.join(case['outputdir'], 'rfm_job.sh')).read()
+            script = open(job_file(case, 'rfm_job.sh')).read()
             assert f' {images.image_path(image_of(case))} -- sh ./launch/rank-env.sh {images.VENV_PYTHON}' in script
 
 
@@ -114,7 +114,7 @@ def test_ranks_ran_where_and_how_they_were_asked(suite_run):
     from mlcheck.judging import output
     for check in PERF_VARS:
         for case in (c for c in report_cases(prefix, check) if c['num_nodes'] == 2):
-            run = output.read(os.path.join(case['outputdir'], 'rfm_job.out'))
+            run = output.read(job_file(case))
             ranks = run.by_rank('rank')
             assert sorted(ranks) == [0, 1, 2, 3], case['name']
             assert {(r['node'], r['local_rank'], tuple(r['affinity'])) for r in ranks.values()} == {

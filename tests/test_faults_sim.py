@@ -15,7 +15,7 @@ import time
 import pytest
 
 from conftest import REPO
-from reframe_runner import report_cases, run_reframe, start_reframe
+from reframe_runner import job_file, report_cases, run_reframe, start_reframe
 
 SIMSLURM = os.path.join(REPO, 'bin', 'simslurm')
 SIMSLURM_DIR = os.environ.get('SIMSLURM_DIR', '/var/tmp/simslurm')
@@ -229,7 +229,7 @@ def test_two_sessions_at_once_both_complete(history):
     # each job had its own rendezvous port
     masters = set()
     for case in cases:
-        with open(os.path.join(case['outputdir'], 'rfm_job.out')) as f:
+        with open(job_file(case)) as f:
             masters |= set(re.findall(r'"master": "([^"]+)"', f.read()))
     assert len(masters) == 4, masters
 

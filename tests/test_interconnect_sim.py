@@ -1,13 +1,12 @@
 """The interconnect check end to end on the simulated cluster: real Slurm, srun binding, gloo
 ranks across the slurmd "nodes", in the host's Python and in one Charliecloud image."""
 
-import os
 
 import pytest
 
 from mlcheck.data import images
 from mlcheck.judging import output
-from reframe_runner import perf, report_cases, run_reframe
+from reframe_runner import job_file, perf, report_cases, run_reframe
 
 IMAGE = images.recipe_names()[0]
 
@@ -42,7 +41,7 @@ def test_figures_against_references_and_the_declared_limit(interconnect_run):
 def test_every_rank_checked_every_buffer_and_the_pair_crossed_nodes(interconnect_run):
     prefix, _ = interconnect_run
     for case in report_cases(prefix, 'InterconnectCheck'):
-        run = output.read(os.path.join(case['outputdir'], 'rfm_job.out'))
+        run = output.read(job_file(case))
         world = 2 * case['num_nodes']
         checked = {r: v['checked'] for r, v in run.by_rank('values').items()}
         assert checked == {r: run.result()['checked_per_rank'] for r in range(world)}

@@ -8,13 +8,11 @@ import pytest
 from conftest import SIMSLURM
 from mlcheck.judging import output
 from mlcheck.judging.accuracy import mnist_bar
-from reframe_runner import report_cases, run_reframe
+from reframe_runner import job_file, report_cases, run_reframe
 
 
 def job_output(case):
-    """The job's stdout: in the output directory of a passed test, else in its stage directory."""
-    where = case['outputdir'] if case['result'] == 'pass' else case['stagedir']
-    return output.read(os.path.join(where, 'rfm_job.out'))
+    return output.read(job_file(case))
 
 
 def test_cifar_warmup_longer_than_an_epoch_still_times_every_epoch(cluster, tmp_path):

@@ -2,12 +2,11 @@
 generic resources (bin/simslurm: gres.conf with stand-in devices, GPU 0 nearest core 1 and GPU 1
 nearest core 0): --gpus-per-node, --gpu-bind=map_gpu and the per-task variables Slurm sets."""
 
-import os
 
 import pytest
 
 from mlcheck.judging import output
-from reframe_runner import report_cases, run_reframe
+from reframe_runner import job_file, report_cases, run_reframe
 
 # (node, local rank) -> (cores, Slurm's GPUs for the task, CUDA_VISIBLE_DEVICES)
 EXPECTED = {
@@ -26,13 +25,10 @@ def test_binding_style_on_the_simulated_cluster(cluster, tmp_path, style):
     [case] = report_cases(tmp_path / 'rfm')
     # sanity passed (performance against references is not this test's business)
     assert case['fail_phase'] in (None, 'performance'), case.get('fail_reason') or done.stdout[-3000:]
-    # a case that failed only its performance keeps its files in the stage directory
-    where = case['stagedir'] if os.path.exists(os.path.join(case['stagedir'], 'rfm_job.out')) \
-        else case['outputdir']
-    script = open(os.path.join(where, 'rfm_job.sh')).read()
+    script = open(job_file(case, 'rfm_job.sh')).read()
     assert '#SBATCH --gpus-per-node=2\n' in script
     assert ('--gpu-bind=map_gpu:1,0' in script) == (style == 'by_domain')
-    ranks = output.read(os.path.join(where, 'rfm_job.out')).by_rank('rank')
+    ranks = output.read(job_file(case)).by_rank('rank')
     seen = {(r['node'], r['local_rank']): (r['affinity'], r['slurm_step_gpus'],
                                           r['visible_devices_env']['CUDA_VISIBLE_DEVICES'])
             for r in ranks.values()}
