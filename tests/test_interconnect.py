@@ -154,3 +154,18 @@ def test_real_hang_in_a_collective_is_named(sim):
     assert len(found) == 1
     assert found[0].startswith('rank 1 on nid001 stopped responding: ranks 0, 2-3 timed out waiting '
                                'for it in a collective (RuntimeError: Timed out waiting 10000ms')
+
+
+def test_slowdown_paces_the_idling_rank_only():
+    """--slowdown F: the idling rank's call lasts at least 1/(1-F) times the call itself (a sleep
+    never ends early); another rank does not idle (it waits for the idler inside its next call):
+    at F = 0.9 it would idle 9 times its call."""
+    import time
+    from types import SimpleNamespace
+    for rank, at_least, below in ((0, 0.2, None), (1, 0.02, 0.15)):
+        sweep = program.Sweep(SimpleNamespace(slowdown=0.9), rank, world_size=2, device=torch.device('cpu'))
+        call = sweep.paced(lambda: time.sleep(0.02))
+        started = time.perf_counter()
+        call()
+        took = time.perf_counter() - started
+        assert took >= at_least and (below is None or took < below), (rank, took)
