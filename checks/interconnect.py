@@ -43,7 +43,7 @@ class InterconnectCheck(DistributedTrainingCheck):
                                 'one node)', minimum=0),
         'slow_pair_fraction': Knob(0.5, 'a node pair below this fraction of the median pair '
                                         'fails, naming both nodes', minimum=0, below=1),
-        # every timed call lasts 1/(1-slowdown) times as long: a known loss, to show what the
+        # every timed block lasts 1/(1-slowdown) times as long: a known loss, to show what the
         # performance history flags
         'slowdown': Knob(0.0, 'fraction of bandwidth given up on purpose', minimum=0, below=1),
     }

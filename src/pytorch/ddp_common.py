@@ -180,13 +180,9 @@ class Throttle:
     as long. Only one rank idles: a rank that waited for an idling partner would count that wait
     as its own step and idle longer in turn, so with all ranks idling the delays feed each other."""
 
-    def __init__(self, fraction):
+    def __init__(self, args, rank):
+        fraction = args.throttle if rank == args.throttle_rank else 0.0
         self.idle_per_busy = fraction / (1 - fraction)
-
-    @classmethod
-    def of_rank(cls, args, rank):
-        """The training programs' --throttle F of --throttle-rank, for this rank."""
-        return cls(args.throttle if rank == args.throttle_rank else 0.0)
 
     def after_step(self, started, device):
         """Idle in proportion to the step begun at perf_counter() time `started`."""
@@ -210,7 +206,7 @@ def solo_phase(model, make_optimizer, train_step, loader, device, rank, args, di
         return
     solo = copy.deepcopy(model)
     optimizer = make_optimizer(solo)
-    throttle = Throttle.of_rank(args, rank)
+    throttle = Throttle(args, rank)
     batches = endless(loader)
     for _ in range(args.solo_warmup_steps):
         train_step(solo, optimizer, next(batches))

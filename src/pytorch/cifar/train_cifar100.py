@@ -181,7 +181,7 @@ def main(argv=None):
     elif args.mode == 'dp' and devices > 1:
         model = nn.DataParallel(model)
     optimizer = make_optimizer(model)
-    throttle = Throttle.of_rank(args, rank)
+    throttle = Throttle(args, rank)
 
     stream = batches(loader, sampler)
     train_steps(model, stream, args.warmup_steps, optimizer, criterion, device, args, autocast)

@@ -43,7 +43,7 @@ import torch
 import torch.distributed as dist
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-from ddp_common import Throttle, add_wait_arguments, emit, finish, init_distributed, synchronize  # noqa: E402
+from ddp_common import add_wait_arguments, emit, finish, init_distributed, synchronize  # noqa: E402
 
 # nccl-tests' bus bandwidth factors (doc/PERFORMANCE.md) for n ranks: how much of the message
 # each rank's busiest link carries, so that busbw can be compared with the link's speed
@@ -111,11 +111,12 @@ def wrong_values(op, nbytes, got, expected):
             for i in bad[:MAX_REPORTED_WRONG].tolist()]
 
 
-def timed(run, iters, warmup, device, blocks=1):
+def timed(run, iters, warmup, device, blocks=1, slowdown=0.0):
     """Seconds per call of `run()`, after `warmup` untimed calls: the median over `blocks`
     blocks of `iters` calls of the slowest rank's mean. Each block's clock starts when the device
     is idle and all ranks are at the barrier. The median keeps a burst of other work on a shared
-    node from moving the figure; all ranks must call it."""
+    node from moving the figure; all ranks must call it. With `slowdown` F, rank 0 idles at the
+    end of each block until the block has lasted 1/(1-F) times as long: a known loss."""
     for _ in range(warmup):
         run()
     times = []
@@ -126,6 +127,8 @@ def timed(run, iters, warmup, device, blocks=1):
         for _ in range(iters):
             run()
         synchronize(device)
+        if slowdown and dist.get_rank() == 0:
+            time.sleep((time.perf_counter() - start) * slowdown / (1 - slowdown))
         times.append(slowest((time.perf_counter() - start) / iters, device))
     return statistics.median(times)
 
@@ -144,19 +147,6 @@ class Sweep:
         self.args, self.rank, self.world_size, self.device = args, rank, world_size, device
         self.checked, self.wrong, self.sizes = 0, [], []
 
-    def paced(self, run, idler=0):
-        """`run` as timed, made 1/(1-F) times as long by --slowdown F: rank `idler` idles after
-        each call in proportion to it, so every rank's call lasts that much longer and the
-        bandwidth falls by F. (Sending 1/(1-F) times the bytes lost only 0-9 % at F = 0.2 on the
-        simulated partition, where gloo's calls have a large fixed cost: docs/interconnect.md.)"""
-        throttle = Throttle(self.args.slowdown if self.rank == idler else 0.0)
-
-        def call():
-            started = time.perf_counter()
-            run()
-            throttle.after_step(started, self.device)
-        return call
-
     def check(self, op, nbytes, got, expected):
         self.checked += 1
         self.wrong += wrong_values(op, nbytes, got, expected)   # compared on the device
@@ -164,7 +154,7 @@ class Sweep:
     def measure(self, op, nbytes, run):
         args = self.args
         iters = iterations(nbytes, args.bytes_per_size, args.min_iters, args.max_iters)
-        seconds = timed(run, iters, args.warmup_iters, self.device, args.blocks)
+        seconds = timed(run, iters, args.warmup_iters, self.device, args.blocks, args.slowdown)
         figures = {'op': op, 'bytes': nbytes, 'iters': iters, 'seconds': seconds,
                    'algbw': algbw(nbytes, seconds),
                    'busbw': busbw(op, nbytes, seconds, self.world_size)}
@@ -179,7 +169,7 @@ class Sweep:
         self.check('all_reduce', nbytes, buffer,
                    all_reduce_expected(count, self.world_size, self.device))
         # timed calls reduce the same buffer again: the values no longer matter, only the bytes
-        self.measure('all_reduce', nbytes, self.paced(lambda: dist.all_reduce(buffer)))
+        self.measure('all_reduce', nbytes, lambda: dist.all_reduce(buffer))
 
     def all_gather(self, nbytes):
         count = max(1, nbytes // ELEMENT_BYTES // self.world_size) * self.world_size
@@ -189,7 +179,7 @@ class Sweep:
         ALL_GATHER(gathered, mine)
         self.check('all_gather', nbytes, gathered,
                    all_gather_expected(count, self.world_size, self.device))
-        self.measure('all_gather', nbytes, self.paced(lambda: ALL_GATHER(gathered, mine)))
+        self.measure('all_gather', nbytes, lambda: ALL_GATHER(gathered, mine))
 
     def pairs(self, nodes):
         """Each node pair in turn; rank 0 emits a 'pair' fact per pair. `nodes`: every rank's
@@ -222,7 +212,8 @@ class Sweep:
             if partner is not None:
                 self.check(f'p2p {a}<->{b}', nbytes, recv, pattern(count, partner, self.device))
             iters = iterations(nbytes, self.args.bytes_per_size, self.args.min_iters, self.args.max_iters)
-            seconds = timed(self.paced(exchange, idler=nodes.index(a)), iters, self.args.warmup_iters, self.device, self.args.blocks)
+            seconds = timed(exchange, iters, self.args.warmup_iters, self.device, self.args.blocks,
+                            self.args.slowdown)
             ranks_in_pair = sum(1 for n in nodes if n == a)
             pair = {'nodes': [a, b], 'bytes': nbytes, 'ranks': min(ranks_in_pair, nodes.count(b)),
                     'iters': iters, 'seconds': seconds}
@@ -255,7 +246,7 @@ def get_args_parser():
                         help='the small message whose all_reduce time is the latency')
     parser.add_argument('--slowdown', type=float, default=0.0,
                         help='fraction of bandwidth to give up on purpose, 0 <= F < 1: every '
-                             'timed call lasts 1/(1-F) times as long')
+                             'timed block lasts 1/(1-F) times as long')
     return add_wait_arguments(parser)
 
 

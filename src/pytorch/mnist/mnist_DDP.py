@@ -156,7 +156,7 @@ def main(argv=None):
 
     steps = steps_per_epoch(args.steps, len(train_set), args.batch_size, args.ranks_per_node)
     stream = batches(train_loader, train_sampler)
-    throttle = Throttle.of_rank(args, rank)
+    throttle = Throttle(args, rank)
     summaries = []
     for epoch in range(1, args.epochs + 1):
         if args.fault:
