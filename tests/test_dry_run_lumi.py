@@ -160,7 +160,8 @@ def test_unknown_check_knob_in_config_fails_that_check_in_one_line(tmp_path):
     assert done.returncode != 0
     assert ('config error: partition lumi:standard-g extras.mlcheck.checks.cifar100: unknown key(s) '
             'batchsize; allowed: amp, batch_size, channels_last, collective_timeout, epochs, model, '
-            'rendezvous_timeout, steps, throttle, throttle_rank, warmup_steps, workers') in done.stdout
+            'rendezvous_timeout, slow_rank_fraction, steps, throttle, throttle_rank, warmup_steps, '
+            'workers') in done.stdout
 
 
 def test_lumi_2026_binding_by_domain_with_one_setting(lumi_scripts):
