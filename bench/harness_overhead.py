@@ -11,7 +11,6 @@ is from the hardware's limit (model FLOP utilisation).
 """
 
 import argparse
-import importlib.util
 import os
 import statistics
 import sys
@@ -23,14 +22,7 @@ import torchvision
 
 SRC = os.path.join(os.path.dirname(os.path.abspath(__file__)), '..', 'src', 'pytorch')
 sys.path.insert(0, SRC)
-from ddp_common import device_name, pick_device, synchronize  # noqa: E402
-
-
-def load_program():
-    spec = importlib.util.spec_from_file_location('train_cifar100', os.path.join(SRC, 'cifar', 'train_cifar100.py'))
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+from ddp_common import device_name, load_program, pick_device, synchronize  # noqa: E402
 
 
 def bare_loop(model, batches, optimizer, criterion, device):
@@ -109,7 +101,7 @@ def main():
           f'(per round: {", ".join(f"{r:.3f}" for r in ratios)}); target >= 0.97')
 
 
-program = load_program()
+program = load_program('cifar/train_cifar100.py')
 
 if __name__ == '__main__':
     main()

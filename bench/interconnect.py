@@ -13,7 +13,6 @@
 """
 
 import argparse
-import importlib.util
 import os
 import socket
 import statistics
@@ -27,14 +26,7 @@ import torch.multiprocessing as mp
 
 SRC = os.path.join(os.path.dirname(os.path.abspath(__file__)), '..', 'src', 'pytorch')
 sys.path.insert(0, SRC)
-from ddp_common import free_port  # noqa: E402
-
-
-def load_program():
-    spec = importlib.util.spec_from_file_location('collectives', os.path.join(SRC, 'comm', 'collectives.py'))
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+from ddp_common import free_port, load_program  # noqa: E402
 
 
 def tcp_receiver(port, total, chunk):
@@ -80,7 +72,7 @@ def harness_rank(rank, args, port):
     os.environ.update(MASTER_ADDR='127.0.0.1', MASTER_PORT=str(port))
     torch.set_num_threads(1)
     dist.init_process_group('gloo', rank=rank, world_size=args.ranks)
-    program = load_program()
+    program = load_program('comm/collectives.py')
     device = torch.device('cpu')
     options = SimpleNamespace(slowdown=0.0, bytes_per_size=args.iters * args.bytes, min_iters=args.iters,
                               max_iters=args.iters, warmup_iters=args.warmup, blocks=1)

@@ -1,13 +1,16 @@
 """Frontier (OLCF) batch partition: 8 GCDs of MI250X per node, Slingshot-11, PyTorch from a conda
 environment with ROCm modules (no container: the image is `host`).
 
-Facts from OLCF's Frontier user guide and its PyTorch guide: one 64-core EPYC in 8 L3 regions
-(CCDs) of 8 cores; low-noise mode with Slurm core specialization (-S 8, the default) keeps the
-first core of every CCD, leaving 7 per GCD; GCD i is closest to CCD [6, 7, 2, 3, 0, 1, 4, 5][i]
-(GCD 4 on cores 0-7, GCD 0 on 48-55); ranks start with srun, never torchrun (much slower there);
-NCCL_SOCKET_IFNAME=hsn0; the `rccl-net-plugin` module, loaded after `rocm`, brings aws-ofi-nccl
-and sets the Slingshot variables RCCL needs, and FI_CXI_RDZV_PROTO=alt_read wants
---network=disable_rdzv_get at allocation.
+Facts from OLCF's Frontier user guide, https://docs.olcf.ornl.gov/systems/frontier_user_guide.html
+(node layout, "Low-noise Mode Layout"): one 64-core EPYC in 8 L3 regions (CCDs) of 8 cores;
+low-noise mode with Slurm core specialization (-S 8, the default) keeps the first core of every
+CCD, leaving 7 per GCD; GCD i is closest to CCD [6, 7, 2, 3, 0, 1, 4, 5][i] (GCD 4 on cores 0-7,
+GCD 0 on 48-55). From its PyTorch guide, https://docs.olcf.ornl.gov/software/analytics/pytorch_frontier.html:
+the modules and their order; ranks start with srun, never torchrun (much slower there); the
+`rccl-net-plugin` module, loaded after `rocm`, brings aws-ofi-nccl and sets the Slingshot
+variables RCCL needs, and its FI_CXI_RDZV_PROTO=alt_read wants --network=disable_rdzv_get at
+allocation; NCCL_SOCKET_IFNAME=hsn0,hsn1,hsn2,hsn3, or hsn0 alone where ranks hang; MIOpen's
+cache on node-local /tmp.
 """
 
 import os
@@ -44,7 +47,7 @@ site_configuration = {
             'env_vars': [
                 # a non-default CPE: its libraries before the system's (OLCF's PyTorch guide)
                 ['LD_LIBRARY_PATH', '$CRAY_LD_LIBRARY_PATH:$LD_LIBRARY_PATH'],
-                ['NCCL_SOCKET_IFNAME', 'hsn0'],
+                ['NCCL_SOCKET_IFNAME', 'hsn0,hsn1,hsn2,hsn3'],   # 'hsn0' if ranks hang (above)
             ],
             'extras': {
                 'mlcheck': {

@@ -35,7 +35,6 @@ site_configuration = {
             'env_vars': [
                 # RCCL must use the Slingshot interfaces, never the management network
                 ['NCCL_SOCKET_IFNAME', 'hsn0,hsn1,hsn2,hsn3'],
-                ['NCCL_NET_GDR_LEVEL', '3'],
             ],
             'extras': {
                 'mlcheck': {
@@ -52,7 +51,25 @@ site_configuration = {
                     'gpu_task_sharing': True,   # with by_domain: RCCL reaches the other GCDs
                     'node_counts': [1, 2, 4],
                     'max_nodes': 1024,      # the most nodes one standard-g job may have
-                    'images': ['/appl/local/containers/sif-images/lumi-pytorch-*.sif'],
+                    # Two generations of images, each with the RCCL settings it was published
+                    # with: set partition-wide, either generation's would hang the other's jobs.
+                    'images': [
+                        # LUMI's older PyTorch images (lumi-pytorch-rocm-6.2.4-...): LUMI-AI-Guide
+                        # ran them with NCCL_NET_GDR_LEVEL=PHB, for GPU RDMA to the NICs, until
+                        # https://github.com/Lumi-supercomputer/LUMI-AI-Guide/pull/97
+                        {'path': '/appl/local/containers/sif-images/lumi-pytorch-*.sif',
+                         'env_vars': {'NCCL_NET_GDR_LEVEL': 'PHB'}},
+                        # LUMI AI Factory's images: from ROCm 7.0 (u24r70...) a multi-node RCCL init
+                        # hangs with NCCL_NET_GDR_LEVEL=PHB or SYS and is as fast without it
+                        # (https://github.com/lumi-ai-factory/laifs-container-recipes/issues/28 and
+                        # issues/30, LUMI-AI-Guide PR #97), and FI_MR_CACHE_MONITOR=userfaultfd keeps
+                        # their jobs from hanging (LUMI-AI-Guide PR #118,
+                        # https://github.com/Lumi-supercomputer/LUMI-AI-Guide/pull/118).
+                        # The guide runs them after `module load lumi-aif-singularity-bindings`; that
+                        # the container_binds below do the same for them is not checked here.
+                        {'path': '/appl/local/laifs/containers/lumi-multitorch-*/lumi-multitorch-full-*.sif',
+                         'env_vars': {'FI_MR_CACHE_MONITOR': 'userfaultfd'}},
+                    ],
                     'container_binds': ['/var/spool/slurmd', '/opt/cray',
                                         '/usr/lib64/libcxi.so.1', '/usr/lib64/libjansson.so.4'],
                     'datasets': {'mnist': DATA_DIR, 'cifar100': DATA_DIR},

@@ -1,10 +1,16 @@
 """Perlmutter (NERSC) GPU nodes: 4 NVIDIA A100 per node, Slingshot-11, PyTorch in Shifter images.
 
-From NERSC's architecture page: a GPU node has one 64-core AMD EPYC 7763 and 4 A100s, and 4
-Slingshot NICs (hsn0-hsn3). The CPU runs as 4 NUMA domains of 16 cores, GPU i nearest domain 3 - i,
-and Shifter's `gpu` and `nccl-plugin` modules bring the host's CUDA driver and aws-ofi-nccl (NCCL
-over libfabric's cxi provider): these three are from NERSC's user guides as remembered, not
-re-read here; confirm them on a node (`nvidia-smi topo -m`, `shifter --help`) before trusting a run.
+Where each fact comes from (read 2026-11; confirm on a node with `nvidia-smi topo -m` before
+trusting a run):
+- one AMD EPYC 7763 (64 cores), 4 A100 and 4 Slingshot-11 NICs per GPU node:
+  https://docs.nersc.gov/systems/perlmutter/architecture/
+- GPU i is nearest the cores of block 3 - i (16 cores each): NERSC's own job scripts set
+  CUDA_VISIBLE_DEVICES=3,2,1,0 so that Slurm's default placement of 4 tasks of 16 cores puts each
+  task by its GPU, https://github.com/NERSC/sc25-dl-tutorial/blob/main/submit_pm_dp.sh. That the
+  blocks are NUMA domains (NPS4) is not stated in the pages read; the masks only need the blocks.
+- the Shifter modules `gpu,nccl-plugin` and the image nersc/pytorch:25.06.01: the same script;
+  `nccl-plugin` brings the NCCL network plugin (aws-ofi-nccl) into the container, documented by
+  https://gitlab.com/NERSC/nersc.gitlab.io/-/merge_requests/2708
 """
 
 import os
@@ -41,12 +47,13 @@ site_configuration = {
                     'topology': {
                         'cores_per_node': 64,
                         'cores_per_domain': 16,
-                        'gpu_domains': [3, 2, 1, 0],
+                        'gpu_domains': [3, 2, 1, 0],     # GPU i by cores 16*(3-i).. (above)
                     },
                     'gpu_vendor': 'nvidia',
                     'node_counts': [1, 2, 4],
-                    # NERSC's PyTorch images, pulled with shifterimg beforehand
-                    'images': ['docker:nersc/pytorch:24.06.01'],
+                    # NERSC's PyTorch image of its SC25 tutorial (above), pulled with shifterimg
+                    # beforehand; 24.06.01 and 24.06.02 are the SC24 ones
+                    'images': ['docker:nersc/pytorch:25.06.01'],
                     'container_options': ['--module=gpu,nccl-plugin'],
                     'datasets': {'mnist': DATA_DIR, 'cifar100': DATA_DIR},
                     'python': 'python',

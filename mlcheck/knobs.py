@@ -26,6 +26,7 @@ class Knob:
     help: str = ''
     choices: tuple = ()
     minimum: float = None
+    maximum: float = None
     below: float = None             # values must be smaller than this
 
     @property
@@ -37,11 +38,9 @@ class Knob:
         if self.choices:
             return 'one of ' + ', '.join(map(str, self.choices))
         words = {bool: 'true or false', int: 'an integer', float: 'a number', str: 'text'}[self.kind]
-        if self.minimum is not None:
-            words += f' >= {self.minimum}'
-        if self.below is not None:
-            words += f' and < {self.below}' if self.minimum is not None else f' < {self.below}'
-        return words
+        bounds = ' and '.join(f'{sign} {bound}' for sign, bound in (
+            ('>=', self.minimum), ('<=', self.maximum), ('<', self.below)) if bound is not None)
+        return f'{words} {bounds}' if bounds else words
 
     def parse(self, value, where, from_text=False):
         """`value` as the knob's type, converted from text if `from_text` (-S), else as it is in
@@ -52,6 +51,7 @@ class Knob:
             parsed = None
         if parsed is None or (self.choices and parsed not in self.choices) or \
                 (self.minimum is not None and parsed < self.minimum) or \
+                (self.maximum is not None and parsed > self.maximum) or \
                 (self.below is not None and parsed >= self.below):
             raise ConfigError(f'{where}={value!r}: expected {self.accepts()}')
         return parsed

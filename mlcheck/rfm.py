@@ -22,8 +22,7 @@ from mlcheck.perf import ranks, stack
 from mlcheck.placement import containers, launch
 from mlcheck.errors import ConfigError
 from mlcheck.rfm_config import references_file
-from mlcheck.site import (ImageUnavailable, PartitionSettings, check_slow_rank_fraction,
-                          image_parameter)
+from mlcheck.site import ImageUnavailable, PartitionSettings, image_parameter
 
 
 def reported_by_reframe(fn):
@@ -102,9 +101,9 @@ class DistributedTrainingCheck(rfm.RunOnlyRegressionTest):
     #: A failure to inject, to see how it is reported (-S fault=crash:1:2; docs/faults.md).
     fault = variable(str, value='')
 
-    #: A rank training alone below this fraction of the median rank fails the check (-S
-    #: slow_rank_fraction=F); the partition's extras.mlcheck.slow_rank_fraction unless given.
-    slow_rank_fraction = variable(float, type(None), value=None)
+    #: A rank training alone below this fraction of the median rank fails the check (a knob
+    #: whose default is the partition's extras.mlcheck.slow_rank_fraction: partition_knobs()).
+    slow_rank_fraction = knob_variable()
     #: Fraction of throughput rank `throttle_rank` gives up on purpose (knobs, below), in the
     #: solo and the distributed phase: it idles after each step and all ranks wait for it, as
     #: for one slower GPU (docs/per-rank.md, docs/performance-history.md).
@@ -167,7 +166,6 @@ class DistributedTrainingCheck(rfm.RunOnlyRegressionTest):
         self.settings = partition_settings(self.current_partition)
         self.settings.check_node_count(self.num_nodes)
         self.resolve_knobs()
-        self.slow_rank_threshold = self.slow_rank_limit()
         self.layout = self.settings.layout(self.num_nodes, self.binding)
         self.num_tasks = self.layout.num_tasks
         self.num_tasks_per_node = self.layout.tasks_per_node
@@ -215,7 +213,7 @@ class DistributedTrainingCheck(rfm.RunOnlyRegressionTest):
 
     def resolve_knobs(self):
         """Each knob: as set with -S, else from the partition's config, else its default."""
-        all_knobs = {**self.common_knobs, **self.knobs}
+        all_knobs = {**self.common_knobs, **self.partition_knobs(), **self.knobs}
         values = knob_values(
             all_knobs, {name: getattr(self, name) for name in all_knobs},
             self.settings.checks.get(self.checks_key, {}),
@@ -235,11 +233,11 @@ class DistributedTrainingCheck(rfm.RunOnlyRegressionTest):
             return []
         return ['--throttle', f'{self.throttle:g}', '--throttle-rank', str(self.throttle_rank)]
 
-    def slow_rank_limit(self):
-        """The fraction of the median below which a rank fails: -S, else the partition's."""
-        if self.slow_rank_fraction is None:
-            return self.settings.slow_rank_fraction
-        return check_slow_rank_fraction(self.slow_rank_fraction, '-S slow_rank_fraction')
+    def partition_knobs(self):
+        """Knobs whose default is a setting of the whole partition (extras.mlcheck), not a constant."""
+        return {'slow_rank_fraction': Knob(self.settings.slow_rank_fraction,
+                                           "a rank training alone below this fraction of the median "
+                                           "rank's speed fails (0: off)", minimum=0, maximum=1)}
 
     def check_dataset(self, path, source):
         """Raise a ConfigError if the dataset in `path` (configured in `source`) is unusable,
@@ -265,7 +263,7 @@ class DistributedTrainingCheck(rfm.RunOnlyRegressionTest):
     @sanity_function
     def assert_training_sane(self):
         expect = sanity.Expectations.for_run(self.settings, self.layout, fault=self.fault,
-                                             slow_rank_fraction=(self.slow_rank_threshold
+                                             slow_rank_fraction=(self.slow_rank_fraction
                                                                  if self.solo_phase else None),
                                              **self.training_promises())
         found = sanity.problems(self.run_output(), expect)

@@ -282,13 +282,6 @@ class PartitionSettings:
         return '-S data_dir' if override else f'extras.mlcheck.datasets.{name} of partition {self.partition}'
 
 
-def check_slow_rank_fraction(value, where):
-    """`value` if it is a fraction of the median a rank may fall to, 0 <= value <= 1 (0: no
-    rank is too slow, as for runs slowed on purpose to test the performance history)."""
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value <= 1:
-        raise ConfigError(f'{where}: {value!r} is not a fraction of the median rank\'s speed '
-                          f'(from 0 to 1)')
-    return float(value)
 def is_image_file(path):
     """An absolute path names an image file or directory; anything else is a reference that the
     container runtime resolves itself (e.g. Shifter's docker:nersc/pytorch:24.06.01)."""

@@ -1,12 +1,16 @@
 import importlib.util
 import os
 import subprocess
+import sys
 
 import pytest
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 DATA = os.path.join(REPO, 'tests', 'data')
 SIMSLURM = os.path.join(REPO, 'bin', 'simslurm')
+
+# the training programs' modules (ddp_common, gpu_locality), importable as the programs import them
+sys.path.insert(0, os.path.join(REPO, 'src', 'pytorch'))
 
 
 @pytest.fixture(scope='session')

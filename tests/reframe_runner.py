@@ -1,6 +1,7 @@
 """Running reframe from the tests, into a private prefix so no user results are touched:
 stage, output, perf logs, the results database and dry-run perf logs all go under it."""
 
+import difflib
 import json
 import os
 import subprocess
@@ -56,3 +57,22 @@ def job_file(case, name='rfm_job.out'):
 def perf(case):
     """{variable: [value, reference, lower, upper, unit, result]} of a reported test case."""
     return {key.split(':')[-1]: entry for key, entry in case['perfvalues'].items()}
+
+
+def job_scripts_by_image(prefix, image_paths=()):
+    """{image name: job script} of the run under `prefix`, with what each variant has of its own
+    by nature (stage directory, job name, image name, and any of `image_paths`) written OWN, so
+    that the scripts of two images can be compared line by line."""
+    scripts = {}
+    for case in report_cases(prefix):
+        text = (prefix / case['stagedir'] / 'rfm_job.sh').read_text()
+        for own in (case['stagedir'], *map(str, image_paths), case['hashcode'], case['image']):
+            text = text.replace(own, 'OWN')
+        scripts[case['image']] = text
+    return scripts
+
+
+def changed_lines(before, after):
+    """The lines of text `before` that `after` lacks ('- ...') and those it adds ('+ ...')."""
+    return [line for line in difflib.ndiff(before.splitlines(), after.splitlines())
+            if line[:1] in '+-']

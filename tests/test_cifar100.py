@@ -3,7 +3,6 @@ arithmetic, and the sanity rules on a real run of the simulated partition
 (sim_cluster_cifar100_2nodes.out: ResNet-18, 4 gloo ranks on nid001-002, 3 epochs of 8 steps).
 """
 
-import importlib.util
 import json
 import math
 import os
@@ -15,18 +14,12 @@ import numpy as np
 import pytest
 
 from conftest import DATA, REPO
+from ddp_common import load_program, steady_state, steps_per_epoch
 from mlcheck.data import staging
 from mlcheck.judging import output, sanity
 
 PROGRAM = os.path.join(REPO, 'src', 'pytorch', 'cifar', 'train_cifar100.py')
 SIM_OUT = os.path.join(DATA, 'sim_cluster_cifar100_2nodes.out')
-
-
-def load_program():
-    spec = importlib.util.spec_from_file_location('train_cifar100', PROGRAM)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
 
 
 @pytest.fixture(scope='module')
@@ -37,7 +30,7 @@ def staged(tmp_path_factory):
 
 
 def test_torchvision_loader_reads_the_staged_set(staged):
-    program = load_program()
+    program = load_program('cifar/train_cifar100.py')
     train = program.StagedCIFAR100(str(staged), train=True)
     test = program.StagedCIFAR100(str(staged), train=False)
     assert (len(train), len(test)) == (5000, 1000)
@@ -67,8 +60,6 @@ def test_staging_keeps_a_complete_earlier_staging(staged):
 
 
 def test_steady_state_excludes_the_first_epoch():
-    load_program()                          # which puts src/pytorch on sys.path
-    from ddp_common import steady_state
     summaries = [{'samples': 100, 'seconds': 10.0, 'steps': 5},
                  {'samples': 200, 'seconds': 1.0, 'steps': 10},
                  {'samples': 200, 'seconds': 3.0, 'steps': 10}]
@@ -122,15 +113,11 @@ def test_warmup_longer_than_an_epoch_still_times_every_epoch(staged):
 def test_timed_steps_are_one_nodes_pass_whatever_the_world_size():
     """By default an epoch is one node's pass over the data (real CIFAR-100 on LUMI: 50000
     images, 128 per GCD, 8 GCDs per node: 48 steps) at any node count; more ranks add passes."""
-    load_program()                          # which puts src/pytorch on sys.path
-    from ddp_common import steps_per_epoch
     assert steps_per_epoch(0, 50000, 128, ranks_per_node=8) == 48
     assert steps_per_epoch(7, 50000, 128, ranks_per_node=8) == 7
 
 
 def test_a_set_too_small_for_one_step_is_a_one_line_error():
-    load_program()
-    from ddp_common import steps_per_epoch
     with pytest.raises(SystemExit, match='10 samples make no step of 4 on each of 8 ranks per node: give --steps'):
         steps_per_epoch(0, 10, 4, ranks_per_node=8)
 

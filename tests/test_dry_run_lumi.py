@@ -7,7 +7,7 @@ import pytest
 
 from conftest import REPO
 from mlcheck.data.staging import stage_mnist
-from reframe_runner import run_reframe
+from reframe_runner import changed_lines, job_scripts_by_image, run_reframe
 
 REPO_CONFIG = pathlib.Path(REPO) / 'config'
 
@@ -17,15 +17,33 @@ CHECKS = ('CIFAR100ResNetCheck', 'InterconnectCheck', 'MNISTDistributedCheck')
 LUMI_BINDS = ['/var/spool/slurmd', '/opt/cray', '/usr/lib64/libcxi.so.1', '/usr/lib64/libjansson.so.4']
 
 
+# one image of each generation config/lumi.py names, each with its own RCCL settings
+OLD_IMAGE = 'appl/local/containers/sif-images/lumi-pytorch-rocm-6.2.4-test.sif'
+NEW_IMAGE = ('appl/local/laifs/containers/lumi-multitorch-u24r70f21m50t210-20260415_130625/'
+             'lumi-multitorch-full-u24r70f21m50t210-20260415_130625.sif')
+
+
+def lumi_config_under(root):
+    """config/lumi.py with LUMI's /appl/local moved under `root`, and one (empty) image there of
+    each generation it names: a dry run finds them as it would on LUMI."""
+    for image in (OLD_IMAGE, NEW_IMAGE):
+        (root / image).parent.mkdir(parents=True)
+        (root / image).touch()
+    config = root / 'lumi_here.py'
+    config.write_text((REPO_CONFIG / 'lumi.py').read_text().replace("'/appl/local/", f"'{root}/appl/local/"))
+    return config
+
+
 @pytest.fixture(scope='module')
 def lumi_scripts(tmp_path_factory):
-    """{(check, num_nodes): job script} for every check and node count LUMI's config lists."""
+    """{(check, num_nodes): job script} for every check and node count LUMI's config lists,
+    with an image of the older generation."""
     tmp = tmp_path_factory.mktemp('lumi')
-    image = tmp / 'lumi-pytorch-rocm-6.2.4-test.sif'
-    image.touch()
+    config = lumi_config_under(tmp)
+    image = tmp / OLD_IMAGE
     stage_mnist(str(tmp / 'data'))      # the check reads its files' headers at setup
     (tmp / 'data' / 'cifar-100-python').mkdir(parents=True)
-    done = run_reframe('lumi', tmp / 'rfm', '--system', 'lumi:standard-g', '--dry-run',
+    done = run_reframe(config, tmp / 'rfm', '--system', 'lumi:standard-g', '--dry-run',
                        '-P', f'image={image}', '-S', f'data_dir={tmp / "data"}')
     assert done.returncode == 0, done.stdout + done.stderr
     scripts = {}
@@ -94,7 +112,8 @@ def test_environment_of_the_job(lumi_scripts, check):
     _, _, scripts = lumi_scripts
     exports = dict(re.findall(r'^export (\w+)=(.*)$', scripts[check, 2], re.M))
     assert exports['NCCL_SOCKET_IFNAME'] == 'hsn0,hsn1,hsn2,hsn3'
-    assert exports['NCCL_NET_GDR_LEVEL'] == '3'
+    # the older images' own setting (config/lumi.py), and not the newer ones'
+    assert exports['NCCL_NET_GDR_LEVEL'] == "'PHB'" and 'FI_MR_CACHE_MONITOR' not in exports
     assert exports['NCCL_DEBUG'] == 'INFO'
     assert exports['MASTER_ADDR'] == '$(scontrol show hostnames "$SLURM_JOB_NODELIST" | head -n 1)'
     assert 'SLURM_JOB_ID' in exports['MASTER_PORT']
@@ -104,6 +123,21 @@ def test_environment_of_the_job(lumi_scripts, check):
     assert exports['TORCH_NCCL_ASYNC_ERROR_HANDLING'] == '1'
     assert (exports['MLCHECK_RENDEZVOUS_TIMEOUT'], exports['MLCHECK_COLLECTIVE_TIMEOUT']) == ('180', '300')
     assert 'MLCHECK_FAULT' not in exports
+
+
+def test_two_image_generations_differ_exactly_in_their_rccl_settings(lumi_scripts):
+    """Both generations found by config/lumi.py's globs: newer images hang with the older ones'
+    NCCL_NET_GDR_LEVEL and need FI_MR_CACHE_MONITOR; nothing else in their job scripts differs."""
+    _, tmp, _ = lumi_scripts
+    prefix = tmp / 'rfm-generations'
+    done = run_reframe(tmp / 'lumi_here.py', prefix, '--system', 'lumi:standard-g', '--dry-run',
+                       '-n', 'MNISTDistributedCheck', '-P', 'num_nodes=2', '-S', f'data_dir={tmp / "data"}')
+    assert done.returncode == 0, done.stdout + done.stderr
+    scripts = job_scripts_by_image(prefix, [tmp / OLD_IMAGE, tmp / NEW_IMAGE])
+    old, new = (pathlib.Path(image).name.removesuffix('.sif') for image in (OLD_IMAGE, NEW_IMAGE))
+    assert sorted(scripts) == sorted([old, new])
+    assert changed_lines(scripts[old], scripts[new]) == [
+        "- export NCCL_NET_GDR_LEVEL='PHB'", "+ export FI_MR_CACHE_MONITOR='userfaultfd'"]
 
 
 def test_dry_run_keeps_out_of_the_perf_logs(lumi_scripts):
@@ -160,7 +194,8 @@ def test_unknown_check_knob_in_config_fails_that_check_in_one_line(tmp_path):
     assert done.returncode != 0
     assert ('config error: partition lumi:standard-g extras.mlcheck.checks.cifar100: unknown key(s) '
             'batchsize; allowed: amp, batch_size, channels_last, collective_timeout, epochs, model, '
-            'rendezvous_timeout, steps, throttle, throttle_rank, warmup_steps, workers') in done.stdout
+            'rendezvous_timeout, slow_rank_fraction, steps, throttle, throttle_rank, warmup_steps, '
+            'workers') in done.stdout
 
 
 def test_lumi_2026_binding_by_domain_with_one_setting(lumi_scripts):

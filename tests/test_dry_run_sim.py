@@ -124,11 +124,13 @@ def test_unknown_container_platform_is_a_one_line_error(tmp_path):
 
 
 def test_bad_knob_values_fail_at_setup_in_one_line_each(tmp_path):
-    """A value ReFrame would turn into a traceback while loading (-S epochs=abc), or one the
-    training program would reject only after the job ran, fails the test at setup."""
+    """A value ReFrame would turn into a traceback while loading (-S epochs=abc, -S
+    slow_rank_fraction=abc), or one the training program would reject only after the job ran,
+    fails the test at setup."""
     done = run_reframe('simulated', tmp_path / 'rfm', '--dry-run', '-P', 'image=host', '-P', 'num_nodes=1',
                        '-S', 'epochs=abc', '-S', 'CIFAR100ResNetCheck.model=resnet34',
-                       '-S', 'MNISTDistributedCheck.batch_size=-1')
+                       '-S', 'MNISTDistributedCheck.batch_size=-1',
+                       '-S', 'InterconnectCheck.slow_rank_fraction=abc')
     assert done.returncode != 0 and 'Traceback' not in done.stdout + done.stderr
     failures = {case['name'].split()[0]: (case['fail_phase'], case['fail_reason'])
                 for case in report_cases(tmp_path / 'rfm')}
@@ -136,5 +138,7 @@ def test_bad_knob_values_fail_at_setup_in_one_line_each(tmp_path):
         'MNISTDistributedCheck': ('setup', "config error: -S epochs='abc': expected an integer >= 1"),
         'CIFAR100ResNetCheck': ('setup', "config error: -S model='resnet34': expected one of "
                                          "resnet18, resnet50, resnet101, resnet152"),
-        'InterconnectCheck': (None, None),      # has neither knob
+        # a knob whose default is the partition's (extras.mlcheck.slow_rank_fraction)
+        'InterconnectCheck': ('setup', "config error: -S slow_rank_fraction='abc': expected a number "
+                                       ">= 0 and <= 1"),
     }

@@ -71,7 +71,7 @@ def test_frontier_loads_rocm_and_the_plugin_then_runs_the_conda_python_under_sru
     assert modules == ['PrgEnv-gnu/8.7.0', 'cpe/26.03', 'miniforge3/23.11.0-0', 'rocm/7.1.1',
                        'rccl-net-plugin', 'craype-accel-amd-gfx90a']
     env = exports(script)
-    assert env['NCCL_SOCKET_IFNAME'] == 'hsn0'
+    assert env['NCCL_SOCKET_IFNAME'] == 'hsn0,hsn1,hsn2,hsn3'
     assert env['MLCHECK_VISIBLE_DEVICES_VARS'] == 'ROCR_VISIBLE_DEVICES'
     assert env['MLCHECK_MIOPEN_CACHE_ROOT'] == '/tmp' and env['OMP_NUM_THREADS'] == '7'
     # the modules come before anything that runs Python
@@ -109,5 +109,5 @@ def test_perlmutter_environment_and_shifter_command(perlmutter, check):
     assert 'MLCHECK_MIOPEN_CACHE_ROOT' not in env and 'module load' not in script
     container = srun_line(script).split(' --cpu-bind=mask_cpu:')[1].split(' ', 1)[1]
     assert container.startswith(
-        f'shifter --image=docker:nersc/pytorch:24.06.01 --volume={tmp / "data"}:{tmp / "data"} '
+        f'shifter --image=docker:nersc/pytorch:25.06.01 --volume={tmp / "data"}:{tmp / "data"} '
         '--module=gpu,nccl-plugin sh ./launch/rank-env.sh python -u ./pytorch/')

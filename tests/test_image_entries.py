@@ -1,10 +1,8 @@
 """Image entries with their own environment, through ReFrame: the job scripts of two images
 differ exactly in their variables (their expected failures run in test_image_entries_sim.py)."""
 
-import difflib
-
 from conftest import REPO
-from reframe_runner import report_cases, run_reframe
+from reframe_runner import changed_lines, job_scripts_by_image, run_reframe
 
 
 def sim_config_with_images(tmp_path, images):
@@ -31,15 +29,7 @@ def test_two_images_job_scripts_differ_exactly_in_their_variables(tmp_path):
     done = run_reframe(config, tmp_path / 'rfm', '--dry-run', '-n', 'MNISTDistributedCheck',
                        '-P', 'num_nodes=1')
     assert done.returncode == 0, done.stdout + done.stderr
-    scripts = {}
-    for case in report_cases(tmp_path / 'rfm'):
-        text = (tmp_path / 'rfm' / case['stagedir'] / 'rfm_job.sh').read_text()
-        # the stage directory, job name and image are the variants' own; the rest must be the same
-        for own in (case['stagedir'], case['hashcode'], case['image']):
-            text = text.replace(own, 'OWN')
-        scripts[case['image']] = text
+    scripts = job_scripts_by_image(tmp_path / 'rfm')
     assert sorted(scripts) == ['torch-new', 'torch-old']
-    diff = [line for line in difflib.ndiff(scripts['torch-new'].splitlines(), scripts['torch-old'].splitlines())
-            if line[:1] in '+-']
-    assert diff == ["- export FI_MR_CACHE_MONITOR='userfaultfd'", "+ export NCCL_NET_GDR_LEVEL='PHB'"]
-
+    assert changed_lines(scripts['torch-new'], scripts['torch-old']) == [
+        "- export FI_MR_CACHE_MONITOR='userfaultfd'", "+ export NCCL_NET_GDR_LEVEL='PHB'"]

@@ -4,7 +4,6 @@ sim_cluster_interconnect_{2,3}nodes.out: real runs of InterconnectCheck (image h
 simulated partition, 4 and 6 gloo ranks; each broken case is that output with one thing broken.
 """
 
-import importlib.util
 import json
 import os
 import re
@@ -12,13 +11,11 @@ import re
 import pytest
 import torch
 
-from conftest import DATA, REPO
+from conftest import DATA
+from ddp_common import load_program
 from mlcheck.judging import interconnect, output, sanity
 
-spec = importlib.util.spec_from_file_location(
-    'collectives', os.path.join(REPO, 'src', 'pytorch', 'comm', 'collectives.py'))
-program = importlib.util.module_from_spec(spec)
-spec.loader.exec_module(program)
+program = load_program('comm/collectives.py')
 
 
 def saved(nodes):

@@ -11,12 +11,13 @@ from mlcheck.knobs import Knob, knob_values
 
 EPOCHS = Knob(3, minimum=1)
 THROTTLE = Knob(0.0, minimum=0, below=1)
+FRACTION = Knob(0.8, minimum=0, maximum=1)
 MODEL = Knob('resnet152', choices=('resnet18', 'resnet152'))
 AMP = Knob(False)
 
 
 @pytest.mark.parametrize('knob, given, value', [
-    (EPOCHS, '4', 4), (EPOCHS, 4, 4), (THROTTLE, '0.5', 0.5), (THROTTLE, 0, 0.0),
+    (EPOCHS, '4', 4), (EPOCHS, 4, 4), (THROTTLE, '0.5', 0.5), (THROTTLE, 0, 0.0), (FRACTION, '1', 1.0),
     (MODEL, 'resnet18', 'resnet18'), (AMP, 'true', True), (AMP, 'no', False), (AMP, True, True),
 ])
 def test_good_values_take_the_knobs_type(knob, given, value):
@@ -32,6 +33,8 @@ def test_good_values_take_the_knobs_type(knob, given, value):
     (EPOCHS, 3.0, '-S x=3.0: expected an integer >= 1'),
     (THROTTLE, '1', "-S x='1': expected a number >= 0 and < 1"),
     (THROTTLE, '-0.1', "-S x='-0.1': expected a number >= 0 and < 1"),
+    (FRACTION, '1.5', "-S x='1.5': expected a number >= 0 and <= 1"),
+    (FRACTION, 'fast', "-S x='fast': expected a number >= 0 and <= 1"),
     (MODEL, 'resnet34', "-S x='resnet34': expected one of resnet18, resnet152"),
     (MODEL, 18, '-S x=18: expected one of resnet18, resnet152'),
     (AMP, 'maybe', "-S x='maybe': expected true or false"),

@@ -17,8 +17,7 @@ from mlcheck.placement.launch import Layout
 from mlcheck.placement.topology import NodeTopology, mask_to_cores
 from sysfs_trees import SAVED, lumi_g, two_socket_nvidia
 
-sys.path.insert(0, os.path.join(REPO, 'src', 'pytorch'))
-import gpu_locality  # noqa: E402
+import gpu_locality  # from src/pytorch (conftest)
 
 LUMI_PCI = ['0000:c1:00.0', '0000:c6:00.0', '0000:c9:00.0', '0000:cc:00.0',
             '0000:d1:00.0', '0000:d6:00.0', '0000:d9:00.0', '0000:dc:00.0']

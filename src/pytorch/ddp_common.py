@@ -20,6 +20,7 @@ phases, to test that it is named (see docs/per-rank.md).
 """
 
 import argparse
+import importlib.util
 import itertools
 import copy
 import json
@@ -311,6 +312,17 @@ def free_port():
     with socket.socket() as sock:
         sock.bind(('127.0.0.1', 0))
         return sock.getsockname()[1]
+
+
+def load_program(relative_path):
+    """The program at `relative_path` under this directory (e.g. 'comm/collectives.py') as a
+    module, for the benchmarks and tests that call its functions: programs are scripts, not a
+    package. Loading it runs its top level, which puts this directory on sys.path."""
+    path = os.path.join(os.path.dirname(os.path.abspath(__file__)), relative_path)
+    spec = importlib.util.spec_from_file_location(os.path.splitext(os.path.basename(path))[0], path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
 
 
 def device_name(device):
