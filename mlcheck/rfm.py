@@ -111,8 +111,8 @@ class DistributedTrainingCheck(rfm.RunOnlyRegressionTest):
     throttle_rank = knob_variable()
 
     #: Knobs (mlcheck.knobs) a site may set per partition in extras.mlcheck.checks.<checks_key>
-    #: and a user with -S: the check's own `knobs` and these common ones. Each is also a variable
-    #: of the check, declared with knob_variable(); resolve_knobs() sets it to its value.
+    #: and a user with -S: the check's own `knobs`, these common ones and partition_knobs(). Each
+    #: is also a variable of the check, declared with knob_variable(); resolve_knobs() sets it.
     checks_key = ''
     knobs = {}
     common_knobs = {
