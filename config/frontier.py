@@ -65,6 +65,12 @@ site_configuration = {
                     'checks': {
                         'cifar100': {'model': 'resnet152', 'batch_size': 128, 'epochs': 3,
                                      'warmup_steps': 10, 'workers': 4},
+                        # four Slingshot-11 NICs of 200 Gb/s (OLCF's guide): 100 GB/s into the fabric.
+                        # Within a node, LUMI-G's node (config/lumi.py has the arithmetic): 8 GCDs,
+                        # 50 GB/s per Infinity Fabric link and direction, at most 3 links from each
+                        # GCD to other MI250X; every ring leaves each MI250X, so ring busbw <=
+                        # 2 x 3 x 50 = 300 GB/s, a ceiling from the link budget
+                        'interconnect': {'fabric_limit': 100.0, 'node_limit': 300.0},
                     },
                     'miopen_cache_root': '/tmp',    # node-local: MIOpen fails on Lustre/NFS
                     'net_plugin': {

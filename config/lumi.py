@@ -13,6 +13,18 @@ from mlcheck.rfm_config import builtin_environment, logging_config, storage_conf
 # DIR/MNIST/raw/*-ubyte and DIR/cifar-100-python/{train,test,meta}.
 DATA_DIR = os.environ.get('MLCHECK_DATA_DIR', '/appl/local/mlcheck/data')
 
+# The intra-node limit (GB/s): the ceiling of a ring all_reduce's bus bandwidth over the 8 GCDs.
+# An Infinity Fabric link between GPUs carries 50 GB/s per direction (16 wide, 25 GT/s); a GCD
+# drives 8 links, 4 of them to the other GCD of its MI250X, 200 GB/s
+# (https://rocm.docs.amd.com/en/latest/reference/gpu-arch/mi250.html). One more is the CPU's
+# link to the GCD (36 GB/s, https://docs.lumi-supercomputer.eu/hardware/lumig/), so at most 3
+# reach GCDs of other MI250X: 50 or 100 GB/s per pair
+# (https://docs.olcf.ornl.gov/systems/frontier_user_guide.html, same node). busbw is the sum of
+# the rings' rates and every ring leaves every MI250X at least once, so busbw <= one MI250X's
+# links out = 2 GCDs x 3 links x 50 GB/s = 300 GB/s. A bound from the link budget, not a rate
+# shown reachable: the documents do not say which pairs get 2 links, and RCCL picks its rings.
+MI250X_NODE_LIMIT = 300.0
+
 site_configuration = {
     'systems': [{
         'name': 'lumi',
@@ -78,8 +90,9 @@ site_configuration = {
                         'cifar100': {'model': 'resnet152', 'batch_size': 128, 'epochs': 3,
                                      'warmup_steps': 10, 'workers': 4},
                         # four Slingshot-11 NICs of 200 Gb/s per node: 100 GB/s into the
-                        # fabric; within a node no limit is declared yet
-                        'interconnect': {'fabric_limit': 100.0},
+                        # fabric. Within a node: the ceiling of a ring all_reduce's busbw over
+                        # the 8 GCDs, the MI250X's Infinity Fabric out of one package (below)
+                        'interconnect': {'fabric_limit': 100.0, 'node_limit': MI250X_NODE_LIMIT},
                     },
                     'python': 'python',
                     # older LUMI images need their conda environment activated first

@@ -166,3 +166,15 @@ def test_slowdown_makes_each_timed_block_last_1_over_1_minus_f(tmp_path):
     finally:
         dist.destroy_process_group()
     assert plain >= 0.01 and slowed >= 0.02
+
+
+@pytest.mark.parametrize('config_name, partition', [('lumi', 'lumi:standard-g'),
+                                                    ('frontier', 'frontier:batch'),
+                                                    ('perlmutter', 'perlmutter:gpu')])
+def test_gpu_sites_declare_both_limits_so_one_node_runs_report_busbw_of_limit(config_name, partition):
+    """Both limits are the ceilings derived in each site's config: 4 x 200 Gb/s NICs, and a ring
+    all_reduce's busbw over the node's GPU links (300 GB/s on MI250X and on 4 x A100)."""
+    from conftest import settings_of
+    limits = settings_of(config_name, partition).checks['interconnect']
+    assert (limits['fabric_limit'], limits['node_limit']) == (100.0, 300.0)
+    assert interconnect.percent_of(150.0, limits['node_limit']) == 50.0
