@@ -64,7 +64,8 @@ site_configuration = {
                         # the fabric. Within a node, the ceiling of a ring all_reduce's busbw over the
                         # 4 A100: an A100 has 12 NVLink 3 links of 25 GB/s per direction, 300 GB/s out
                         # (https://www.nvidia.com/en-us/data-center/a100/: 600 GB/s both ways), and
-                        # each GPU links directly to each other one (4 links, 100 GB/s per pair).
+                        # each GPU links directly to each other one (https://docs.nersc.gov/
+                        # beginner-guide/nodetypesfig/): 12 links make 4 per pair, 100 GB/s.
                         # busbw is what each GPU sends per second, summed over the rings, so <= 300;
                         # the 6 ring orders at 50 GB/s each fill every pair's 100 GB/s: reachable.
                         'interconnect': {'fabric_limit': 100.0, 'node_limit': 300.0},
