@@ -28,7 +28,7 @@ def network_problems(lines_of, world_size, plugin, rank_list):
     fell_back = {}
     for rank in range(world_size):
         lines = lines_of(rank)
-        if not any(used.search(line) for line in lines):
+        if not any(map(used.search, lines)):
             not_loaded.append(rank)
         providers = {m.group('provider') for m in map(provider.search, lines) if m}
         if providers != {plugin.provider}:
@@ -81,10 +81,11 @@ def setup_progress(lines_of, world_size, rank_list):
     last = {}
     for rank in range(world_size):
         reached = None
-        for line in lines_of(rank):
-            for step, (name, pattern) in enumerate(SETUP_STEPS):
-                if pattern.search(line):
-                    reached = step
+        for line in reversed(lines_of(rank)):    # the last set-up line says how far it got
+            steps = [step for step, (_, pattern) in enumerate(SETUP_STEPS) if pattern.search(line)]
+            if steps:
+                reached = steps[-1]
+                break
         if reached is not None and reached < len(SETUP_STEPS) - 1:
             last[rank] = reached
     found = []

@@ -263,12 +263,13 @@ def rank_placement(run, expect):
 
 def cpu_affinity(run, expect):
     found = []
+    wanted = [mask_to_cores(mask) for mask in expect.masks]   # per local rank, not per rank
     for rank, fact in sorted(run.by_rank('rank').items()):
         local = fact.get('local_rank')
         if not isinstance(local, int) or not 0 <= local < len(expect.masks):
             found.append(f'rank {rank} has local rank {local!r}, outside 0-{len(expect.masks) - 1}')
             continue
-        want = mask_to_cores(expect.masks[local])
+        want = wanted[local]
         if fact.get('affinity') != want:
             found.append(f'rank {rank} (local rank {local} on {fact.get("node")}) runs on cores '
                          f'{fact.get("affinity")}, expected {want} (mask {expect.masks[local]})')
