@@ -1,6 +1,7 @@
 """Reading job output: srun's task labels, split without a regex for speed, read exactly as the
 regex of srun --label's format reads them."""
 
+import json
 import re
 
 import pytest
@@ -27,3 +28,15 @@ def test_labels_are_split_as_the_format_reads_them(raw):
 def test_unlabelled_output_keeps_every_line_whole():
     run = output.parse('3: MLCHECK {"event": "x"}\n4: text\n', labelled=False)
     assert run.facts == [] and run.lines[None] == ['3: MLCHECK {"event": "x"}', '4: text']
+
+
+@pytest.mark.parametrize('payload', ['{"event": "done", "rank": 0}', ' {"a": 1} ', '{"a": 1}\t', '{"a": 1} x',
+                                     '{"a": 1}{"b": 2}', '\ufeff{"a": 1}', '', ' ', '[1]', '1', 'NaN', '{"a": ',
+                                     '{"a": 1, "a": 2}', '"text"'])
+def test_fact_payloads_are_read_as_json_loads_reads_them(payload):
+    def outcome(loads):
+        try:
+            return loads(payload)
+        except ValueError as error:
+            return type(error), str(error)
+    assert repr(outcome(output.json_document)) == repr(outcome(json.loads))
