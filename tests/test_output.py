@@ -40,3 +40,21 @@ def test_fact_payloads_are_read_as_json_loads_reads_them(payload):
         except ValueError as error:
             return type(error), str(error)
     assert repr(outcome(output.json_document)) == repr(outcome(json.loads))
+
+
+def test_the_cycle_collector_is_left_as_it_was_found_even_after_an_error():
+    import gc
+    assert gc.isenabled()
+    output.parse('0: MLCHECK {"event": "done", "rank": 0}\n')
+    assert gc.isenabled()
+    with pytest.raises(RuntimeError):
+        with output.cyclic_gc_paused():
+            assert not gc.isenabled()
+            raise RuntimeError('a rule failed')
+    assert gc.isenabled()
+    gc.disable()
+    try:
+        output.parse('text\n')
+        assert not gc.isenabled()     # the caller's choice stays
+    finally:
+        gc.enable()

@@ -13,7 +13,7 @@ import math
 import re
 from dataclasses import dataclass
 
-from mlcheck.judging import locality, nccl
+from mlcheck.judging import locality, nccl, output
 from mlcheck.perf import ranks as rank_speed
 from mlcheck.placement.topology import mask_to_cores, spans
 
@@ -46,6 +46,7 @@ class Expectations:
                    gpus_of_tasks=layout.gpus, **training)
 
 
+@output.cyclic_gc_paused()
 def problems(run, expect):
     """Everything wrong with `run` (an mlcheck.judging.output.RunOutput) against `expect`.
 
