@@ -4,8 +4,9 @@
 Writes LUMI-G-like outputs (8 ranks per node, srun --label, the facts both training programs
 print, ~40 RCCL INFO lines per rank with the aws-ofi-rccl plugin's) at 128, 1,024 and 8,192
 ranks: a good run, and one of each kind of failure. For each it prints the seconds to parse
-(mlcheck.judging.output), to judge (mlcheck.judging.sanity.problems) and both, the first problem
-found, and the growth of each from one size to the next as a ratio (linear: ratio ~ rank ratio).
+(mlcheck.judging.output), to judge (mlcheck.judging.sanity.problems) and both, the CPU seconds
+of both (on a shared machine, steadier than the wall clock), the first problem found, and the
+growth of parse and judge from one size to the next as a ratio (linear: ratio ~ rank ratio).
 
     PYTHONPATH=. .venv/bin/python bench/judging_scale.py [--ranks 128 1024 8192] [--profile]
 """
@@ -115,7 +116,7 @@ def main(argv=None):
 
     lumi = settings_of('lumi', 'lumi:standard-g')
     from mlcheck.placement.topology import mask_to_cores
-    print(f'{"case":<16} {"ranks":>6} {"lines":>8} {"parse s":>8} {"judge s":>8} {"total s":>8} {"parse x":>8} '
+    print(f'{"case":<16} {"ranks":>6} {"lines":>8} {"parse s":>8} {"judge s":>8} {"total s":>8} {"cpu s":>6} {"parse x":>8} '
           f'{"judge x":>8}  first problem')
     for case in args.cases:
         previous = None     # (parse s, judge s) at the size before
@@ -125,18 +126,18 @@ def main(argv=None):
             stdout, stderr = job_output(world, case, masks)
             expect = sanity.Expectations.for_run(lumi, layout, min_accuracy=0.9, epochs=EPOCHS,
                                                  slow_rank_fraction=0.8)
-            start = time.perf_counter()
+            start, cpu_start = time.perf_counter(), time.process_time()
             run = output.parse(stdout, stderr=stderr)
             parsed = time.perf_counter()
             found = sanity.problems(run, expect)
-            judged = time.perf_counter()
+            judged, cpu = time.perf_counter(), time.process_time() - cpu_start
             seconds = (parsed - start, judged - parsed)
             growth = (' '.join(f'{now / before:8.1f}' for now, before in zip(seconds, previous))
                       if previous else f'{"":17}')
             previous = seconds
             first = (found[0] if found else 'sane')[:90]
             print(f'{case:<16} {world:>6} {stdout.count(chr(10)):>8} {seconds[0]:8.2f} '
-                  f'{seconds[1]:8.2f} {sum(seconds):8.2f} {growth}  {first}', flush=True)
+                  f'{seconds[1]:8.2f} {sum(seconds):8.2f} {cpu:6.2f} {growth}  {first}', flush=True)
             if args.profile and world == max(args.ranks):
                 profiler = cProfile.Profile()
                 run = profiler.runcall(output.parse, stdout, stderr=stderr)
