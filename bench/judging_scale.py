@@ -4,8 +4,9 @@
 Writes LUMI-G-like outputs (8 ranks per node, srun --label, the facts both training programs
 print, ~40 RCCL INFO lines per rank with the aws-ofi-rccl plugin's) at 128, 1,024 and 8,192
 ranks: a good run, and one of each kind of failure. For each it prints the seconds to parse
-(mlcheck.judging.output) and to judge (mlcheck.judging.sanity.problems), the first problem
-found, and the growth from one size to the next as a ratio (linear: ratio ~ rank ratio).
+(mlcheck.judging.output), to judge (mlcheck.judging.sanity.problems) and both, the CPU seconds
+of both (on a shared machine, steadier than the wall clock), the first problem found, and the
+growth of parse and judge from one size to the next as a ratio (linear: ratio ~ rank ratio).
 
     PYTHONPATH=. .venv/bin/python bench/judging_scale.py [--ranks 128 1024 8192] [--profile]
 """
@@ -109,34 +110,40 @@ def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split('\n')[0])
     parser.add_argument('--ranks', type=int, nargs='+', default=[128, 1024, 8192])
     parser.add_argument('--cases', nargs='+', choices=CASES, default=list(CASES))
-    parser.add_argument('--profile', action='store_true', help='profile judging at the largest size')
+    parser.add_argument('--profile', action='store_true',
+                        help='profile parsing and judging at the largest size')
     args = parser.parse_args(argv)
 
     lumi = settings_of('lumi', 'lumi:standard-g')
     from mlcheck.placement.topology import mask_to_cores
-    print(f'{"case":<16} {"ranks":>6} {"lines":>8} {"parse s":>8} {"judge s":>8} {"judge x":>8}  first problem')
+    print(f'{"case":<16} {"ranks":>6} {"lines":>8} {"parse s":>8} {"judge s":>8} {"total s":>8} {"cpu s":>6} {"parse x":>8} '
+          f'{"judge x":>8}  first problem')
     for case in args.cases:
-        previous = None
+        previous = None     # (parse s, judge s) at the size before
         for world in args.ranks:
             layout = Layout.for_nodes(lumi.topology, world // TASKS_PER_NODE)
             masks = [mask_to_cores(m) for m in layout.masks]
             stdout, stderr = job_output(world, case, masks)
             expect = sanity.Expectations.for_run(lumi, layout, min_accuracy=0.9, epochs=EPOCHS,
                                                  slow_rank_fraction=0.8)
-            start = time.perf_counter()
+            run = found = None      # the last size's output is freed here, not in the timing
+            start, cpu_start = time.perf_counter(), time.process_time()
             run = output.parse(stdout, stderr=stderr)
             parsed = time.perf_counter()
+            found = sanity.problems(run, expect)
+            judged, cpu = time.perf_counter(), time.process_time() - cpu_start
+            seconds = (parsed - start, judged - parsed)
+            growth = (' '.join(f'{now / before:8.1f}' for now, before in zip(seconds, previous))
+                      if previous else f'{"":17}')
+            previous = seconds
+            first = (found[0] if found else 'sane')[:90]
+            print(f'{case:<16} {world:>6} {stdout.count(chr(10)):>8} {seconds[0]:8.2f} '
+                  f'{seconds[1]:8.2f} {sum(seconds):8.2f} {cpu:6.2f} {growth}  {first}', flush=True)
             if args.profile and world == max(args.ranks):
                 profiler = cProfile.Profile()
-                found = profiler.runcall(sanity.problems, run, expect)
-                pstats.Stats(profiler).sort_stats('cumulative').print_stats(12)
-            found = sanity.problems(run, expect)
-            judged = time.perf_counter()
-            growth = f'{(judged - parsed) / previous:8.1f}' if previous else f'{"":8}'
-            previous = judged - parsed
-            first = (found[0] if found else 'sane')[:90]
-            print(f'{case:<16} {world:>6} {stdout.count(chr(10)):>8} {parsed - start:8.2f} '
-                  f'{judged - parsed:8.2f} {growth}  {first}', flush=True)
+                run = profiler.runcall(output.parse, stdout, stderr=stderr)
+                profiler.runcall(sanity.problems, run, expect)
+                pstats.Stats(profiler).sort_stats('tottime').print_stats(12)
 
 
 if __name__ == '__main__':

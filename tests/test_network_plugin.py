@@ -119,3 +119,15 @@ def test_hang_after_connected_all_rings_is_said_per_rank(lumi):
     assert found[-2:] == [
         "NCCL set-up of ranks 8-15 reached 'Connected all rings' but never 'Connected all trees'",
         "NCCL set-up of ranks 0-7 reached 'Connected all trees' but never 'Init COMPLETE'"]
+
+
+def test_where_the_partition_names_no_network_the_fallback_wording_alone_names_the_rank(lumi):
+    """Without an expected network, NCCL's fallback words are read on every rank, also where
+    the network lines look fine."""
+    import dataclasses
+    text = rank5(lumi_text(), 'NET/OFI Using aws-ofi-rccl 1.4.0', 'NET/Plugin: Could not find: libnccl-net.so.')
+    expect = sanity.Expectations.for_run(lumi, Layout.for_nodes(lumi.topology, 2), min_accuracy=0.9)
+    expect = dataclasses.replace(expect, net_plugin=dataclasses.replace(lumi.net_plugin, network=None))
+    assert sanity.problems(output.parse(text), expect) == [
+        f'network plugin not loaded on rank 5 (no line matches {lumi.net_plugin.used_pattern!r})',
+        "NCCL fell back to its internal network on rank 5 ('Could not find: libnccl-net.so.')"]

@@ -24,26 +24,32 @@ def network_problems(lines_of, world_size, plugin, rank_list):
     rank's output lines, `plugin` is a mlcheck.site.NetPlugin."""
     used, provider, fallback, network = (re.compile(p) if p else None for p in (
         plugin.used_pattern, plugin.provider_pattern, plugin.fallback_pattern, plugin.network_pattern))
+    expected_network = re.compile(plugin.network) if plugin.network else None
     not_loaded, wrong_provider, no_network, wrong_network = [], {}, [], {}
     fell_back = {}
+
+    def fallback_wording(lines):
+        # Searched for only where it explains a problem: the fallback patterns start with no
+        # fixed text, so searching them costs a rank's every line a scan of its every position.
+        return next((m.group(0) for m in map(fallback.search, lines) if m), None) if fallback else None
+
     for rank in range(world_size):
         lines = lines_of(rank)
-        if not any(used.search(line) for line in lines):
+        if not any(map(used.search, lines)):
             not_loaded.append(rank)
         providers = {m.group('provider') for m in map(provider.search, lines) if m}
         if providers != {plugin.provider}:
             wrong_provider[rank] = sorted(providers)
-        wording = next((m.group(0) for m in map(fallback.search, lines) if m), None) if fallback else None
-        if network and plugin.network:
+        if network and expected_network:
             networks = [m.group('network').strip() for m in map(network.search, lines) if m]
-            wrong = sorted({n for n in networks if not re.fullmatch(plugin.network, n)})
+            wrong = sorted({n for n in networks if not expected_network.fullmatch(n)})
             if not networks:
                 no_network.append(rank)
             elif wrong:
                 wrong_network[rank] = wrong
-                if wording:
+                if wording := fallback_wording(lines):
                     fell_back[rank] = wording
-        elif wording:
+        elif wording := fallback_wording(lines):
             fell_back[rank] = wording
 
     found = []
@@ -81,10 +87,11 @@ def setup_progress(lines_of, world_size, rank_list):
     last = {}
     for rank in range(world_size):
         reached = None
-        for line in lines_of(rank):
-            for step, (name, pattern) in enumerate(SETUP_STEPS):
-                if pattern.search(line):
-                    reached = step
+        for line in reversed(lines_of(rank)):    # the last set-up line says how far it got
+            steps = [step for step, (_, pattern) in enumerate(SETUP_STEPS) if pattern.search(line)]
+            if steps:
+                reached = steps[-1]
+                break
         if reached is not None and reached < len(SETUP_STEPS) - 1:
             last[rank] = reached
     found = []

@@ -13,7 +13,7 @@ import math
 import re
 from dataclasses import dataclass
 
-from mlcheck.judging import locality, nccl
+from mlcheck.judging import locality, nccl, output
 from mlcheck.perf import ranks as rank_speed
 from mlcheck.placement.topology import mask_to_cores, spans
 
@@ -46,6 +46,7 @@ class Expectations:
                    gpus_of_tasks=layout.gpus, **training)
 
 
+@output.cyclic_gc_paused()
 def problems(run, expect):
     """Everything wrong with `run` (an mlcheck.judging.output.RunOutput) against `expect`.
 
@@ -263,12 +264,13 @@ def rank_placement(run, expect):
 
 def cpu_affinity(run, expect):
     found = []
+    wanted = [mask_to_cores(mask) for mask in expect.masks]   # per local rank, not per rank
     for rank, fact in sorted(run.by_rank('rank').items()):
         local = fact.get('local_rank')
         if not isinstance(local, int) or not 0 <= local < len(expect.masks):
             found.append(f'rank {rank} has local rank {local!r}, outside 0-{len(expect.masks) - 1}')
             continue
-        want = mask_to_cores(expect.masks[local])
+        want = wanted[local]
         if fact.get('affinity') != want:
             found.append(f'rank {rank} (local rank {local} on {fact.get("node")}) runs on cores '
                          f'{fact.get("affinity")}, expected {want} (mask {expect.masks[local]})')
