@@ -7,6 +7,7 @@ leave it running: other tests and the ReFrame end-to-end runs use it.
 import json
 import os
 import shutil
+import signal
 import socket
 import subprocess
 import sys
@@ -88,6 +89,27 @@ def test_accounting_database_is_private(cluster):
     assert f"pid={pid}," not in listening, listening
     conf = os.stat("/etc/slurm/slurmdbd.conf")
     assert (conf.st_uid, conf.st_mode & 0o777) == (0, 0o600)
+
+
+def test_up_brings_back_a_dead_slurmdbd(cluster):
+    """Without slurmdbd the cluster is not healthy (sacct, and so ReFrame's slurm backend, would
+    fail): status says so, and up starts it again without touching the rest."""
+    before = simslurm("status", timeout=60).stdout
+    [pid] = [int(line.split("pid ")[1].split(",")[0]) for line in before.splitlines()
+             if line.startswith("slurmdbd ")]
+    os.kill(pid, signal.SIGKILL)
+    deadline = time.monotonic() + 10
+    while os.path.exists(f"/proc/{pid}") and time.monotonic() < deadline:
+        time.sleep(0.1)
+    status = simslurm("status", timeout=60)
+    assert status.returncode != 0 and "slurmdbd         NOT running" in status.stdout, explain(status)
+    up = simslurm("up")
+    assert up.returncode == 0 and "started slurmdbd" in up.stdout, explain(up)
+    after = simslurm("status", timeout=60)
+    assert after.returncode == 0, explain(after)
+    unchanged = [line for line in daemon_lines(before) if not line.startswith("slurmdbd ")]
+    assert [line for line in daemon_lines(after.stdout) if not line.startswith("slurmdbd ")] == unchanged
+    assert run(["sacct", "-X", "-n"], timeout=30).returncode == 0
 
 
 def test_node_names_resolve_to_localhost(cluster):
