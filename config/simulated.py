@@ -26,7 +26,9 @@ site_configuration = {
         'partitions': [{
             'name': 'cluster',
             'descr': 'slurmd nodes nid001.. with 2 one-core GPU slots each',
-            'scheduler': 'squeue',      # no accounting here, and the slurm backend needs sacct
+            # as at real sites: job states, exit codes and end times from sacct (bin/simslurm
+            # runs slurmdbd with a MariaDB of its own)
+            'scheduler': 'slurm',
             'launcher': 'srun',
             'access': ['--partition=sim'],
             'environs': ['builtin'],

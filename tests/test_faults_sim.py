@@ -84,16 +84,13 @@ def history(cluster, tmp_path_factory):
 
 
 def job_info(jobid):
-    """(state, elapsed seconds) of a job; squeue keeps finished ones for MinJobAge (5 min)."""
-    out = command('squeue', '-h', '-t', 'all', '-j', str(jobid), '-o', '%T %M').stdout.split()
-    if not out:
-        return None, None
-    state, elapsed = out
-    days, _, clock = elapsed.rpartition('-')
-    seconds = 0
-    for part in clock.split(':'):
-        seconds = seconds * 60 + int(part)
-    return state, seconds + 86400 * int(days or 0)
+    """(state, elapsed seconds, exit code) of a job, from the job accounting, which ReFrame's
+    slurm backend reads too (sacct: `CANCELLED by 0` is CANCELLED, `1:0` is 1)."""
+    out = command('sacct', '-X', '-n', '-P', '-j', str(jobid), '-o', 'State,ElapsedRaw,ExitCode').stdout
+    if not out.strip():
+        return None, None, None
+    state, elapsed, code = out.splitlines()[0].split('|')
+    return state.split()[0], int(elapsed), int(code.split(':')[0])
 
 
 def only_case(prefix):
@@ -105,9 +102,12 @@ def assert_fails_fast(case, reason, bound):
     """The check failed in sanity with `reason`, and its job ran less than `bound` seconds."""
     assert case['result'] == 'fail' and case['fail_phase'] == 'sanity', case['fail_reason']
     assert reason in case['fail_reason'], case['fail_reason']
-    state, seconds = job_info(case['jobid'])
-    print(f'\n{case["fail_reason"]}\njob {case["jobid"]}: {state} after {seconds} s')
+    state, seconds, code = job_info(case['jobid'])
+    print(f'\n{case["fail_reason"]}\njob {case["jobid"]}: {state} (exit code {code}) after {seconds} s')
     assert seconds < bound < JOB_TIME_LIMIT / 5, f'job ran {seconds} s'
+    # srun's exit code ends the job script: the accounting has the job FAILED, and ReFrame's slurm
+    # backend reported that code (its squeue backend reports none, and such a job as COMPLETED)
+    assert state == 'FAILED' and case['scheduler'] == 'slurm' and case['job_exitcode'] == code != 0
 
 
 def test_crashing_rank_ends_the_job_and_is_named(history):
@@ -199,7 +199,7 @@ def test_lost_node_fails_its_check_cleanly_and_the_session_goes_on(history):
         assert 'nid002 had crashed: marked it down, which ends its jobs' in up.stdout
         while job_info(jobid)[0] in ('RUNNING', 'COMPLETING') and time.monotonic() < killed + 60:
             time.sleep(0.5)
-        print(f'\njob {jobid}: {job_info(jobid)[0]} {time.monotonic() - killed:.1f} s after the kill')
+        print(f'\njob {jobid}: {job_info(jobid)} {time.monotonic() - killed:.1f} s after the kill')
         assert job_info(jobid)[0] == 'NODE_FAIL'
     finally:
         healthy = command(SIMSLURM, 'up', timeout=180)      # never leave the cluster down
@@ -210,6 +210,9 @@ def test_lost_node_fails_its_check_cleanly_and_the_session_goes_on(history):
     assert cases[2]['result'] == 'fail' and cases[2]['fail_phase'] == 'sanity'
     assert cases[2]['fail_reason'] == ('sanity error: node nid002 was lost during the job (srun: Node '
                                        'failure); ranks 2-3 ran there and ended without an error')
+    # the accounting's exit code of a NODE_FAIL job is 0: only its state says what happened, so
+    # ReFrame's slurm backend reports 0 (its squeue backend: COMPLETED, no exit code)
+    assert cases[2]['scheduler'] == 'slurm' and cases[2]['job_exitcode'] == job_info(jobid)[2] == 0
     assert cases[1]['result'] == 'pass', cases[1]['fail_reason']     # the session went on
     assert done.returncode != 0
     # and the cluster takes 2-node jobs again

@@ -4,8 +4,10 @@ They bring the cluster up (as root, with slurm-wlm and munge installed) and
 leave it running: other tests and the ReFrame end-to-end runs use it.
 """
 
+import json
 import os
 import shutil
+import signal
 import socket
 import subprocess
 import sys
@@ -14,7 +16,8 @@ from pathlib import Path
 
 import pytest
 
-SIMSLURM = Path(__file__).resolve().parents[1] / "bin" / "simslurm"
+REPO = Path(__file__).resolve().parents[1]
+SIMSLURM = REPO / "bin" / "simslurm"
 
 pytestmark = [
     pytest.mark.skipif(
@@ -72,8 +75,41 @@ def test_status_is_healthy(cluster):
     proc = simslurm("status", timeout=60)
     assert proc.returncode == 0, explain(proc)
     assert "slurmctld" in proc.stdout and "slurmd nid001" in proc.stdout
+    assert "mariadbd" in proc.stdout and "slurmdbd" in proc.stdout
     assert "NOT running" not in proc.stdout
     assert "idle" in proc.stdout or "mix" in proc.stdout or "alloc" in proc.stdout
+
+
+def test_accounting_database_is_private(cluster):
+    """The cluster's MariaDB listens on no TCP port (only its socket under SIMSLURM_DIR), and
+    slurmdbd.conf, which holds its password, is readable by root (the SlurmUser) alone."""
+    status = simslurm("status", timeout=60).stdout
+    [pid] = [line.split("pid ")[1].split(",")[0] for line in status.splitlines() if line.startswith("mariadbd ")]
+    listening = run(["ss", "-ltnpH"], timeout=10).stdout
+    assert f"pid={pid}," not in listening, listening
+    conf = os.stat("/etc/slurm/slurmdbd.conf")
+    assert (conf.st_uid, conf.st_mode & 0o777) == (0, 0o600)
+
+
+def test_up_brings_back_a_dead_slurmdbd(cluster):
+    """Without slurmdbd the cluster is not healthy (sacct, and so ReFrame's slurm backend, would
+    fail): status says so, and up starts it again without touching the rest."""
+    before = simslurm("status", timeout=60).stdout
+    [pid] = [int(line.split("pid ")[1].split(",")[0]) for line in before.splitlines()
+             if line.startswith("slurmdbd ")]
+    os.kill(pid, signal.SIGKILL)
+    deadline = time.monotonic() + 10
+    while os.path.exists(f"/proc/{pid}") and time.monotonic() < deadline:
+        time.sleep(0.1)
+    status = simslurm("status", timeout=60)
+    assert status.returncode != 0 and "slurmdbd         NOT running" in status.stdout, explain(status)
+    up = simslurm("up")
+    assert up.returncode == 0 and "started slurmdbd" in up.stdout, explain(up)
+    after = simslurm("status", timeout=60)
+    assert after.returncode == 0, explain(after)
+    unchanged = [line for line in daemon_lines(before) if not line.startswith("slurmdbd ")]
+    assert [line for line in daemon_lines(after.stdout) if not line.startswith("slurmdbd ")] == unchanged
+    assert run(["sacct", "-X", "-n"], timeout=30).returncode == 0
 
 
 def test_node_names_resolve_to_localhost(cluster):
@@ -105,32 +141,56 @@ def test_srun_mask_cpu_binding_on_two_nodes(cluster):
     ], explain(proc)
 
 
-def test_sbatch_two_node_job(cluster, tmp_path):
-    out = tmp_path / "job.out"
-    script = tmp_path / "job.sh"
-    script.write_text(
-        "#!/bin/bash\n"
-        "#SBATCH -N 2\n"
-        "#SBATCH -w nid[001-002]\n"
-        "#SBATCH --ntasks-per-node=1\n"
-        "#SBATCH --time=2\n"
-        "srun bash -c 'echo task $SLURM_PROCID on $SLURMD_NODENAME'\n"
-    )
-    proc = run(["sbatch", "--parsable", "-o", out, script], timeout=30, cwd=tmp_path)
+def submit(tmp_path, name, *body, nodes=1):
+    """sbatch a job script of `body` lines; its id."""
+    script = tmp_path / f"{name}.sh"
+    script.write_text("\n".join(["#!/bin/bash", f"#SBATCH -N {nodes}", "#SBATCH --time=2", *body, ""]))
+    proc = run(["sbatch", "--parsable", "-o", tmp_path / f"{name}.out", script], timeout=30, cwd=tmp_path)
     assert proc.returncode == 0, explain(proc)
-    job_id = proc.stdout.strip().split(";")[0]
-    # Poll squeue (no sacct here; MinJobAge keeps finished jobs listed).
-    deadline = time.monotonic() + 60
-    state = ""
-    while time.monotonic() < deadline:
-        q = run(["squeue", "-h", "-t", "all", "-j", job_id, "-o", "%T"], timeout=30)
-        state = q.stdout.strip()
-        if state in ("COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "NODE_FAIL", "OUT_OF_MEMORY"):
-            break
+    return proc.stdout.strip().split(";")[0]
+
+
+def accounted(job_ids, timeout=60):
+    """{job id: (state, exit code)} once the accounting (sacct) has every job finished."""
+    finished = ("COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "NODE_FAIL", "OUT_OF_MEMORY")
+    deadline = time.monotonic() + timeout
+    while True:
+        proc = run(["sacct", "-X", "-n", "-P", "-j", ",".join(job_ids), "-o", "JobID,State,ExitCode"],
+                   timeout=30)
+        assert proc.returncode == 0, explain(proc)
+        jobs = {jobid: (state.split()[0], code) for jobid, state, code in
+                (line.split("|") for line in proc.stdout.splitlines())}
+        if all(jobs.get(j, ("",))[0] in finished for j in job_ids) or time.monotonic() > deadline:
+            return jobs
         time.sleep(0.5)
-    assert state == "COMPLETED", f"job {job_id} state {state!r}; output: {out.read_text() if out.exists() else '(none)'}"
+
+
+def test_sbatch_two_node_job(cluster, tmp_path):
+    job_id = submit(tmp_path, "job", "#SBATCH -w nid[001-002]", "#SBATCH --ntasks-per-node=1",
+                    "srun bash -c 'echo task $SLURM_PROCID on $SLURMD_NODENAME'", nodes=2)
+    out = tmp_path / "job.out"
+    state = accounted([job_id]).get(job_id)
+    assert state == ("COMPLETED", "0:0"), f"job {job_id}: {state}; output: {out.read_text() if out.exists() else '(none)'}"
     lines = sorted(out.read_text().splitlines())
     assert lines == ["task 0 on nid001", "task 1 on nid002"], out.read_text()
+
+
+def test_sacct_reports_state_and_exit_code_of_finished_jobs(cluster, tmp_path):
+    """The job accounting (slurmdbd and its MariaDB) has a passing and a failing job with their
+    exit codes. ReFrame's slurm backend, which the simulated partition uses as the real sites do,
+    reads them from there; its squeue backend cannot: squeue lists no finished job, so it takes
+    every job it no longer sees, the failed one too, for COMPLETED, with no exit code."""
+    passing = submit(tmp_path, "passing", "srun true")
+    failing = submit(tmp_path, "failing", "srun true", "exit 3")
+    assert accounted([passing, failing]) == {passing: ("COMPLETED", "0:0"), failing: ("FAILED", "3:0")}
+
+    proc = run([sys.executable, Path(__file__).with_name("poll_backends.py"), REPO / "config" / "simulated.py",
+                passing, failing], timeout=60, env=clean_env(PYTHONPATH=str(REPO)))
+    assert proc.returncode == 0, explain(proc)
+    assert json.loads(proc.stdout) == {
+        "slurm": {passing: ["COMPLETED", 0], failing: ["FAILED", 3]},
+        "squeue": {passing: ["COMPLETED", None], failing: ["COMPLETED", None]},
+    }
 
 
 def test_up_is_idempotent(cluster):
