@@ -7,15 +7,21 @@
            the program's own timed all_reduce (src/pytorch/comm/collectives.py: Sweep.measure)
            and a bare loop of the same dist.all_reduce on the same buffer; print the bandwidth of
            both and their ratio (target >= 0.97: the harness must not be what is measured)
+  sessions a baseline, an unchanged and a --slowdown session of --repeat runs each of the program
+           itself (--ranks local gloo ranks, no Slurm), judged by mlcheck.report's rule, for a
+           machine where the simulated partition cannot run (no Slurm), e.g. one with more cores
 
     .venv/bin/python bench/interconnect.py limit
     .venv/bin/python bench/interconnect.py harness --ranks 4 --bytes 4194304 --rounds 5
+    .venv/bin/python bench/interconnect.py sessions --ranks 4 --repeat 3 --slowdown 0.2
 """
 
 import argparse
+import json
 import os
 import socket
 import statistics
+import subprocess
 import sys
 import time
 from types import SimpleNamespace
@@ -107,6 +113,39 @@ def harness(args):
     mp.spawn(harness_rank, args=(args, free_port()), nprocs=args.ranks)
 
 
+def program_run(args, slowdown):
+    """The result fact of one run of the program by --ranks local processes."""
+    port, script = free_port(), os.path.join(SRC, 'comm', 'collectives.py')
+    ranks = [subprocess.Popen([sys.executable, '-u', script, '--device', 'cpu',
+                               '--max-bytes', str(args.bytes), '--factor', '8',
+                               '--slowdown', str(slowdown)],
+                              env={**os.environ, 'RANK': str(r), 'WORLD_SIZE': str(args.ranks),
+                                   'LOCAL_RANK': str(r), 'MASTER_ADDR': '127.0.0.1',
+                                   'MASTER_PORT': str(port), 'OMP_NUM_THREADS': '1'},
+                              stdout=subprocess.PIPE, text=True) for r in range(args.ranks)]
+    outputs = [rank.communicate()[0] for rank in ranks]
+    line = next(l for l in outputs[0].splitlines() if '"event": "result"' in l)
+    return json.loads(line[line.index('{'):])
+
+
+def sessions(args):
+    sys.path.insert(0, os.path.join(SRC, '..', '..'))
+    from mlcheck.perf import history
+    runs = {name: [program_run(args, slowdown) for _ in range(args.repeat)]
+            for name, slowdown in (('baseline', 0.0), ('unchanged', 0.0), ('slowdown', args.slowdown))}
+    print(f'{args.ranks} local gloo ranks, {args.repeat} runs per session, all_reduce up to '
+          f'{args.bytes} B; rule: {history.Rule()}')
+    for var, unit, key in (('busbw', 'GB/s', 'busbw'), ('latency', 'us', 'latency_us')):
+        for name in ('baseline', 'unchanged', 'slowdown'):
+            print(f'  {var} {name}: {" ".join(f"{r[key]:.4g}" for r in runs[name])} {unit}')
+        for name in ('unchanged', 'slowdown'):
+            c = history.judge(history.Comparison((var,), unit, 'host', 1,
+                                                 [r[key] for r in runs['baseline']],
+                                                 [r[key] for r in runs[name]]), history.Rule())
+            print(f'  {var} {name} against baseline: {100 * c.change:+.1f} %, '
+                  f'noise {100 * c.noise:.1f} %: {c.verdict}')
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split('\n')[0])
     sub = parser.add_subparsers(dest='what', required=True)
@@ -120,8 +159,13 @@ def main():
     loop.add_argument('--iters', type=int, default=20)
     loop.add_argument('--warmup', type=int, default=3)
     loop.add_argument('--rounds', type=int, default=5)
+    both = sub.add_parser('sessions')
+    both.add_argument('--ranks', type=int, default=4)
+    both.add_argument('--bytes', type=int, default=4 << 20)
+    both.add_argument('--repeat', type=int, default=3)
+    both.add_argument('--slowdown', type=float, default=0.2)
     args = parser.parse_args()
-    {'limit': limit, 'harness': harness}[args.what](args)
+    {'limit': limit, 'harness': harness, 'sessions': sessions}[args.what](args)
 
 
 if __name__ == '__main__':
