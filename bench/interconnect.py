@@ -17,7 +17,6 @@
 """
 
 import argparse
-import json
 import os
 import socket
 import statistics
@@ -114,7 +113,7 @@ def harness(args):
 
 
 def program_run(args, slowdown):
-    """The result fact of one run of the program by --ranks local processes."""
+    """Rank 0's output of one run of the program by --ranks local processes."""
     port, script = free_port(), os.path.join(SRC, 'comm', 'collectives.py')
     ranks = [subprocess.Popen([sys.executable, '-u', script, '--device', 'cpu',
                                '--max-bytes', str(args.bytes), '--factor', '8',
@@ -123,15 +122,15 @@ def program_run(args, slowdown):
                                    'LOCAL_RANK': str(r), 'MASTER_ADDR': '127.0.0.1',
                                    'MASTER_PORT': str(port), 'OMP_NUM_THREADS': '1'},
                               stdout=subprocess.PIPE, text=True) for r in range(args.ranks)]
-    outputs = [rank.communicate()[0] for rank in ranks]
-    line = next(l for l in outputs[0].splitlines() if '"event": "result"' in l)
-    return json.loads(line[line.index('{'):])
+    return [rank.communicate()[0] for rank in ranks][0]
 
 
 def sessions(args):
     sys.path.insert(0, os.path.join(SRC, '..', '..'))
+    from mlcheck.judging import output
     from mlcheck.perf import history
-    runs = {name: [program_run(args, slowdown) for _ in range(args.repeat)]
+    runs = {name: [output.parse(program_run(args, slowdown), labelled=False).result()
+                   for _ in range(args.repeat)]
             for name, slowdown in (('baseline', 0.0), ('unchanged', 0.0), ('slowdown', args.slowdown))}
     print(f'{args.ranks} local gloo ranks, {args.repeat} runs per session, all_reduce up to '
           f'{args.bytes} B; rule: {history.Rule()}')
