@@ -203,6 +203,9 @@ class DistributedTrainingCheck(rfm.RunOnlyRegressionTest):
             self.container_platform.command = command
             self.container_platform.mount_points = self.settings.bind_mounts(data)
             self.container_platform.options += list(self.settings.container_options)
+            if self.settings.edf:
+                for table, entries in self.settings.edf_for(image).items():
+                    setattr(self.container_platform, table, entries)
 
     def container_platform_of_partition(self):
         name = self.current_partition.container_runtime

@@ -30,7 +30,8 @@ GPU_VENDORS = {
 STAND_IN_GPUS = 'stand-in'
 GPU_VENDORS[STAND_IN_GPUS] = {'visible_devices_vars': ['CUDA_VISIBLE_DEVICES'], 'miopen_cache': False}
 HOST_IMAGE = 'host'   # the image name of "no container": the partition's own Python
-IMAGE_SUFFIXES = ('.sif', '.sqfs', '.squashfs', '.img')
+IMAGE_SUFFIXES = ('.sif', '.sqfs', '.squashfs', '.sqsh', '.img')
+EDF_RUNTIME = 'ContainerEngine'   # the container platform that reads extras.mlcheck.edf
 
 
 class ImageUnavailable(ConfigError):
@@ -104,6 +105,7 @@ class PartitionSettings:
     images: tuple = ()             # ImageEntry of each path or glob of images
     container_binds: tuple = ()    # 'path' or 'host_path:container_path'
     container_options: tuple = ()  # extra options of the container runtime's command
+    edf: dict = field(default_factory=dict)   # the Container Engine's env and annotations
     datasets: dict = field(default_factory=dict)
     python: str = 'python3'        # the interpreter inside the images
     host_python: str = 'python3'   # the interpreter of image 'host' (no container)
@@ -131,6 +133,10 @@ class PartitionSettings:
                               f'node_counts, {max(counts)}')
 
         plugin = entry.get('net_plugin')
+        if 'edf' in entry and (container_runtime or '').lower() != EDF_RUNTIME.lower():
+            raise ConfigError(f'{where}.edf: only a partition whose container_platforms type is '
+                              f'{EDF_RUNTIME} reads an environment definition (this one has '
+                              f'{container_runtime or "none"})')
         return cls(
             partition=partition,
             topology=NodeTopology.from_config(entry['topology'], f'{where}.topology'),
@@ -141,6 +147,7 @@ class PartitionSettings:
             images=tuple(map(ImageEntry.from_config, entry.get('images', ()))),
             container_binds=tuple(entry.get('container_binds', ())),
             container_options=tuple(entry.get('container_options', ())),
+            edf={table: dict(values) for table, values in entry.get('edf', {}).items()},
             datasets=dict(entry.get('datasets', {})),
             python=entry.get('python', cls.python),
             host_python=entry.get('host_python', cls.host_python),
@@ -247,6 +254,12 @@ class PartitionSettings:
     def rank_prelude_for(self, image_path):
         prelude = self.image_entry(image_path).rank_prelude
         return self.rank_prelude if prelude is None else prelude
+
+    def edf_for(self, image_path):
+        """The environment definition's tables for the image at `image_path`: the partition's
+        `env` with the image entry's own variables over it, and its `annotations`."""
+        env = {**self.edf.get('env', {}), **self.image_entry(image_path).env_vars}
+        return {'env': env, 'annotations': dict(self.edf.get('annotations', {}))}
 
     def data_path_for(self, image_path, data_dir):
         """Where the ranks see dataset directory `data_dir`."""

@@ -51,6 +51,23 @@ IMAGE_ENTRY = {
     },
 }
 
+# the dotted keys of an EDF's [annotations], e.g. com.hooks.aws_ofi_nccl.enabled (TOML bare keys)
+ANNOTATION_KEY = r'^[A-Za-z0-9_-]+(\.[A-Za-z0-9_-]+)*$'
+
+EDF = {
+    'type': 'object',
+    'additionalProperties': False,
+    'properties': {
+        'env': {'type': 'object', 'propertyNames': {'pattern': ENV_NAME},
+                'additionalProperties': {'type': 'string'}},
+        'annotations': {'type': 'object', 'propertyNames': {'pattern': ANNOTATION_KEY},
+                        'additionalProperties': {'type': 'string'}},
+    },
+    'description': "the Container Engine's environment definition (`ContainerEngine` partitions "
+                   'only): `env`, variables that win over the image\'s, and `annotations` (hooks, '
+                   "e.g. `com.hooks.aws_ofi_nccl.enabled`); an image entry's `env_vars` join `env`",
+}
+
 SCHEMA = {
     '$schema': 'https://json-schema.org/draft/2020-12/schema',
     'type': 'object',
@@ -97,6 +114,7 @@ SCHEMA = {
         'container_options': {
             **STRING_LIST, 'default': [],
             'description': "extra options of the container command (Perlmutter: `--module=gpu,nccl-plugin`)"},
+        'edf': EDF,
         'datasets': {
             'type': 'object', 'additionalProperties': {'type': 'string'}, 'default': {},
             'description': 'staged dataset directories by name (`mnist`: the directory holding '
@@ -190,6 +208,8 @@ def explain(error):
         return f'{value!r} is more than {error.validator_value}'
     if kind in ('minItems', 'minLength'):
         return f'empty; give at least {error.validator_value}'
+    if kind == 'pattern' and error.validator_value == ANNOTATION_KEY:
+        return f'{value!r} is not an annotation key (dotted words of letters, digits, _ and -)'
     if kind == 'pattern':
         return f'{value!r} is not a variable name'
     return error.message

@@ -1,8 +1,13 @@
-"""Container platforms by configured name, and the command line of Charliecloud's ch-run."""
+"""Container platforms by configured name, and the command lines (and CSCS's environment
+definition file) each one gives."""
+
+import tomllib
 
 import pytest
 
-from mlcheck.placement.containers import Charliecloud, Shifter, known_platforms, platform_for
+from mlcheck.errors import ConfigError
+from mlcheck.placement.containers import (Charliecloud, ContainerEngine, Pyxis, Shifter,
+                                          known_platforms, platform_for)
 
 
 def charliecloud(**values):
@@ -20,7 +25,7 @@ def test_platforms_are_created_by_their_configured_name():
     assert platform_for('Singularity').name == 'Singularity'     # ReFrame's own
     with pytest.raises(ValueError, match='unknown container platform'):
         platform_for('Podmann')
-    assert {'Charliecloud', 'Singularity', 'Apptainer'} <= set(known_platforms())
+    assert {'Charliecloud', 'Pyxis', 'ContainerEngine', 'Singularity'} <= set(known_platforms())
 
 
 def test_ch_run_binds_then_stage_directory_then_image_and_command():
@@ -54,3 +59,59 @@ def test_shifter_takes_image_and_volumes_as_nersc_documents_them():
         'shifter --image=docker:nersc/pytorch:24.06.01 --volume=/global/data:/data '
         '--module=gpu,nccl-plugin sh ./launch/rank-env.sh python -u ./train.py')
     assert platform.emit_prepare_commands('/stage/x') == []
+
+
+def configured(name, **values):
+    platform = platform_for(name)
+    platform.image = 'nvcr.io#nvidia/pytorch:25.11-py3'
+    platform.command = 'sh ./launch/rank-env.sh python -u ./train.py'
+    platform.mount_points = [('/data', '/data')]
+    for key, value in values.items():
+        setattr(platform, key, value)
+    return platform
+
+
+def test_pyxis_gives_srun_its_container_options_before_the_command():
+    """Pyxis's options are srun's own: image, comma-separated mounts, workdir, then the command."""
+    platform = configured('Pyxis')
+    assert isinstance(platform, Pyxis)
+    assert platform.launch_command('/stage/x') == (
+        "'--container-image=nvcr.io#nvidia/pytorch:25.11-py3' "
+        '--container-mounts=/data:/data,/stage/x:/rfm_workdir --container-workdir=/rfm_workdir '
+        'sh ./launch/rank-env.sh python -u ./train.py')
+    assert platform.emit_prepare_commands('/stage/x') == []
+    # a squashfs file is an image too; without mounts or workdir no empty option is left
+    platform = configured('Pyxis', image='/images/torch.sqsh', mount_points=[],
+                          mount_stagedir=None, workdir=None)
+    assert platform.launch_command('/s') == (
+        '--container-image=/images/torch.sqsh sh ./launch/rank-env.sh python -u ./train.py')
+
+
+def test_pyxis_refuses_a_mount_with_a_comma():
+    platform = configured('Pyxis', mount_points=[('/my,data', '/d')])
+    with pytest.raises(ConfigError, match="Pyxis cannot mount '/my,data:/d'"):
+        platform.launch_command('/stage')
+
+
+def test_container_engine_writes_the_edf_into_the_stage_directory(tmp_path):
+    platform = configured('ContainerEngine', env={'NCCL_NET': 'AWS Libfabric', 'Q': 'say "hi"'},
+                          annotations={'com.hooks.aws_ofi_nccl.enabled': 'true'},
+                          options=['--mpi=pmix'])
+    assert isinstance(platform, ContainerEngine)
+    command = platform.launch_command(str(tmp_path))
+    edf = tmp_path / 'rfm_env.toml'
+    assert command == (f'--environment={edf} --mpi=pmix '
+                       'sh ./launch/rank-env.sh python -u ./train.py')
+    assert tomllib.loads(edf.read_text()) == {
+        'image': 'nvcr.io#nvidia/pytorch:25.11-py3',
+        'mounts': ['/data:/data', f'{tmp_path}:/rfm_workdir'],
+        'workdir': '/rfm_workdir',
+        'env': {'NCCL_NET': 'AWS Libfabric', 'Q': 'say "hi"'},
+        'annotations': {'com': {'hooks': {'aws_ofi_nccl': {'enabled': 'true'}}}},
+    }
+
+
+def test_container_engine_without_tables_writes_none():
+    platform = configured('ContainerEngine', mount_points=[], workdir=None, mount_stagedir=None)
+    assert platform.environment_definition('/s') == (
+        'image = "nvcr.io#nvidia/pytorch:25.11-py3"\nmounts = []\n')

@@ -209,3 +209,42 @@ def test_bad_image_entries_are_one_line_errors(entry, message):
     with pytest.raises(ConfigError) as err:
         from_extras(extras)
     assert message in str(err.value) and 'partition lumi:standard-g extras.mlcheck' in str(err.value)
+
+
+def alps_extras():
+    return copy.deepcopy(partition_entry('alps', 'daint:normal')['extras'])
+
+
+@pytest.mark.parametrize('change, message', [
+    (lambda m: m['edf'].update(mounts=['/a']), 'edf: unknown key(s) mounts; allowed: annotations, env'),
+    (lambda m: m['edf']['env'].update({'BAD-NAME': '1'}), "'BAD-NAME' is not a variable name"),
+    (lambda m: m['edf']['env'].update(NCCL_CROSS_NIC=1), 'edf.env.NCCL_CROSS_NIC: expected str, got int 1'),
+    (lambda m: m['edf']['annotations'].update({'com.hooks..x': 'true'}),
+     "'com.hooks..x' is not an annotation key"),
+])
+def test_bad_environment_definitions_are_one_line_errors(change, message):
+    extras = alps_extras()
+    change(extras['mlcheck'])
+    with pytest.raises(ConfigError) as err:
+        PartitionSettings.from_extras('daint:normal', extras, 'ContainerEngine')
+    assert message in str(err.value) and 'partition daint:normal extras.mlcheck' in str(err.value)
+
+
+def test_environment_definition_only_where_the_container_engine_reads_it():
+    with pytest.raises(ConfigError, match=r'daint:normal extras.mlcheck.edf: only a partition whose '
+                                          r'container_platforms type is ContainerEngine .* has Pyxis\)'):
+        PartitionSettings.from_extras('daint:normal', alps_extras(), 'Pyxis')
+
+
+def test_image_entry_variables_join_the_environment_definition_over_the_partitions():
+    extras = alps_extras()
+    extras['mlcheck']['images'] = [{'path': 'nvcr.io#nvidia/pytorch:25.11-py3',
+                                    'env_vars': {'NCCL_PROTO': 'Simple', 'EXTRA': 'x'}}]
+    settings = PartitionSettings.from_extras('daint:normal', extras, 'ContainerEngine')
+    edf = settings.edf_for('nvcr.io#nvidia/pytorch:25.11-py3')
+    assert edf['env']['NCCL_PROTO'] == 'Simple' and edf['env']['EXTRA'] == 'x'
+    assert edf['env']['NCCL_NET'] == 'AWS Libfabric'
+    assert edf['annotations'] == {'com.hooks.aws_ofi_nccl.enabled': 'true',
+                                  'com.hooks.aws_ofi_nccl.variant': 'cuda-dl'}
+    # the partition's own definition is left as configured
+    assert settings.edf_for('other')['env']['NCCL_PROTO'] == '^LL128'

@@ -3,12 +3,30 @@
 ReFrame creates only its own platforms (Docker, Singularity, Apptainer, Sarus, Shifter) from
 that name; the ones defined here are created by `platform_for` like them, so a partition that
 names `Charliecloud` gets it with no change to any check. A name defined here wins over ReFrame's.
+
+Two of them are Slurm plugins rather than commands: Pyxis and CSCS's Container Engine take srun
+options, so their launch command is those options followed by the ranks' command, and srun's
+own options (the tasks' CPU masks among them) stay as they are.
 """
 
+import json
+import os
 import shlex
 
 import reframe.core.containers as reframe_containers
+import reframe.utility.typecheck as typ
+from reframe.core.builtins import variable
 from reframe.core.containers import ContainerPlatform
+
+from mlcheck.errors import ConfigError
+
+
+def binds(platform, stagedir):
+    """(host, container) pairs: the platform's mount points, then the stage directory."""
+    pairs = list(platform.mount_points)
+    if platform.mount_stagedir:
+        pairs.append((stagedir, platform.mount_stagedir))
+    return pairs
 
 
 class Charliecloud(ContainerPlatform):
@@ -24,10 +42,7 @@ class Charliecloud(ContainerPlatform):
         return ['export USER="${USER:-$(id -un)}"']
 
     def launch_command(self, stagedir):
-        binds = list(self.mount_points)
-        if self.mount_stagedir:
-            binds.append((stagedir, self.mount_stagedir))
-        options = [shlex.quote(f'--bind={src}:{dst}') for src, dst in binds]
+        options = [shlex.quote(f'--bind={src}:{dst}') for src, dst in binds(self, stagedir)]
         if self.workdir:
             options.append(shlex.quote(f'--cd={self.workdir}'))
         options += self.options
@@ -54,7 +69,71 @@ class Shifter(ContainerPlatform):
         return ' '.join(['shifter', *options, self.command or ''])
 
 
-PLATFORMS = {cls.__name__.lower(): cls for cls in (Charliecloud, Shifter)}   # names as ReFrame's: any case
+class Pyxis(ContainerPlatform):
+    """NVIDIA's Pyxis, the Slurm SPANK plugin that runs each task in an Enroot container:
+    `srun --container-image=IMAGE --container-mounts=SRC:DST,... --container-workdir=DIR command`
+    (https://github.com/NVIDIA/pyxis, README "Usage"). IMAGE is an Enroot URI
+    ([USER@][REGISTRY#]IMAGE[:TAG], e.g. nvcr.io#nvidia/pytorch:25.11-py3) or a squashfs file.
+    Enroot imports a registry image on the node itself, so nothing is pulled beforehand.
+    """
+
+    def emit_prepare_commands(self, stagedir):
+        return []
+
+    def launch_command(self, stagedir):
+        mounts = [f'{src}:{dst}' for src, dst in binds(self, stagedir)]
+        for mount in mounts:
+            if ',' in mount:    # the separator of --container-mounts: it cannot be escaped
+                raise ConfigError(f'Pyxis cannot mount {mount!r}: --container-mounts separates '
+                                  f'mounts with commas')
+        options = [f'--container-image={self.image}']
+        if mounts:
+            options.append(f'--container-mounts={",".join(mounts)}')
+        if self.workdir:
+            options.append(f'--container-workdir={self.workdir}')
+        return ' '.join([*map(shlex.quote, options), *self.options, self.command or ''])
+
+
+class ContainerEngine(ContainerPlatform):
+    """CSCS's Container Engine on Alps: `srun --environment=FILE command`, FILE an environment
+    definition (EDF, TOML) naming the image, mounts, workdir, variables and hook annotations
+    (https://docs.cscs.ch/software/container-engine/edf/). As CSCS's own test suite does
+    (eth-cscs/cscs-reframe-tests, checks/mixins/container_engine.py), each test writes its EDF
+    into its stage directory, mounted at /rfm_workdir.
+
+    Values are written as given, so `${VAR}` is expanded by the engine from the job's environment
+    (`$${VAR}` keeps it literal). Variables of [env] win over the image's own, which win over the
+    job's (EDF reference, "Environment variable expansion"): site settings the image must not
+    override belong in `env`.
+    """
+    FILE = 'rfm_env.toml'   # the name CSCS's mixin gives it
+
+    env = variable(typ.Dict[str, str], value={})            # the EDF's [env] table
+    annotations = variable(typ.Dict[str, str], value={})    # its [annotations], dotted keys
+
+    def emit_prepare_commands(self, stagedir):
+        return []     # the engine pulls or opens the image itself
+
+    def launch_command(self, stagedir):
+        path = os.path.join(stagedir, self.FILE)
+        with open(path, 'w') as f:
+            f.write(self.environment_definition(stagedir))
+        return ' '.join([shlex.quote(f'--environment={path}'), *self.options, self.command or ''])
+
+    def environment_definition(self, stagedir):
+        """The EDF's text: TOML basic strings (JSON's escapes are TOML's)."""
+        mounts = ', '.join(json.dumps(f'{src}:{dst}') for src, dst in binds(self, stagedir))
+        lines = [f'image = {json.dumps(self.image)}', f'mounts = [{mounts}]']
+        if self.workdir:
+            lines.append(f'workdir = {json.dumps(self.workdir)}')
+        for table, entries in (('env', self.env), ('annotations', self.annotations)):
+            if entries:
+                lines += ['', f'[{table}]', *(f'{key} = {json.dumps(value)}'
+                                              for key, value in entries.items())]
+        return '\n'.join(lines) + '\n'
+
+
+PLATFORMS = {cls.__name__.lower(): cls for cls in (Charliecloud, Shifter, Pyxis, ContainerEngine)}   # names as ReFrame's: any case
 
 
 def platform_for(name):
