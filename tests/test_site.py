@@ -51,6 +51,8 @@ def test_partition_without_settings_says_so():
 def test_image_names_drop_the_image_suffix():
     assert image_name('/appl/x/lumi-pytorch-rocm-6.2.4-v2.6.0.sif') == 'lumi-pytorch-rocm-6.2.4-v2.6.0'
     assert image_name('/var/images/torch-2.14/') == 'torch-2.14'
+    # Enroot's squashfs files (CSCS and Pyxis users name them .sqsh)
+    assert image_name('/capstor/ce-images/pytorch+25.11-py3.sqsh') == 'pytorch+25.11-py3'
 
 
 def test_glob_finds_images_and_names_resolve(tmp_path):
