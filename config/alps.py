@@ -35,8 +35,9 @@ GH200_NODE_LIMIT = 18 * 25.0
 # are checked against (tests/test_dry_run_alps.py). 150 at 1 GiB: the reference of CSCS's
 # NCCLTestsCE (cscs-reframe-tests, checks/microbenchmarks/xccl/xccl_tests.py); 122.57 at 128 MiB,
 # and 5.43 with the CXI hook off: https://docs.cscs.ch/software/communication/nccl/ ("NCCL
-# Performance"). Both exceed the fabric limit (docs/sites.md: NCCL's tree on two nodes sends
-# each node's share once, so busbw may reach 2(n-1)/n of it, NVIDIA/nccl-tests#22).
+# Performance"). Both exceed the fabric limit: on two nodes NCCL runs its tree, whose traffic
+# between the nodes is algbw, so busbw = 2(n-1)/n algbw may reach 1.75 x 100 GB/s with n = 8
+# (NVIDIA/nccl-tests#22 and #196; the arithmetic in docs/sites.md).
 CSCS_ALL_REDUCE_2_NODES = {'1 GiB': 150.0, '128 MiB': 122.57, '128 MiB, CXI hook off': 5.43}
 
 site_configuration = {
