@@ -37,7 +37,7 @@ GH200_NODE_LIMIT = 18 * 25.0
 # and 5.43 with the CXI hook off: https://docs.cscs.ch/software/communication/nccl/ ("NCCL
 # Performance"). Both exceed the fabric limit: on two nodes NCCL runs its tree, whose traffic
 # between the nodes is algbw, so busbw = 2(n-1)/n algbw may reach 1.75 x 100 GB/s with n = 8
-# (NVIDIA/nccl-tests#22 and #196; the arithmetic in docs/sites.md).
+# (NVIDIA/nccl-tests#22 and #196; the arithmetic in docs/container-sites.md).
 CSCS_ALL_REDUCE_2_NODES = {'1 GiB': 150.0, '128 MiB': 122.57, '128 MiB, CXI hook off': 5.43}
 
 site_configuration = {

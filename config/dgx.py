@@ -29,7 +29,7 @@ DATA_DIR = os.environ.get('MLCHECK_DATA_DIR', '/lustre/mlcheck/data')
 DGX_H100_FABRIC_LIMIT = 8 * 400 / 8
 # Within a node: an H100 has 18 NVLink 4 links, 900 GB/s counting both directions, 450 GB/s out,
 # all to the NVSwitches. A ring crosses the cut around one GPU in each direction: busbw <= 450.
-# NCCL's NVLS algorithm reduces inside the NVSwitches and can report more (docs/sites.md).
+# NCCL's NVLS algorithm reduces inside the NVSwitches and can report more (docs/container-sites.md).
 DGX_H100_NODE_LIMIT = 18 * 25.0
 
 site_configuration = {

@@ -1,10 +1,10 @@
 """The JSON Schema of a partition's site settings, `extras: {'mlcheck': {...}}`, and its checking.
 
 Adding a key is one entry under SCHEMA['properties'] (its type, its constraints and a
-description); PartitionSettings then takes it, and README.md's key table is generated from it:
+description); PartitionSettings then takes it, and docs/sites.md's key table is generated from it:
 
     python -m mlcheck.site_schema            # print the table
-    python -m mlcheck.site_schema --write    # rewrite it in README.md
+    python -m mlcheck.site_schema --write    # rewrite it in docs/sites.md
 
 Errors stay one line naming the partition and the key: `partition lumi:standard-g
 extras.mlcheck.node_counts[1]: expected int, got str '2'`. What a schema cannot say (a topology
@@ -216,7 +216,7 @@ def explain(error):
 
 
 def readme_table():
-    """README.md's table of the keys, from the schema."""
+    """docs/sites.md's table of the keys, from the schema."""
     rows = ['| key | accepts | default | meaning |', '|---|---|---|---|']
     for name, prop in SCHEMA['properties'].items():
         accepts = (' or '.join(f'`{v}`' for v in prop['enum']) if 'enum' in prop
@@ -229,22 +229,22 @@ def readme_table():
     return '\n'.join(rows) + '\n'
 
 
-README = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), 'README.md')
+KEY_TABLE_PAGE = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), 'docs', 'sites.md')
 BEGIN = '<!-- extras.mlcheck keys: generated from mlcheck/site_schema.py (python -m mlcheck.site_schema --write) -->\n'
 END = '<!-- end of generated key table -->\n'
 
 
 def readme_with_table(text):
-    """`text` (README.md) with the table between the markers replaced by readme_table()."""
+    """`text` (docs/sites.md) with the table between the markers replaced by readme_table()."""
     start, end = text.index(BEGIN) + len(BEGIN), text.index(END)
     return text[:start] + readme_table() + text[end:]
 
 
 if __name__ == '__main__':
     if sys.argv[1:] == ['--write']:
-        with open(README) as f:
+        with open(KEY_TABLE_PAGE) as f:
             text = f.read()
-        with open(README, 'w') as f:
+        with open(KEY_TABLE_PAGE, 'w') as f:
             f.write(readme_with_table(text))
     else:
         sys.stdout.write(readme_table())
