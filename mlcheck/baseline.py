@@ -52,14 +52,14 @@ def medians(samples):
     """{(system, check, partition, image, num_nodes, var): (median, unit, values, settings)}.
     A reference holds one figure, so runs of one entry must share their settings."""
     found = {}
-    (samples,) = history.with_known_settings(samples)
     for key, group in history.group(samples, lambda s: (s.system, s.check, s.partition, s.image,
                                                          s.num_nodes, s.var)).items():
         settings = sorted({s.settings for s in group})
-        if len(settings) > 1:
+        if len(settings) > 1:   # values without recorded settings may be of any of them
             raise InputError(f'{key[1]} {key[3]} {key[4]} node(s) on {key[2]} ran with '
-                             f'{len(settings)} settings ({" | ".join(settings)}): select runs of '
-                             'one (a narrower period, -n, or one session)')
+                             f'{len(settings)} settings '
+                             f'({" | ".join(s or history.NOT_RECORDED for s in settings)}): '
+                             'select runs of one (a narrower period, -n, or one session)')
         values = [s.value for s in group]
         found[key] = (float(f'{statistics.median(values):.4g}'), group[0].unit, values, settings[0])
     return found
