@@ -29,7 +29,7 @@ def perflog_line(s):
     when = datetime.fromtimestamp(s.time, timezone.utc).isoformat(timespec='seconds')
     ref = ['null' if v is None else str(v) for v in (s.reference or (None,) * 3)]
     return '|'.join([when, 'reframe 4.10.4', s.partition, s.name, s.image, str(s.num_nodes),
-                     str(2 * s.num_nodes), s.jobid, s.nodelist, s.var, str(s.value), s.unit, *ref,
+                     str(2 * s.num_nodes), s.jobid, s.nodelist, s.var, 'null' if s.value is None else str(s.value), s.unit, *ref,
                      s.result, s.settings, s.stack])
 
 
