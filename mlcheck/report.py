@@ -6,7 +6,8 @@ BEFORE and AFTER are each a session UUID, a period START:END (ReFrame's syntax, 
 now-1d:now), 'latest', or a perf log file or directory with an optional @START:END. Every test
 and performance variable is compared by the mean of its repetitions (reframe --repeat N). A
 change is a regression only when it is worse than both --threshold and --noise-factor times the
-noise: the standard deviation of the repetitions, pooled over both sides. With -o DIR it writes
+noise: the standard deviation of the repetitions, pooled over both sides (or of the one side with
+repetitions, see docs/performance-history.md). With -o DIR it writes
 DIR/report.md and PNG plots.
 
 Exit status: 0 no regression; 1 regression found, a test with values before and none after
@@ -75,7 +76,8 @@ def parse_args(argv):
     parser.add_argument('--noise-factor', type=float, default=Rule.noise_factor,
                         help='a change must also exceed this many times the noise (default: %(default)s)')
     parser.add_argument('--min-repeats', type=int, default=Rule.min_repeats,
-                        help='repetitions each side needs to estimate noise (default: %(default)s)')
+                        help='repetitions a side needs for its own spread; a side with fewer is '
+                             "judged against the other side's (default: %(default)s)")
     parser.add_argument('-n', '--name', default='',
                         help='only tests whose name contains this text')
     parser.add_argument('-o', '--output', metavar='DIR',

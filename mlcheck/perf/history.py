@@ -313,8 +313,7 @@ def load(selection, database=None, with_failed=False):
                    for s in read_perflog(path, selection.period, with_failed)]
         where = f'perf log {selection.path}'
     if not samples:
-        raise InputError(f'selection {selection.spec!r} holds no performance values ({where}'
-                         + ('; no test case at all' if with_failed else '') + ')')
+        raise InputError(f'selection {selection.spec!r} holds no performance values ({where})')
     return samples
 
 
