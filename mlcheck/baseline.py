@@ -11,8 +11,10 @@ node counts stay as they are, and so do the bounds of an entry already there; a 
 
 import argparse
 import os
+import re
 import statistics
 import sys
+from dataclasses import dataclass, field
 from datetime import datetime
 
 import yaml
@@ -23,6 +25,10 @@ from mlcheck.report import add_source_arguments, one_line_errors, open_database,
 from mlcheck.rfm_config import references_dir
 
 INDEX = ['$partition', 'image', 'num_nodes']
+# Totals over the run, which grow with its length (-S epochs): recorded only when named. Every
+# other variable (rates, per-call times such as the interconnect's latency, fractions and
+# percentages) is a figure of the software and hardware alone, recorded by default.
+RUN_LENGTH_TOTALS = frozenset({'train_time'})
 PROVENANCE = '# baseline: '
 
 
@@ -40,10 +46,10 @@ def parse_args(argv):
                         help='bound of a new entry, relative to its value: 10%% or 0.1 '
                              '(default: %(default)s)')
     parser.add_argument('-n', '--name', default='', help='only tests whose name contains this text')
-    parser.add_argument('--var', action='append', default=None,
-                        help='performance variable to record (repeatable; default: every rate, '
-                             'i.e. unit per second: a total time depends on the run length, '
-                             'e.g. -S epochs, so it is recorded only when named)')
+    parser.add_argument('--var', action='append', default=[],
+                        help='performance variable to record besides the default ones '
+                             '(repeatable; default: every variable but the run-length totals, '
+                             f'{", ".join(sorted(RUN_LENGTH_TOTALS))}, which grow with -S epochs)')
     parser.add_argument('--dry-run', action='store_true', help='print the file instead of writing it')
     return parser.parse_args(argv)
 
@@ -52,23 +58,70 @@ def medians(samples):
     """{(system, check, partition, image, num_nodes, var): (median, unit, values, settings)}.
     A reference holds one figure, so runs of one entry must share their settings."""
     found = {}
-    (samples,) = history.with_known_settings(samples)
     for key, group in history.group(samples, lambda s: (s.system, s.check, s.partition, s.image,
                                                          s.num_nodes, s.var)).items():
         settings = sorted({s.settings for s in group})
-        if len(settings) > 1:
+        if len(settings) > 1:   # values without recorded settings may be of any of them
             raise InputError(f'{key[1]} {key[3]} {key[4]} node(s) on {key[2]} ran with '
-                             f'{len(settings)} settings ({" | ".join(settings)}): select runs of '
-                             'one (a narrower period, -n, or one session)')
+                             f'{len(settings)} settings '
+                             f'({" | ".join(s or history.NOT_RECORDED for s in settings)}): '
+                             'select runs of one (a narrower period, -n, or one session)')
         values = [s.value for s in group]
         found[key] = (float(f'{statistics.median(values):.4g}'), group[0].unit, values, settings[0])
     return found
 
 
+# a top-level key of a references file (a check's name) at the start of its line
+TOP_KEY = re.compile(r"""^(?!#)([^\s'"][^:]*|'[^']*'|"[^"]*"):""")
+
+
+@dataclass
+class ReferencesFile:
+    """A references file as text blocks, so that what is not rewritten keeps its text and every
+    comment: `head`, the lines above the first check (the provenance lines among them), and each
+    check's block, from its key to the next check's (comments below it included)."""
+    head: list = field(default_factory=list)
+    blocks: list = field(default_factory=list)     # [(check, lines)]
+    original: dict = field(default_factory=dict)   # the data as read
+
+
+def split_blocks(text):
+    head, blocks = [], []
+    for line in text.splitlines():
+        match = TOP_KEY.match(line)
+        if match:
+            blocks.append((match.group(1).strip('\'"'), [line]))
+        elif blocks:
+            blocks[-1][1].append(line)
+        else:
+            head.append(line)
+    return head, blocks
+
+
+def render(references, data):
+    """The file's text for `data`: checks whose data did not change keep their text; a changed
+    one is written again, its comments kept above it (inside it) or below it (after its data)."""
+    out = list(references.head)
+    for check, lines in references.blocks:
+        if data.get(check) == references.original.get(check):
+            out += lines
+            continue
+        last = max(i for i, line in enumerate(lines) if line.strip() and not line.lstrip().startswith('#'))
+        out += [line.strip() for line in lines[1:last] if line.lstrip().startswith('#')]
+        out += dump({check: data[check]}).splitlines() + lines[last + 1:]
+    for check in (c for c in data if c not in dict(references.blocks)):
+        out += ([''] if out and out[-1] else []) + dump({check: data[check]}).splitlines()
+    return '\n'.join(out) + '\n'
+
+
+def dump(data):
+    return yaml.safe_dump(data, sort_keys=False, default_flow_style=None, width=100)
+
+
 def read_references(path):
-    """(leading comment lines, data) of a references file; nothing if there is none yet."""
+    """The ReferencesFile and the data of a references file; nothing if there is none yet."""
     if not os.path.exists(path):
-        return [], {}
+        return ReferencesFile(), {}
     try:
         with open(path) as stream:
             text = stream.read()
@@ -77,12 +130,8 @@ def read_references(path):
         raise InputError(f'references file {path} cannot be read: {str(err).splitlines()[0]}') from None
     if not isinstance(data, dict):
         raise InputError(f'references file {path}: expected a mapping of checks at the top')
-    comments = []
-    for line in text.splitlines():
-        if not line.startswith('#'):
-            break
-        comments.append(line)
-    return comments, data
+    head, blocks = split_blocks(text)
+    return ReferencesFile(head, blocks, unshared(data)), data
 
 
 def unshared(node):
@@ -129,9 +178,11 @@ def update(data, comments, found, selection, tolerance):
     return table
 
 
-def write(path, comments, data):
-    text = '\n'.join(comments) + '\n' if comments else ''
-    text += yaml.safe_dump(data, sort_keys=False, default_flow_style=None, width=100)
+def write(path, references, data):
+    text = render(references, data)
+    if yaml.safe_load(text) != data:   # a layout the blocks do not follow: leave the file alone
+        raise InputError(f'references file {path}: cannot rewrite it keeping its text and '
+                         'comments (an anchor shared between checks?); edit it by hand')
     os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
     scratch = f'{path}.new'
     with open(scratch, 'w') as stream:
@@ -150,11 +201,15 @@ def record(args):
     tolerance = history.parse_fraction(args.tolerance, '--tolerance')
     selection = history.parse_selection(args.selection)
     samples = history.load(selection, open_database(args, [selection]))
-    wanted = (lambda s: s.var in args.var) if args.var else (lambda s: s.unit.endswith('/s'))
-    samples = [s for s in samples if args.name in s.name and wanted(s)]
+    samples = [s for s in samples if args.name in s.name]
+    unknown = sorted(set(args.var) - {s.var for s in samples})
+    if unknown:
+        raise InputError(f'selection {args.selection!r} holds no value of {", ".join(unknown)}'
+                         + (f' for a test named like {args.name!r}' if args.name else ''))
+    samples = [s for s in samples if s.var not in RUN_LENGTH_TOTALS or s.var in args.var]
     if not samples:
-        raise InputError(f'selection {args.selection!r} holds no value of '
-                         f'{", ".join(args.var) if args.var else "a rate (unit per second)"}'
+        raise InputError(f'selection {args.selection!r} holds no value but the run-length totals '
+                         f'({", ".join(sorted(RUN_LENGTH_TOTALS))}: name them with --var)'
                          + (f' for a test named like {args.name!r}' if args.name else ''))
     if selection.kind == 'latest':
         described = f'session {samples[0].source}'
@@ -163,16 +218,15 @@ def record(args):
     found = medians(samples)
     for system in sorted({key[0] for key in found}):
         path = os.path.join(directory, f'{system}.yaml')
-        comments, data = read_references(path)
+        references, data = read_references(path)
         mine = {k: v for k, v in found.items() if k[0] == system}
-        table = update(data, comments, mine, described, tolerance)
+        table = update(data, references.head, mine, described, tolerance)
         print(text_table(('partition', 'test', 'variable', 'runs', 'was', 'now', 'noise'), table))
         if args.dry_run:
             print(f'\n# {path} would be:')
-            print('\n'.join(comments))
-            print(yaml.safe_dump(data, sort_keys=False, default_flow_style=None, width=100))
+            print(render(references, data), end='')
         else:
-            write(path, comments, data)
+            write(path, references, data)
             print(f'references written: {path}')
     return 0
 

@@ -6,11 +6,14 @@ BEFORE and AFTER are each a session UUID, a period START:END (ReFrame's syntax, 
 now-1d:now), 'latest', or a perf log file or directory with an optional @START:END. Every test
 and performance variable is compared by the mean of its repetitions (reframe --repeat N). A
 change is a regression only when it is worse than both --threshold and --noise-factor times the
-noise: the standard deviation of the repetitions, pooled over both sides. With -o DIR it writes
+noise: the standard deviation of the repetitions, pooled over both sides (or of the one side with
+repetitions, see docs/performance-history.md). With -o DIR it writes
 DIR/report.md and PNG plots.
 
-Exit status: 0 no regression; 1 regression found, or a test with values before and none after
-(or none of the same settings); 2 bad input; 3 internal error (one line on stderr for either).
+Exit status: 0 no regression; 1 regression found, a test with values before and none after
+(failed, not run, or run only with other settings), or a change worse than the threshold with
+too few repetitions to judge; 2 bad input, a selection that names no test case included; 3
+internal error (one line on stderr for either).
 """
 
 import argparse
@@ -73,7 +76,8 @@ def parse_args(argv):
     parser.add_argument('--noise-factor', type=float, default=Rule.noise_factor,
                         help='a change must also exceed this many times the noise (default: %(default)s)')
     parser.add_argument('--min-repeats', type=int, default=Rule.min_repeats,
-                        help='repetitions each side needs to estimate noise (default: %(default)s)')
+                        help='repetitions a side needs for its own spread; a side with fewer is '
+                             "judged against the other side's (default: %(default)s)")
     parser.add_argument('-n', '--name', default='',
                         help='only tests whose name contains this text')
     parser.add_argument('-o', '--output', metavar='DIR',
@@ -89,9 +93,10 @@ def percent(value):
 
 
 # the order a reader acts in: what broke or got slower first, then what got faster
-ORDER = (history.NO_RESULT, history.OTHER_SETTINGS, history.REGRESSION, history.IMPROVED,
-         history.WITHIN_NOISE, history.UNCHANGED, history.ONLY_BEFORE, history.ONLY_AFTER)
-ACT_ON = (history.NO_RESULT, history.OTHER_SETTINGS, history.REGRESSION)
+ORDER = (history.NO_RESULT, history.OTHER_SETTINGS, history.REGRESSION, history.TOO_FEW_WORSE,
+         history.IMPROVED, history.WITHIN_NOISE, history.UNCHANGED, history.TOO_FEW,
+         history.ONLY_BEFORE, history.ONLY_AFTER)
+ACT_ON = history.FAILING
 
 
 def rows(comparisons):
@@ -103,8 +108,9 @@ def rows(comparisons):
                     key=lambda c: (ORDER.index(c.verdict), c.key)):
         partition, name, var, settings = c.key
         if len({other.key[3] for other in tests[c.key[:3]]}) > 1:
-            name = f'{name} [{settings or "settings not recorded"}]'
-        noise = '' if c.noise is None else f'{100 * c.noise:.1f}%'
+            name = f'{name} [{settings or history.NOT_RECORDED}]'
+        noise = '' if c.noise is None else f'{100 * c.noise:.1f}%' + (
+            f' ({c.noise_of} only)' if c.noise_of != 'both' else '')
         out.append((partition, name, var, str(len(c.before)), str(len(c.after)),
                     _figure(c.mean_before, c.unit), _figure(c.mean_after, c.unit),
                     percent(c.change), noise, c.verdict))
@@ -135,18 +141,32 @@ def summary(comparisons, rule):
              f'of {len(comparisons)} compared '
              f'(rule: worse by more than {100 * rule.threshold:g}% and {rule.noise_factor:g} x noise)']
     if count(history.NO_RESULT):
+        failed = sum(c.verdict == history.NO_RESULT and c.failed_after > 0 for c in comparisons)
         lines.append(f'{count(history.NO_RESULT)} {history.NO_RESULT}: values before and none '
-                     'after (failed or not run): fails like a regression')
+                     'after (failed or not run): fails like a regression'
+                     + (f'; {failed} ran and failed before their performance stage' if failed else ''))
     if count(history.OTHER_SETTINGS):
         lines.append(f'{count(history.OTHER_SETTINGS)} {history.OTHER_SETTINGS}: ran after only '
                      'with other settings (shown in brackets), so not comparable: fails the gate; '
                      'run the settings of before, or record a new baseline')
-    few = count(history.TOO_FEW)
+    few = count(history.TOO_FEW) + count(history.TOO_FEW_WORSE)
     if few:
-        tests = sorted({c.key[1] for c in comparisons if c.verdict == history.TOO_FEW})
+        tests = sorted({c.key[1] for c in comparisons
+                        if c.verdict in (history.TOO_FEW, history.TOO_FEW_WORSE)})
         lines.append(f'{few} with too few repetitions to estimate noise (fewer than '
-                     f'{rule.min_repeats} on a side), not judged: run them with --repeat '
-                     f'{max(rule.min_repeats, 3)} or more ({_listed(tests)})')
+                     f'{rule.min_repeats} on both sides), judged by the threshold alone, '
+                     f'{count(history.TOO_FEW_WORSE)} worse beyond it ({history.TOO_FEW_WORSE}: '
+                     f'fails the gate): run them with --repeat {max(rule.min_repeats, 3)} or more '
+                     f'({_listed(tests)})')
+    one_sided = sorted({c.key[1] for c in comparisons if c.noise_of in ('before', 'after')})
+    if one_sided:
+        lines.append(f'{len(one_sided)} test(s) with too few repetitions on one side, judged '
+                     "against the other side's spread (noise marked 'only'): "
+                     f'{_listed(one_sided)}')
+    unrecorded = sum(c.key[3] == '' for c in comparisons)
+    if unrecorded and any(c.key[3] for c in comparisons):
+        lines.append(f'{unrecorded} with {history.NOT_RECORDED} (a perf log older than its '
+                     'run_settings column): compared only with values that lack them too')
     for verdict in (history.ONLY_BEFORE, history.ONLY_AFTER):
         if count(verdict):
             lines.append(f'{count(verdict)} {verdict} (no value on the other side: not '
@@ -200,7 +220,9 @@ def write_report(directory, args, before, after, comparisons, rule):
     text += ['', '## Everything else', '', *(f'- {line}' for line in lines[1:] + notes(after)), '',
              markdown_table(COLUMNS, rest) if rest else 'Nothing else was compared.', '',
              'Change: of the mean of the repetitions. Noise: standard deviation of the '
-             'repetitions about their mean, both sides pooled, relative to the before mean.', '']
+             'repetitions about their mean, both sides pooled, relative to the before mean '
+             "(marked 'only' where one side has too few repetitions: that side's deviation, "
+             'scaled to the spread expected of the other mean; see docs/performance-history.md).', '']
     for title, name in plot_all(directory, args.plot_var, before, after):
         text += [f'## {title}', '', f'![{title}]({name})', '']
     path = os.path.join(directory, 'report.md')
@@ -288,13 +310,15 @@ def compare_and_report(args):
                 args.min_repeats)
     selections = [history.parse_selection(args.before), history.parse_selection(args.after)]
     database = open_database(args, selections)
-    before, after = (history.load(s, database) for s in selections)
+    # test cases without values count: a selection whose tests all failed names them
+    ran_before, ran_after = (history.load(s, database, with_failed=True) for s in selections)
     if args.name:
-        before, after = ([s for s in ss if args.name in s.name] for ss in (before, after))
-        if not before or not after:
-            raise InputError(f'no test named like {args.name!r} in '
-                             f'{"before" if not before else "after"}')
-    comparisons = history.compare(before, after, rule)
+        ran_before, ran_after = ([s for s in ss if args.name in s.name]
+                                 for ss in (ran_before, ran_after))
+        if not ran_before and not ran_after:
+            raise InputError(f'no test named like {args.name!r} in either selection')
+    comparisons = history.compare(ran_before, ran_after, rule)
+    before, after = history.valued(ran_before), history.valued(ran_after)
     print(text_table(COLUMNS, rows(comparisons)))
     print()
     print('\n'.join(summary(comparisons, rule) + notes(after)))
@@ -302,6 +326,11 @@ def compare_and_report(args):
         print(f'stack of {image} on {partition}: {line}')
     if args.output:
         print(f'report: {write_report(args.output, args, before, after, comparisons, rule)}')
+    return gate(comparisons)
+
+
+def gate(comparisons):
+    """The exit status of judged comparisons: EXIT_REGRESSION iff a verdict fails the gate."""
     return EXIT_REGRESSION if any(c.verdict in history.FAILING for c in comparisons) else 0
 
 

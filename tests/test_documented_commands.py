@@ -17,11 +17,12 @@ from conftest import REPO
 
 DOCUMENTS = ['README.md', *sorted(f'docs/{name}' for name in os.listdir(os.path.join(REPO, 'docs'))
                                   if name.endswith('.md'))]
-COMMAND = re.compile(r'python -m mlcheck\.(?:report|baseline)\b[^`\n]*')
+# the module form and the console command of the report and the baseline
+COMMAND = re.compile(r'(?:python -m mlcheck\.|mlcheck-)(?:report|baseline)\b[^`\n]*')
 
 
 def documented_commands():
-    """Every `python -m mlcheck.report|baseline ...` of the documents, continuation lines joined
+    """Every `python -m mlcheck.report|baseline ...` (or `mlcheck-report|baseline ...`) of the documents, continuation lines joined
     and a trailing `# comment` dropped, with where it is written."""
     found = []
     for document in DOCUMENTS:
@@ -65,6 +66,7 @@ def test_the_documents_show_report_and_baseline_commands():
     commands = [c for c, _ in documented_commands()]
     assert any(c.startswith('python -m mlcheck.report -C config/') for c in commands)
     assert any(c.startswith('python -m mlcheck.baseline -C config/') for c in commands)
+    assert any(c.startswith('mlcheck-report -C config/') for c in commands)     # README's
     assert PERFLOG_COMMANDS
 
 

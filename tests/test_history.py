@@ -178,11 +178,18 @@ def test_a_change_within_the_noise_is_not_a_regression():
     assert judged(BASELINE, SLOWED, Rule(noise_factor=100)).verdict == history.WITHIN_NOISE
 
 
-def test_one_repetition_is_too_few_to_judge():
+def test_one_repetition_is_judged_against_the_other_sides_spread():
+    """Once 'too few repetitions', not judged and exit 0 (issue 18.3): now the side with
+    repetitions gives the spread; with one repetition on both sides nothing does."""
     one = [s for s in samples(SLOWED) if s.jobid == samples(SLOWED)[0].jobid]
     [found] = [c for c in history.compare(samples(BASELINE), one) if c.key[2] == 'samples_per_s']
-    assert found.verdict == history.TOO_FEW and found.noise is None and found.change < 0
+    assert found.verdict == history.REGRESSION and found.noise_of == 'before' and found.change < 0
     lines = report.summary(history.compare(samples(BASELINE), one), Rule())
+    assert lines[1].startswith("1 test(s) with too few repetitions on one side, judged against the other side's spread")
+    first = [s for s in samples(BASELINE) if s.jobid == samples(BASELINE)[0].jobid]
+    [found] = [c for c in history.compare(first, one) if c.key[2] == 'samples_per_s']
+    assert found.verdict == history.TOO_FEW_WORSE and found.noise is None and found.change < 0
+    lines = report.summary(history.compare(first, one), Rule())
     assert lines[1].startswith('3 with too few repetitions to estimate noise')
 
 
@@ -362,3 +369,136 @@ def test_every_site_shares_the_perf_log_handler():
 ])
 def test_dry_run_is_recognised_as_argparse_does(argv, dry):
     assert invoked_as_dry_run(argv) is dry
+
+
+# --- issue 18: stray settings, broken tests, one repetition, unrecorded settings ---------------
+
+MNIST_2N = 'MNISTDistributedCheck %image=host %num_nodes=2'
+DEFAULT = 'epochs=10;batch_size=64'
+
+
+def runs(values, settings=DEFAULT, var='samples_per_s', unit='samples/s', name=MNIST_2N, start=0.0):
+    """Samples of one test, one per repetition."""
+    return [history.Sample('sim:cluster', name, 'host', 2, var, value, unit, start + i,
+                           jobid=str(1000 + i), settings=settings) for i, value in enumerate(values)]
+
+
+def write_log(path, found):
+    from test_report import write_perflog
+    return write_perflog(path, found)
+
+
+def test_a_stray_run_of_other_settings_in_the_baseline_does_not_fail_the_gate(capsys, tmp_path):
+    """Issue 18.1: a period as baseline holds a -S epochs=2 smoke run beside three default runs;
+    after, three unchanged default runs: the smoke group is 'only before', the gate passes."""
+    before = runs([640, 652, 633]) + runs([610], settings='epochs=2', start=10)
+    after = runs([645, 638, 650], start=100)
+    verdicts = {c.key[3]: c.verdict for c in history.compare(before, after)}
+    assert verdicts == {DEFAULT: history.UNCHANGED, 'epochs=2': history.ONLY_BEFORE}
+    code, out, _ = run(capsys, write_log(tmp_path / 'before.log', before),
+                       write_log(tmp_path / 'after.log', after))
+    assert code == 0 and history.OTHER_SETTINGS not in out
+    # with no group compared on both sides, other settings after still fail the gate
+    only_smoke = runs([612], settings='epochs=2', start=100)
+    verdicts = {c.key[3]: c.verdict for c in history.compare(runs([640, 652, 633]), only_smoke)}
+    assert verdicts == {DEFAULT: history.OTHER_SETTINGS, 'epochs=2': history.ONLY_AFTER}
+
+
+FAILED = os.path.join(DATA, 'failed-sanity')
+ALL_PASS, BROKEN_FAILS, ALL_FAIL = ('37aefb5d-b7a1-47f3-8142-192ce47387a6',
+                                    '79d6ec29-3a1b-4892-8af1-592c0541d6ce',
+                                    '173e64bc-5ec6-448d-a101-5c3638feaede')
+
+
+def perflog_session(name, session):
+    """One session of data/failed-sanity's perf log of test `name`, as a selection."""
+    period = {ALL_PASS: '20261123T202320+0000:20261123T202327+0000',
+              BROKEN_FAILS: '20261123T202327+0000:20261123T202331+0000',
+              ALL_FAIL: '20261123T202331+0000:20261123T202340+0000'}[session]
+    return f'{os.path.join(FAILED, name)}@{period}'
+
+
+def test_failed_test_cases_are_read_from_the_real_perf_log():
+    broken = history.read_perflog(os.path.join(FAILED, 'BrokenCheck.log'), with_failed=True)
+    assert [s.value for s in broken] == [5.0] * 3 + [None] * 6
+    assert {s.settings for s in broken} == {DEFAULT}
+    assert len(history.read_perflog(os.path.join(FAILED, 'BrokenCheck.log'))) == 3
+
+
+def test_every_test_broken_in_a_perf_log_is_no_result_not_bad_input(capsys):
+    """Issue 18.2, perf logs: every test case of the after session failed sanity."""
+    before, after = (f'{FAILED}@{perflog_session("x", s).split("@")[1]}' for s in (ALL_PASS, ALL_FAIL))
+    code, out, err = run(capsys, before, after)
+    assert code == 1 and err == ''
+    assert '2 NO RESULT AFTER' in out and '2 ran and failed before their performance stage' in out
+
+
+def test_a_named_test_that_broke_is_no_result_not_bad_input(capsys):
+    """Issue 18.2 with -n: the named test failed after, the other passed."""
+    code, out, err = run(capsys, perflog_session('BrokenCheck.log', ALL_PASS),
+                         perflog_session('BrokenCheck.log', BROKEN_FAILS), '-n', 'Broken')
+    assert code == 1 and err == '' and '1 NO RESULT AFTER' in out
+    code, out, err = run(capsys, f'{FAILED}@{perflog_session("x", ALL_PASS).split("@")[1]}',
+                         f'{FAILED}@{perflog_session("x", BROKEN_FAILS).split("@")[1]}', '-n', 'Broken')
+    assert code == 1 and '1 NO RESULT AFTER' in out
+
+
+def test_a_name_that_matches_nothing_is_still_bad_input(capsys):
+    err = one_line_error(capsys, FAILED, FAILED, '-n', 'NoSuchCheck')
+    assert "no test named like 'NoSuchCheck' in either selection" in err
+
+
+def test_every_test_broken_in_the_results_database_is_no_result(capsys):
+    """Issue 18.2, results database: the latest session's test cases all failed sanity."""
+    database = os.path.join(FAILED, 'results.db')
+    code, out, err = run(capsys, '--db', database, ALL_PASS, 'latest')
+    assert code == 1 and err == '' and '2 NO RESULT AFTER' in out
+    code, out, err = run(capsys, '--db', database, ALL_PASS, BROKEN_FAILS, '-n', 'Broken')
+    assert code == 1 and err == '' and '1 NO RESULT AFTER' in out
+
+
+def test_a_failed_run_of_the_baseline_settings_is_no_result_beside_a_compared_smoke_run():
+    """The default settings failed after while a smoke run matched one before: not a stray group."""
+    before = runs([640, 652, 633]) + runs([610, 615], settings='epochs=2', start=10)
+    after = [dataclasses.replace(s, value=None) for s in runs([1, 1, 1], start=100)] + \
+        runs([612, 611], settings='epochs=2', start=110)
+    verdicts = {c.key[3]: c.verdict for c in history.compare(before, after)}
+    assert verdicts[DEFAULT] == history.NO_RESULT
+
+
+def test_one_repetition_after_is_judged_against_the_spread_before(capsys, tmp_path):
+    """Issue 18.3: three runs before, one after at half the throughput (reframe -r without
+    --repeat): a regression against the before side's spread, shown with its change."""
+    before, after = runs([640, 652, 633]), runs([330], start=100)
+    [found] = history.compare(before, after)
+    assert found.verdict == history.REGRESSION and found.noise_of == 'before'
+    code, out, _ = run(capsys, write_log(tmp_path / 'before.log', before),
+                       write_log(tmp_path / 'after.log', after))
+    assert code == 1 and '-48.6%' in out and '(before only)' in out
+    # one run after within the before spread and the threshold is unchanged
+    [found] = history.compare(before, runs([641], start=100))
+    assert found.verdict == history.UNCHANGED
+
+
+def test_one_repetition_each_side_is_shown_and_fails_beyond_the_threshold(capsys, tmp_path):
+    code, out, _ = run(capsys, write_log(tmp_path / 'before.log', runs([640])),
+                       write_log(tmp_path / 'after.log', runs([330], start=100)))
+    assert code == 1 and '-48.4%' in out and history.TOO_FEW_WORSE in out
+    [found] = history.compare(runs([640]), runs([630], start=100))
+    assert found.verdict == history.TOO_FEW and found.change < 0
+
+
+def test_values_of_unrecorded_settings_are_never_merged_into_a_known_group(capsys, tmp_path):
+    """Issue 18.12: an old-header perf log (no settings column) of -S epochs=3 runs (13 s)
+    against default runs (44 s): no +236 % regression; shown apart as 'settings not recorded'."""
+    from mlcheck.rfm_config import PERFLOG_HEADER
+    old = [dataclasses.replace(s, settings='') for s in runs([13.1, 13.0, 13.2], var='train_time', unit='s')]
+    old_header = PERFLOG_HEADER.rsplit('|run_settings', 1)[0]
+    from test_report import perflog_line
+    (tmp_path / 'old.log').write_text('\n'.join([old_header] + [perflog_line(s).rsplit('|', 2)[0]
+                                                                 for s in old]) + '\n')
+    new = runs([44.0, 44.2, 43.9], var='train_time', unit='s', start=100)
+    code, out, _ = run(capsys, str(tmp_path / 'old.log'), write_log(tmp_path / 'new.log', new))
+    assert 'REGRESSION' not in out and '+236' not in out
+    assert f'[{history.NOT_RECORDED}]' in out and f'[{DEFAULT}]' in out
+    assert code == 1 and history.OTHER_SETTINGS in out

@@ -211,7 +211,7 @@ def test_documented_commands_on_stored_sessions(runs, tmp_path):
             said = f'{line} in {cwd}: {done.stdout[-1500:]}{done.stderr}'
             if '@now-1w:now-1d' in line:    # nothing of these runs is older than a day
                 assert done.returncode == 2 and 'holds no performance values' in done.stderr, said
-            elif 'mlcheck.baseline' in line:
+            elif 'mlcheck.baseline' in line or 'mlcheck-baseline' in line:
                 assert done.returncode == 0 and (refs / 'sim.yaml').exists(), said
             else:   # the slowed session is the latest
                 assert done.returncode == 1 and 'REGRESSION' in done.stdout, said

@@ -5,7 +5,6 @@ A selection is one of the SELECTION_FORMS below. Stored data is only read: the d
 checked read-only before ReFrame queries it.
 """
 
-import dataclasses
 import json
 import math
 import os
@@ -46,7 +45,7 @@ class Sample:
     image: str
     num_nodes: int
     var: str              # performance variable
-    value: float
+    value: float          # None: the test case ran and failed before its performance stage
     unit: str
     time: float           # job completion, Unix seconds
     jobid: str = ''
@@ -144,8 +143,10 @@ def _has_sample_columns(path):
     return all(column in header for column in PERFLOG_REQUIRED)
 
 
-def read_perflog(path, period=None):
-    """The samples of one perf log, read by its header; lines without a value are skipped."""
+def read_perflog(path, period=None, with_failed=False):
+    """The samples of one perf log, read by its header. A test case that failed before its
+    performance stage has its lines, with the value null (ReFrame 4.10.4, perflog_multiline);
+    they are kept with the value None if `with_failed`, else skipped."""
     try:
         with open(path, errors='replace') as stream:
             lines = stream.read().splitlines()
@@ -170,7 +171,7 @@ def read_perflog(path, period=None):
                              f'{len(columns)}')
         row = dict(zip(columns, values))
         value = _number(row['perf_value'])
-        if value is None:
+        if value is None and not with_failed:
             continue              # a test that failed before its performance stage, or a dry run
         when = _timestamp(row['job_completion_time'], f'{path}:{number}')
         if period and not period[0] <= when < period[1]:
@@ -272,19 +273,23 @@ class ResultsDatabase:
                              f'{query!r}: {done.stdout[:200]!r}') from None
 
 
-def samples_of_testcases(testcases):
+def samples_of_testcases(testcases, with_failed=False):
+    """The samples of stored test cases. One that failed before its performance stage is stored
+    with its variables and the value None (ReFrame 4.10.4); kept as such if `with_failed`."""
     samples = []
     for case in testcases:
         partition = f"{case['system']}:{case['partition']}"
         for key, entry in (case.get('perfvalues') or {}).items():
             value, ref, lower, upper, unit, *result = entry
             if not isinstance(value, (int, float)) or not math.isfinite(value):
-                continue
+                if not with_failed:
+                    continue
+                value = None
             nodes = case.get('job_nodelist') or []
             samples.append(Sample(
                 partition=partition, name=case['name'], image=str(case.get('image', '')),
                 num_nodes=int(case.get('num_nodes') or 0), var=key.split(':')[-1],
-                value=float(value), unit=unit or '', time=case.get('job_completion_time_unix') or 0.0,
+                value=None if value is None else float(value), unit=unit or '', time=case.get('job_completion_time_unix') or 0.0,
                 jobid=str(case.get('jobid') or ''),
                 nodelist=nodes if isinstance(nodes, str) else ','.join(nodes),
                 reference=(ref, lower, upper), result=(result or [''])[0] or '',
@@ -293,41 +298,52 @@ def samples_of_testcases(testcases):
     return samples
 
 
-def load(selection, database=None):
-    """The samples of a selection; an InputError when it holds none."""
+def load(selection, database=None, with_failed=False):
+    """The samples of a selection; an InputError when it holds none. With `with_failed` the
+    test cases that ran without a value (value None) count too: a selection whose every test
+    failed still names them, and only one that names no test case at all is an error."""
     if selection.stored:
         if database is None:
             raise InputError(f'selection {selection.spec!r} needs the results database')
         query = database.latest_session() if selection.kind == 'latest' else selection.spec
-        samples = samples_of_testcases(database.testcases(query))
+        samples = samples_of_testcases(database.testcases(query), with_failed)
         where = f'results database {database.path}'
     else:
         samples = [s for path in perflog_files(selection.path)
-                   for s in read_perflog(path, selection.period)]
+                   for s in read_perflog(path, selection.period, with_failed)]
         where = f'perf log {selection.path}'
     if not samples:
         raise InputError(f'selection {selection.spec!r} holds no performance values ({where})')
     return samples
 
 
+def valued(samples):
+    """The samples that hold a value (not those of test cases that failed before it)."""
+    return [s for s in samples if s.value is not None]
+
+
 # --- comparison ----------------------------------------------------------------------------
 
 REGRESSION, IMPROVED, WITHIN_NOISE, UNCHANGED, TOO_FEW = (
     'REGRESSION', 'improved', 'within noise', 'unchanged', 'too few repetitions')
+# neither side has the repetitions for a spread, and after is worse by more than the threshold:
+# nothing says the change is noise, so it fails the gate
+TOO_FEW_WORSE = 'WORSE, TOO FEW TO JUDGE'
 ONLY_BEFORE, ONLY_AFTER = 'only before', 'only after'
 # a test with values before and none at all after: it broke outright, the worst regression
 NO_RESULT = 'NO RESULT AFTER'
 # ... or ran after only with other settings (epochs, model...): it cannot be said to be as fast
 OTHER_SETTINGS = 'OTHER SETTINGS AFTER'
 # verdicts that fail the gate
-FAILING = (REGRESSION, NO_RESULT, OTHER_SETTINGS)
+FAILING = (REGRESSION, NO_RESULT, OTHER_SETTINGS, TOO_FEW_WORSE)
+NOT_RECORDED = 'settings not recorded'   # how values without a settings column are labelled
 
 
 @dataclass(frozen=True)
 class Rule:
     threshold: float = 0.05    # relative change that matters
     noise_factor: float = 2.0  # a change must also exceed this many times the noise
-    min_repeats: int = 2       # repetitions each side needs for a noise estimate
+    min_repeats: int = 2       # repetitions a side needs for a noise estimate
 
     def __post_init__(self):
         # a standard deviation needs two values on a side; a bound of 1 or more is no bound
@@ -349,7 +365,9 @@ class Comparison:
     verdict: str = ''
     change: float = None    # relative change of the mean, after against before
     worse: float = None     # the change in the direction that is worse (positive: slower)
-    noise: float = None     # pooled standard deviation of the repetitions, relative
+    noise: float = None     # the spread the change is judged against, relative (see judge)
+    noise_of: str = ''      # 'both' sides pooled, or the one side ('before', 'after') that has it
+    failed_after: int = 0   # test case runs after that ended without a value
 
     @property
     def mean_before(self):
@@ -368,11 +386,21 @@ def relative_noise(before, after):
     return math.sqrt(squares / dof) / statistics.fmean(before)
 
 
+def one_sided_noise(spread_side, other, mean_before):
+    """The spread of the change when only one side has repetitions for a standard deviation:
+    that side's standard deviation s (n values), as far as a mean of the other side's m values
+    is expected to fall from its mean, s * sqrt(1/m + 1/n), relative to the before mean."""
+    n, m = len(spread_side), len(other)
+    return statistics.stdev(spread_side) * math.sqrt(1 / m + 1 / n) / mean_before
+
+
 def judge(comparison, rule):
     """The verdict on one comparison. Means, not medians: the noise is the spread about the means,
     and one stray repetition moves a mean by less than it widens that spread (1/n against about
     1/sqrt(n) of its distance), so it cannot make a regression on its own; a median of few
-    repetitions can jump by more than the spread when they fall into two groups (busy, idle)."""
+    repetitions can jump by more than the spread when they fall into two groups (busy, idle).
+    With too few repetitions on one side, the spread is the other side's (one_sided_noise); with
+    too few on both, a change worse than the threshold fails as TOO_FEW_WORSE."""
     c = comparison
     if not c.after:
         c.verdict = ONLY_BEFORE
@@ -382,10 +410,17 @@ def judge(comparison, rule):
         return c
     c.change = c.mean_after / c.mean_before - 1
     c.worse = -c.change if higher_is_better(c.unit) else c.change
-    if min(len(c.before), len(c.after)) < rule.min_repeats:
-        c.verdict = TOO_FEW
+    enough = [name for name, side in (('before', c.before), ('after', c.after))
+              if len(side) >= rule.min_repeats]
+    if len(enough) == 2:
+        c.noise, c.noise_of = relative_noise(c.before, c.after), 'both'
+    elif enough == ['before']:
+        c.noise, c.noise_of = one_sided_noise(c.before, c.after, c.mean_before), 'before'
+    elif enough == ['after']:
+        c.noise, c.noise_of = one_sided_noise(c.after, c.before, c.mean_before), 'after'
+    else:
+        c.verdict = TOO_FEW_WORSE if c.worse > rule.threshold else TOO_FEW
         return c
-    c.noise = relative_noise(c.before, c.after)
     beyond = abs(c.change) > rule.threshold
     if beyond and abs(c.change) > rule.noise_factor * c.noise:
         c.verdict = REGRESSION if c.worse > 0 else IMPROVED
@@ -396,19 +431,31 @@ def judge(comparison, rule):
 
 def compare(before, after, rule=Rule()):
     """One judged Comparison per test, settings and performance variable of either selection:
-    runs of other settings (epochs, model, batch size...) are never compared."""
-    before, after = with_known_settings(before, after)
+    runs of other settings (epochs, model, batch size...) are never compared, and values whose
+    settings were not recorded (settings '') are a group of their own. Samples without a value
+    (test cases that failed before their performance stage) only tell that the test ran."""
     table = {}
     for side, samples in (('before', before), ('after', after)):
         for s in samples:
             entry = table.setdefault(s.key, Comparison(s.key, s.unit, s.image, s.num_nodes))
-            getattr(entry, side).append(s.value)
-    judged = [judge(table[key], rule) for key in sorted(table)]
-    tests_after = {test_of(c.key) for c in judged if c.after}
-    names_after = {c.key[:2] for c in judged if c.after}
+            if s.value is not None:
+                getattr(entry, side).append(s.value)
+            elif side == 'after':
+                entry.failed_after += 1
+    judged = [judge(table[key], rule) for key in sorted(table) if table[key].before or table[key].after]
+    settings_after = {test_of(c.key) for c in judged if c.after}
+    tests_after = {c.key[:2] for c in judged if c.after}
+    tests_compared = {c.key[:2] for c in judged if c.before and c.after}
     for c in judged:
-        if c.verdict == ONLY_BEFORE and test_of(c.key) not in tests_after:
-            c.verdict = OTHER_SETTINGS if c.key[:2] in names_after else NO_RESULT
+        if c.verdict != ONLY_BEFORE or test_of(c.key) in settings_after:
+            continue
+        # it ran after in these settings and failed; else, a group of settings that did not run
+        # after is a stray one (a smoke run in the baseline's period) where the test was
+        # compared in other settings, and where it was compared in none, nothing says the test
+        # is as fast as before
+        if c.failed_after or c.key[:2] not in tests_compared:
+            c.verdict = OTHER_SETTINGS if not c.failed_after and c.key[:2] in tests_after \
+                else NO_RESULT
     return judged
 
 
@@ -420,18 +467,6 @@ def test_of(key):
 
 def test_of_sample(sample):
     return test_of(sample.key)
-
-
-def with_known_settings(*sides):
-    """Samples of a perf log older than the settings column have none: where a test ran with
-    one known setting only, they are taken to be of that one, else they stay apart."""
-    known = defaultdict(set)
-    for s in (s for side in sides for s in side):
-        if s.settings:
-            known[s.partition, s.name].add(s.settings)
-    fill = lambda s: (dataclasses.replace(s, settings=next(iter(known[s.partition, s.name])))
-                      if not s.settings and len(known[s.partition, s.name]) == 1 else s)
-    return [[fill(s) for s in side] for side in sides]
 
 
 def parse_fraction(text, option):

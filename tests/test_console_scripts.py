@@ -1,0 +1,52 @@
+"""The console commands installed with the package, and bin/setup's check that they are."""
+
+import importlib
+import os
+import re
+import subprocess
+import sys
+
+from conftest import REPO
+
+SCRIPTS = {'mlcheck-report': 'mlcheck.report:main', 'mlcheck-baseline': 'mlcheck.baseline:main'}
+
+
+def project_scripts():
+    text = open(os.path.join(REPO, 'pyproject.toml')).read()
+    section = re.search(r'^\[project\.scripts\]\n(.*?)(?=^\[|\Z)', text, re.M | re.S).group(1)
+    return dict(re.findall(r'^([\w.-]+)\s*=\s*"([^"]+)"', section, re.M))
+
+
+def test_the_console_scripts_are_declared_and_resolve_to_callables():
+    assert project_scripts() == SCRIPTS
+    for target in SCRIPTS.values():
+        module, function = target.split(':')
+        assert callable(getattr(importlib.import_module(module), function))
+
+
+def test_python_dash_m_still_works():
+    for module in ('mlcheck.report', 'mlcheck.baseline'):
+        done = subprocess.run([sys.executable, '-m', module, '--help'], capture_output=True, text=True)
+        assert done.returncode == 0 and 'usage:' in done.stdout
+
+
+def setup_says(venv):
+    """bin/setup's project_installed, for a venv directory."""
+    done = subprocess.run(['bash', '-c', 'source bin/setup && project_installed'], cwd=REPO,
+                          env={**os.environ, 'MLCHECK_VENV': str(venv)}, capture_output=True, text=True)
+    return done.returncode == 0
+
+
+def test_setup_reinstalls_when_a_console_script_is_missing(tmp_path):
+    """A venv that imports the package but lacks a console script (installed before the
+    scripts were declared) is reinstalled; one with every script is left alone."""
+    bin_dir = tmp_path / 'bin'
+    bin_dir.mkdir()
+    (bin_dir / 'python').symlink_to(sys.executable)    # imports this checkout (PYTHONPATH)
+    assert not setup_says(tmp_path)
+    for name in SCRIPTS:
+        (bin_dir / name).write_text('#!/bin/sh\n')
+        (bin_dir / name).chmod(0o755)
+    assert setup_says(tmp_path)
+    (bin_dir / 'mlcheck-baseline').unlink()
+    assert not setup_says(tmp_path)
