@@ -6,7 +6,7 @@ Plain functions over a parsed run (mlcheck.judging.output.RunOutput) that return
 
 import statistics
 
-from mlcheck.judging.sanity import nodes_of_ranks, rank_list
+from mlcheck.judging.ranks import nodes_of_ranks, rank_list
 
 
 def problems(run, world_size, slow_pair_fraction):

@@ -9,6 +9,8 @@ rank really used, whatever the plugin printed before it.
 
 import re
 
+from mlcheck.judging.ranks import rank_list
+
 # The steps of a communicator's set-up, in order, as NCCL prints them at NCCL_DEBUG=INFO.
 SETUP_STEPS = [
     ('Bootstrap', re.compile(r'NCCL INFO Bootstrap')),
@@ -19,7 +21,7 @@ SETUP_STEPS = [
 ]
 
 
-def network_problems(lines_of, world_size, plugin, rank_list):
+def network_problems(lines_of, world_size, plugin):
     """One-line problems with the network of ranks 0..world_size-1; `lines_of(rank)` gives a
     rank's output lines, `plugin` is a mlcheck.site.NetPlugin."""
     used, provider, fallback, network = (re.compile(p) if p else None for p in (
@@ -80,7 +82,7 @@ def group(by_rank):
     return grouped
 
 
-def setup_progress(lines_of, world_size, rank_list):
+def setup_progress(lines_of, world_size):
     """For a run that broke off: the ranks whose last NCCL set-up line is not 'Init COMPLETE',
     grouped by the last step they reached, e.g. "NCCL set-up of ranks 0-7 reached 'Connected all
     rings' but never 'Connected all trees'". Nothing for ranks that printed no set-up line."""

@@ -14,6 +14,7 @@ import re
 from dataclasses import dataclass
 
 from mlcheck.judging import locality, nccl, output
+from mlcheck.judging.ranks import group_by_error, nodes_of_ranks, rank_list, task_statuses
 from mlcheck.perf import ranks as rank_speed
 from mlcheck.placement.topology import mask_to_cores, spans
 
@@ -57,8 +58,7 @@ def problems(run, expect):
     found += fault_injected(run, expect)
     why = why_it_broke_off(run, expect)
     if why:
-        return why + nccl.setup_progress(lambda rank: run.lines.get(rank, []), expect.world_size,
-                                         rank_list) + found
+        return why + nccl.setup_progress(lambda rank: run.lines.get(rank, []), expect.world_size) + found
     for rule in (ranks_started_and_finished, rank_placement, cpu_affinity, one_gpu_per_rank,
                  accuracy, epochs_from_every_rank, loss_falls, network_plugin, slow_ranks,
                  locality.cores_local_to_gpu, locality.gpus_given_by_slurm):
@@ -83,7 +83,6 @@ UNREACHABLE = re.compile(r'trying to connect to \((?P<host>[^,()]+), (?P<port>\d
 # srun (on a node that stopped answering) and slurmstepd (when Slurm ends the job) say why
 NODE_FAILURE = re.compile(r'srun: error: Node failure on (?P<node>\S+)')
 CANCELLED = re.compile(r'\*\*\* (?:JOB|STEP) \S+ ON \S+ CANCELLED AT \S+(?: DUE TO (?P<why>[^,*]*[^,* ]))?')
-TASK_STATUS = re.compile(r'^srun: error: (?P<node>[^\s:]+): tasks? (?P<tasks>[\d,-]+): (?P<status>.*)')
 STEP_ENDED = re.compile(r'Terminated|Killed|Exited with exit code')   # the task's error is elsewhere
 QUALIFIED = re.compile(r'^[\w.]+\.(\w+(?:Error|Exception)\b)')   # torch.distributed.DistStoreError
 SOURCE_LOCATION = re.compile(r'\[[^\]\s]+:\d+\] ')   # "[/path/gloo/pair.cc:561] " in gloo's errors
@@ -189,37 +188,6 @@ def with_shell_exit_codes(errors, statuses):
         if code and (SHELL_ERROR.match(error) or SHELL_SCRIPT_ERROR.match(error)):
             coded[rank] = f'{error} (exit code {code.group("code")})'
     return coded
-
-
-def srun_task_lines(run):
-    """(task, node, status) for each task srun reported on (`srun: error: nid002: tasks 2-3: Killed`)."""
-    for line in run.errors.get(None, []):
-        match = TASK_STATUS.match(line)
-        if match:
-            for span in match.group('tasks').split(','):
-                first, _, last = span.partition('-')
-                for task in range(int(first), int(last or first) + 1):
-                    yield task, match.group('node'), match.group('status').strip()
-
-
-def task_statuses(run):
-    return {task: status for task, _, status in srun_task_lines(run)}
-
-
-def nodes_of_ranks(run):
-    """{rank: node} from the ranks' own facts, else from srun's lines about their tasks."""
-    nodes = {task: node for task, node, _ in srun_task_lines(run)}
-    for name in ('rendezvous', 'rank'):
-        nodes.update({f['rank']: f['node'] for f in run.events(name) if 'rank' in f and f.get('node')})
-    return nodes
-
-
-def group_by_error(errors):
-    """{error: [ranks]} from {rank: error}."""
-    grouped = {}
-    for rank, error in sorted(errors.items()):
-        grouped.setdefault(error, []).append(rank)
-    return grouped
 
 
 def ranks_started_and_finished(run, expect):
@@ -337,13 +305,7 @@ def network_plugin(run, expect):
     if expect.net_plugin is None:
         return []
     return nccl.network_problems(lambda rank: run.lines.get(rank, []), expect.world_size,
-                                 expect.net_plugin, rank_list)
-
-
-def rank_list(ranks):
-    """'rank 3' or 'ranks 0-3, 6' for messages."""
-    ranks = sorted(ranks)
-    return ('rank ' if len(ranks) == 1 else 'ranks ') + ', '.join(spans(ranks))
+                                 expect.net_plugin)
 
 
 def slow_ranks(run, expect):
