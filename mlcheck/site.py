@@ -114,7 +114,7 @@ class PartitionSettings:
     checks: dict = field(default_factory=dict)   # check name -> {variable: value}
     binding: str = 'by_gpu'        # how tasks meet GPUs: topology.BINDING_STYLES
     gpu_task_sharing: bool = False # --gres-flags=allow-task-sharing with --gpu-bind (Slurm >= 23.11)
-    slow_rank_fraction: float = 0.8   # a rank training alone below this of the median fails
+    slow_rank_fraction: float = 0.8   # a rank alone below this of the ranks' upper quartile fails
 
     KEYS = site_schema.keys()
 

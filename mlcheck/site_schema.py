@@ -74,8 +74,8 @@ SCHEMA = {
                            "NCCL/RCCL still reaches the node's other GPUs"},
         'slow_rank_fraction': {
             'type': 'number', 'minimum': 0, 'maximum': 1, 'default': 0.8,
-            'description': "a rank training alone below this fraction of the median rank fails the "
-                           'check (0: off); `-S slow_rank_fraction=` for one run (docs/per-rank.md)'},
+            'description': "a rank training alone below this fraction of the ranks' upper quartile "
+                           'fails the check (0: off); `-S slow_rank_fraction=` for one run (docs/per-rank.md)'},
         'node_counts': {
             'type': 'array', 'items': {'type': 'integer', 'minimum': 1}, 'minItems': 1, 'default': [1],
             'description': 'node counts to test'},

@@ -32,7 +32,7 @@ class Expectations:
     fault: str = ''              # a fault injected on purpose (-S fault=...)
     gpus_of_tasks: tuple = ()    # gpus_of_tasks[local_rank]: the GPU the binding meant for it
     slow_rank_fraction: float = None  # every rank times itself alone, none below this fraction
-                                      # of the median (None: the program has no solo phase)
+                                      # of the upper quartile (None: the program has no solo phase)
 
     @property
     def world_size(self):
@@ -310,14 +310,15 @@ def network_plugin(run, expect):
 
 def slow_ranks(run, expect):
     """Every rank reported its solo throughput, and none is below slow_rank_fraction of the
-    median: one line per slow rank, or per node where several of its ranks are slow."""
+    ranks' upper quartile (mlcheck.perf.ranks): one line per slow rank, or per node where several
+    of its ranks are slow."""
     if expect.slow_rank_fraction is None:
         return []
     found = []
     missing = set(range(expect.world_size)) - set(rank_speed.solo_throughputs(run))
     if missing:
         found.append(f'{rank_list(missing)} reported no solo throughput (no solo line)')
-    slow, median = rank_speed.slow_ranks(run, expect.slow_rank_fraction)
+    slow, reference = rank_speed.slow_ranks(run, expect.slow_rank_fraction)
     placed = run.by_rank('rank')
     on_node = {}
     for rank, speed in slow:
@@ -334,11 +335,11 @@ def slow_ranks(run, expect):
         where = f' on {node}' if node else ''
         if len(members) == 1:
             found.append(f'{rank_list(ranks)}{where} ({device} {locals_}) trained alone at '
-                         f'{speeds[0] / median:.2f} of the median rank: {speeds[0]:.4g} samples/s, '
-                         f'median {median:.4g} {limit}')
+                         f'{speeds[0] / reference:.2f} of the upper-quartile rank: {speeds[0]:.4g} '
+                         f'samples/s, upper quartile {reference:.4g} {limit}')
         else:
             low, high = min(speeds), max(speeds)
             found.append(f'node {node} is slow: {rank_list(ranks)} ({device}s {locals_}) trained alone '
-                         f'at {low / median:.2f}-{high / median:.2f} of the median rank: '
-                         f'{low:.4g}-{high:.4g} samples/s, median {median:.4g} {limit}')
+                         f'at {low / reference:.2f}-{high / reference:.2f} of the upper-quartile '
+                         f'rank: {low:.4g}-{high:.4g} samples/s, upper quartile {reference:.4g} {limit}')
     return found
