@@ -92,6 +92,10 @@ SOURCE_LOCATION = re.compile(r'\[[^\]\s]+:\d+\] ')   # "[/path/gloo/pair.cc:561]
 SHELL_ERROR = re.compile(r'^(?P<error>[\w./-]+: (?:line )?\d+: \S.*)$')
 SHELL_SCRIPT_ERROR = re.compile(r'^[\w./-]+\.sh: error')
 EXIT_CODE = re.compile(r'^Exited with exit code (?P<code>\d+)')
+# Python's traceback: after its header and indented frames, the first line flush left is the
+# exception, whatever its name (StopIteration, torch._dynamo.exc.Unsupported: ...)
+TRACEBACK = re.compile(r'^(?:\[rank\d+\]: ?)?Traceback \(most recent call last\):')
+TRACEBACK_LINE = re.compile(r'^(?:\[rank\d+\]: ?)?(?P<line>.*)$')
 
 
 def fault_injected(run, expect):
@@ -103,15 +107,36 @@ def fault_injected(run, expect):
 
 
 def rank_error(lines):
-    """The last exception line among a rank's stderr lines, shortened, or None."""
-    for line in reversed(lines):
-        match = ERROR_LINE.match(line.strip()) or SHELL_ERROR.match(line.strip())
+    """The last exception line among a rank's stderr lines, shortened, or None: a line of a known
+    error's form, or the line that ends a traceback."""
+    ends = traceback_ends(lines)
+    for index in reversed(range(len(lines))):
+        line = lines[index].strip()
+        match = ERROR_LINE.match(line) or SHELL_ERROR.match(line)
         if match:
             error = SOURCE_LOCATION.sub('', match.group('error') or match.groupdict().get('watchdog'), count=1)
-            error = QUALIFIED.sub(r'\1', error, count=1)
-            error = RUNTIME_DETAILS.sub('', error)
-            return error if len(error) <= 160 else error[:157] + '...'
+        elif index in ends:
+            error = ends[index]
+        else:
+            continue
+        error = QUALIFIED.sub(r'\1', error, count=1)
+        error = RUNTIME_DETAILS.sub('', error)
+        return error if len(error) <= 160 else error[:157] + '...'
     return None
+
+
+def traceback_ends(lines):
+    """{index: exception} of the lines that end a Python traceback among `lines`."""
+    ends, inside = {}, False
+    for index, line in enumerate(lines):
+        if TRACEBACK.match(line.strip()):
+            inside = True
+            continue
+        text = TRACEBACK_LINE.match(line.rstrip()).group('line')
+        if inside and text and not text[0].isspace():
+            ends[index] = text
+            inside = False
+    return ends
 
 
 def why_it_broke_off(run, expect):
