@@ -29,7 +29,7 @@ class InterconnectCheck(DistributedTrainingCheck):
     knobs = {
         'min_bytes': Knob(8, 'smallest message of the sweep, and the one whose all_reduce time is '
                              'the latency (bytes)', minimum=1),
-        'max_bytes': Knob(1 << 30, 'largest message of the sweep (bytes)', minimum=1),
+        'max_bytes': Knob(1 << 30, 'largest message of the sweep (bytes)', minimum=1, at_least='min_bytes'),
         'factor': Knob(4, 'size step of the sweep', minimum=2),
         'p2p_bytes': Knob(1 << 28, 'message of the node-pair exchange (bytes)', minimum=1),
         'max_iters': Knob(100, 'timed iterations per size at most (large sizes get fewer: about '
