@@ -51,6 +51,13 @@ IMAGE_ENTRY = {
     },
 }
 
+# The checks' `checks_key`s (checks/*.py): the keys of extras.mlcheck.checks, so that a mistyped
+# one (`cifar-100`) is an error, not a check silently run with its defaults. Listed here, not read
+# from the checks, because the config is loaded before (and without) the ReFrame checks;
+# tests/test_site_schema.py ties the list to the checks.
+CHECK_KEYS = ('cifar100', 'interconnect', 'mnist')
+KNOB_VALUES = {'type': 'object', 'additionalProperties': {'type': ['string', 'integer', 'number', 'boolean']}}
+
 SCHEMA = {
     '$schema': 'https://json-schema.org/draft/2020-12/schema',
     'type': 'object',
@@ -131,12 +138,12 @@ SCHEMA = {
                            'communicator must end on'},
         'checks': {
             'type': 'object',
-            'additionalProperties': {
-                'type': 'object',
-                'additionalProperties': {'type': ['string', 'integer', 'number', 'boolean']}},
+            'properties': {key: KNOB_VALUES for key in CHECK_KEYS},
+            'additionalProperties': False,
             'default': {},
-            'description': "per-check knobs, e.g. `cifar100`: `{'model': 'resnet152', 'epochs': 3}` "
-                           '(the `knobs` of `checks/*.py`, each also settable with `-S`)'},
+            'description': 'per-check knobs under ' + ', '.join(f'`{key}`' for key in CHECK_KEYS)
+                           + ", e.g. `cifar100`: `{'model': 'resnet152', 'epochs': 3}` (the `knobs` of "
+                           '`checks/*.py`, each also settable with `-S`)'},
     },
 }
 
