@@ -49,6 +49,10 @@ class NetPlugin:
     # the network each communicator finally used, in group 'network'
     network_pattern: str = r'NCCL INFO Using network (?P<network>.*\S)'
     network: str = None       # a regular expression the used network's name must match in full
+    # From this many nodes on the ranks must use the plugin. On fewer, NCCL sends nothing over
+    # the network (one node: its GPUs' own links) and the plugin may not initialise at all:
+    # see the site configs (config/frontier.py) for why.
+    from_nodes: int = 2
 
     @classmethod
     def from_config(cls, entry, where):

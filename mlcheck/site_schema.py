@@ -129,13 +129,15 @@ SCHEMA = {
             'type': 'object',
             'required': ['used_pattern', 'provider_pattern', 'provider'],
             'additionalProperties': False,
-            'properties': {name: {'type': 'string'} for name in
-                           ('used_pattern', 'provider_pattern', 'provider', 'fallback_pattern',
-                            'network_pattern', 'network')},
+            'properties': {**{name: {'type': 'string'} for name in
+                              ('used_pattern', 'provider_pattern', 'provider', 'fallback_pattern',
+                               'network_pattern', 'network')},
+                           'from_nodes': {'type': 'integer', 'minimum': 1}},
             'description': 'how NCCL/RCCL shows its network plugin: `used_pattern`, `provider_pattern` '
                            '(group `provider`), `provider`, optional `fallback_pattern`, '
                            '`network_pattern` (group `network`) and `network`, the network every '
-                           'communicator must end on'},
+                           'communicator must end on; `from_nodes` (2), the node count from which '
+                           'the plugin must be in use (docs/interconnect.md)'},
         'checks': {
             'type': 'object',
             'properties': {key: KNOB_VALUES for key in CHECK_KEYS},

@@ -3,8 +3,9 @@ far the set-up of a communicator got before a run broke off.
 
 The wordings of the network plugin and of NCCL's fallback change between versions; the site
 declares them (mlcheck.site.NetPlugin). Every communicator a rank creates ends its network
-set-up with `Using network <name>` (AWS Libfabric, Libfabric, Socket, IB): that line is what the
-rank really used, whatever the plugin printed before it.
+set-up with `Using network <name>` (AWS Libfabric, Libfabric, OFI, Socket, IB): that line is what
+the rank really used, whatever the plugin printed before it. NCCL's fallback wording explains a
+rank only where none of its communicators used a network other than NCCL's sockets.
 """
 
 import re
@@ -19,6 +20,7 @@ SETUP_STEPS = [
     ('Connected all trees', re.compile(r'NCCL INFO Connected all trees')),
     ('Init COMPLETE', re.compile(r'NCCL INFO .*Init COMPLETE')),
 ]
+SOCKETS = 'Socket'   # NCCL's internal network over TCP: what a rank without the plugin ends on
 
 
 def network_problems(lines_of, world_size, plugin):
@@ -42,16 +44,18 @@ def network_problems(lines_of, world_size, plugin):
         providers = {m.group('provider') for m in map(provider.search, lines) if m}
         if providers != {plugin.provider}:
             wrong_provider[rank] = sorted(providers)
+        networks = [m.group('network').strip() for m in map(network.search, lines) if m] if network else []
         if network and expected_network:
-            networks = [m.group('network').strip() for m in map(network.search, lines) if m]
             wrong = sorted({n for n in networks if not expected_network.fullmatch(n)})
             if not networks:
                 no_network.append(rank)
             elif wrong:
                 wrong_network[rank] = wrong
-                if wording := fallback_wording(lines):
-                    fell_back[rank] = wording
-        elif wording := fallback_wording(lines):
+        # a fallback line before the plugin loads is harmless (NCCL may look for a plugin under
+        # several names first): it explains only a rank that ended on another network
+        explains = wrong_network.get(rank) if network and expected_network else \
+            not any(name != SOCKETS for name in networks)
+        if explains and (wording := fallback_wording(lines)):
             fell_back[rank] = wording
 
     found = []

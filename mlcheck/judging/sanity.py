@@ -326,8 +326,8 @@ def loss_falls(run, expect):
 
 def network_plugin(run, expect):
     """Every rank loaded the plugin, selected the expected provider, and its communicators used
-    the expected network (mlcheck.judging.nccl)."""
-    if expect.net_plugin is None:
+    the expected network (mlcheck.judging.nccl), on as many nodes as the plugin must be in use."""
+    if expect.net_plugin is None or expect.num_nodes < expect.net_plugin.from_nodes:
         return []
     return nccl.network_problems(lambda rank: run.lines.get(rank, []), expect.world_size,
                                  expect.net_plugin)
