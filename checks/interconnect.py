@@ -41,8 +41,8 @@ class InterconnectCheck(DistributedTrainingCheck):
                                   'busbw across nodes)', minimum=0),
         'node_limit': Knob(0.0, "GB/s between the GPUs of one node (the reference of busbw on "
                                 'one node)', minimum=0),
-        'slow_pair_fraction': Knob(0.5, 'a node pair below this fraction of the median pair '
-                                        'fails, naming both nodes', minimum=0, below=1),
+        'slow_pair_fraction': Knob(0.5, 'a node pair (or every pair of one node) below this fraction '
+                                        'of the others fails, naming the nodes', minimum=0, below=1),
         # every timed block lasts 1/(1-slowdown) times as long: a known loss, to show what the
         # performance history flags
         'slowdown': Knob(0.0, 'fraction of bandwidth given up on purpose', minimum=0, below=1),
