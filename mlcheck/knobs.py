@@ -95,6 +95,8 @@ def knob_values(knobs, given, configured, where_configured):
             values[name] = knob.default
     for name, knob in knobs.items():
         low = knob.at_least
+        if low is not None and low not in values:
+            raise ValueError(f'knob {name}: at_least names no knob of the check, {low!r}')
         if low is not None and values[name] < values[low]:
             raise ConfigError(f'{where[name]}={values[name]!r} is below {where[low]}={values[low]!r}: '
                               f'expected {name} >= {low}')

@@ -85,6 +85,11 @@ def test_a_knob_below_the_one_it_must_not_be_below_is_a_one_line_error():
         {'min_bytes': 1024, 'max_bytes': 1024}
 
 
+def test_a_relation_to_no_knob_is_the_checks_own_error():
+    with pytest.raises(ValueError, match="knob max_bytes: at_least names no knob of the check, 'min_byte'"):
+        knob_values({'max_bytes': Knob(1, at_least='min_byte')}, {}, {}, 'c')
+
+
 def test_the_interconnect_sweep_declares_its_sizes_in_order():
     check = ast.parse(pathlib.Path(REPO, 'checks/interconnect.py').read_text())
     assert any(isinstance(node, ast.keyword) and node.arg == 'at_least' and node.value.value == 'min_bytes'

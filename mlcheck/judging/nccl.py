@@ -4,8 +4,9 @@ far the set-up of a communicator got before a run broke off.
 The wordings of the network plugin and of NCCL's fallback change between versions; the site
 declares them (mlcheck.site.NetPlugin). Every communicator a rank creates ends its network
 set-up with `Using network <name>` (AWS Libfabric, Libfabric, OFI, Socket, IB): that line is what
-the rank really used, whatever the plugin printed before it. NCCL's fallback wording explains a
-rank only where none of its communicators used a network other than NCCL's sockets.
+the rank really used, whatever the plugin printed before it. NCCL's fallback wording explains only
+a rank that ended on another network than expected (where the site expects none: a rank none of
+whose communicators used anything but NCCL's sockets).
 """
 
 import re
