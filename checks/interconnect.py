@@ -29,7 +29,7 @@ class InterconnectCheck(DistributedTrainingCheck):
     knobs = {
         'min_bytes': Knob(8, 'smallest message of the sweep, and the one whose all_reduce time is '
                              'the latency (bytes)', minimum=1),
-        'max_bytes': Knob(1 << 30, 'largest message of the sweep (bytes)', minimum=1),
+        'max_bytes': Knob(1 << 30, 'largest message of the sweep (bytes)', minimum=1, at_least='min_bytes'),
         'factor': Knob(4, 'size step of the sweep', minimum=2),
         'p2p_bytes': Knob(1 << 28, 'message of the node-pair exchange (bytes)', minimum=1),
         'max_iters': Knob(100, 'timed iterations per size at most (large sizes get fewer: about '
@@ -41,8 +41,8 @@ class InterconnectCheck(DistributedTrainingCheck):
                                   'busbw across nodes)', minimum=0),
         'node_limit': Knob(0.0, "GB/s between the GPUs of one node (the reference of busbw on "
                                 'one node)', minimum=0),
-        'slow_pair_fraction': Knob(0.5, 'a node pair below this fraction of the median pair '
-                                        'fails, naming both nodes', minimum=0, below=1),
+        'slow_pair_fraction': Knob(0.5, 'a node pair (or every pair of one node) below this fraction '
+                                        'of the others fails, naming the nodes', minimum=0, below=1),
         # every timed block lasts 1/(1-slowdown) times as long: a known loss, to show what the
         # performance history flags
         'slowdown': Knob(0.0, 'fraction of bandwidth given up on purpose', minimum=0, below=1),

@@ -77,6 +77,14 @@ site_configuration = {
                         'used_pattern': r'NET/OFI (?:Using|Initializing) aws-ofi-[rn]ccl',
                         'provider_pattern': r'NET/OFI Selected [Pp]rovider is (?P<provider>[^\s,(]+)',
                         'provider': 'cxi',
+                        # each communicator's last word, "Using network <name>": "Libfabric" from
+                        # aws-ofi-nccl after 1.11.0, "AWS Libfabric" or "OFI" where NCCL_NET names
+                        # it so (aws-ofi-nccl, src/nccl_ofi_interface_nvidia.cpp); never Socket
+                        'network': r'(?:AWS )?Libfabric|OFI',
+                        # From 2 nodes on (docs/interconnect.md). OLCF's PyTorch guide, "RCCL Network
+                        # Plugin": on Frontier "the network is not configured for single node jobs
+                        # and the plugin will not initialize" (it sets NCCL_NET=Socket on one node).
+                        'from_nodes': 2,
                     },
                 },
             },

@@ -108,15 +108,21 @@ site_configuration = {
                         # "Selected provider is cxi, fabric is cxi (found 4 nics)"
                         'provider_pattern': r'NET/OFI Selected [Pp]rovider is (?P<provider>[^\s,(]+)',
                         'provider': 'cxi',
-                        # each communicator's last word: "Using network AWS Libfabric" (newer
-                        # plugins: "Libfabric"); never Socket or IB on Slingshot
+                        # each communicator's last word: "Using network AWS Libfabric"; aws-ofi-nccl
+                        # after 1.11.0 "Libfabric", and "AWS Libfabric" or "OFI" where NCCL_NET
+                        # names it so (src/nccl_ofi_interface_nvidia.cpp of
+                        # github.com/aws/aws-ofi-nccl); never Socket or IB on Slingshot
                         'network_pattern': r'NCCL INFO Using network (?P<network>.*\S)',
-                        'network': r'(?:AWS )?Libfabric',
+                        'network': r'(?:AWS )?Libfabric|OFI',
                         # NCCL without the plugin: before 2.27 "No plugin found (libnccl-net.so),
                         # using internal implementation" or "Could not find: libnccl-net.so.
                         # Using internal network plugin."; since 2.27 "Could not find: libnccl-net.so."
                         'fallback_pattern': r'No plugin found \(libnccl-net\.so\), using internal implementation'
                                             r'|Could not find: libnccl-net\.so\.?(?: Using internal network plugin\.)?',
+                        # From 2 nodes on (docs/interconnect.md): Slurm on Slingshot gives a
+                        # single-node step no VNI by default; LUMI's documentation says nothing of
+                        # one node.
+                        'from_nodes': 2,
                     },
                 },
             },

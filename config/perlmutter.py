@@ -74,6 +74,14 @@ site_configuration = {
                         'used_pattern': r'NET/OFI (?:Using|Initializing) aws-ofi-nccl',
                         'provider_pattern': r'NET/OFI Selected [Pp]rovider is (?P<provider>[^\s,(]+)',
                         'provider': 'cxi',
+                        # each communicator's last word, "Using network <name>": "Libfabric" from
+                        # aws-ofi-nccl after 1.11.0, "AWS Libfabric" or "OFI" where NCCL_NET names
+                        # it so (aws-ofi-nccl, src/nccl_ofi_interface_nvidia.cpp); never Socket
+                        'network': r'(?:AWS )?Libfabric|OFI',
+                        # From 2 nodes on (docs/interconnect.md): Slurm on Slingshot gives a
+                        # single-node step no VNI by default; NERSC's pages found say nothing of
+                        # one node.
+                        'from_nodes': 2,
                     },
                 },
             },

@@ -4,8 +4,11 @@ overrides with -S, all checked when the test is set up, before any job is submit
 ReFrame converts a -S value while it loads the checks, so `-S epochs=abc` on an `int` variable
 ends the session with a traceback. A knob's variable therefore takes any text; the Knob parses it
 at setup into the default's type and reports a bad value in one line, naming what it accepts.
+A knob may also name another it must not be below (`at_least`): both are checked together, once
+every knob has its value, so `-S min_bytes=4096 -S max_bytes=1024` fails at setup, not in the job.
 """
 
+import math
 from dataclasses import dataclass
 
 from reframe.core.builtins import variable
@@ -28,6 +31,7 @@ class Knob:
     minimum: float = None
     maximum: float = None
     below: float = None             # values must be smaller than this
+    at_least: str = None            # the name of a knob of the same check this one is never below
 
     @property
     def kind(self):
@@ -49,7 +53,8 @@ class Knob:
             parsed = self._convert(value, from_text)
         except ValueError:
             parsed = None
-        if parsed is None or (self.choices and parsed not in self.choices) or \
+        if parsed is None or (isinstance(parsed, float) and not math.isfinite(parsed)) or \
+                (self.choices and parsed not in self.choices) or \
                 (self.minimum is not None and parsed < self.minimum) or \
                 (self.maximum is not None and parsed > self.maximum) or \
                 (self.below is not None and parsed >= self.below):
@@ -77,12 +82,22 @@ def knob_values(knobs, given, configured, where_configured):
     if unknown:
         raise ConfigError(f'{where_configured}: unknown key(s) {", ".join(unknown)}; '
                           f'allowed: {", ".join(sorted(knobs))}')
-    values = {}
+    values, where = {}, {}
     for name, knob in knobs.items():
         if given.get(name) is not None:
-            values[name] = knob.parse(given[name], f'-S {name}', from_text=True)
+            where[name] = f'-S {name}'
+            values[name] = knob.parse(given[name], where[name], from_text=True)
         elif name in configured:
-            values[name] = knob.parse(configured[name], f'{where_configured}.{name}')
+            where[name] = f'{where_configured}.{name}'
+            values[name] = knob.parse(configured[name], where[name])
         else:
+            where[name] = f'{name} (default)'
             values[name] = knob.default
+    for name, knob in knobs.items():
+        low = knob.at_least
+        if low is not None and low not in values:
+            raise ValueError(f'knob {name}: at_least names no knob of the check, {low!r}')
+        if low is not None and values[name] < values[low]:
+            raise ConfigError(f'{where[name]}={values[name]!r} is below {where[low]}={values[low]!r}: '
+                              f'expected {name} >= {low}')
     return values

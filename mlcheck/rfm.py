@@ -101,7 +101,7 @@ class DistributedTrainingCheck(rfm.RunOnlyRegressionTest):
     #: A failure to inject, to see how it is reported (-S fault=crash:1:2; docs/faults.md).
     fault = variable(str, value='')
 
-    #: A rank training alone below this fraction of the median rank fails the check (a knob
+    #: A rank training alone below this fraction of the ranks' upper quartile fails the check (a knob
     #: whose default is the partition's extras.mlcheck.slow_rank_fraction: partition_knobs()).
     slow_rank_fraction = knob_variable()
     #: Fraction of throughput rank `throttle_rank` gives up on purpose (knobs, below), in the
@@ -240,8 +240,8 @@ class DistributedTrainingCheck(rfm.RunOnlyRegressionTest):
     def partition_knobs(self):
         """Knobs whose default is a setting of the whole partition (extras.mlcheck), not a constant."""
         return {'slow_rank_fraction': Knob(self.settings.slow_rank_fraction,
-                                           "a rank training alone below this fraction of the median "
-                                           "rank's speed fails (0: off)", minimum=0, maximum=1)}
+                                           "a rank training alone below this fraction of the ranks' "
+                                           "upper quartile fails (0: off)", minimum=0, maximum=1)}
 
     def check_dataset(self, path, source):
         """Raise a ConfigError if the dataset in `path` (configured in `source`) is unusable,

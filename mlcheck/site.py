@@ -50,6 +50,10 @@ class NetPlugin:
     # the network each communicator finally used, in group 'network'
     network_pattern: str = r'NCCL INFO Using network (?P<network>.*\S)'
     network: str = None       # a regular expression the used network's name must match in full
+    # From this many nodes on the ranks must use the plugin. On fewer, NCCL sends nothing over
+    # the network (one node: its GPUs' own links) and the plugin may not initialise at all:
+    # see the site configs (config/frontier.py) for why.
+    from_nodes: int = 2
 
     @classmethod
     def from_config(cls, entry, where):
@@ -116,7 +120,7 @@ class PartitionSettings:
     checks: dict = field(default_factory=dict)   # check name -> {variable: value}
     binding: str = 'by_gpu'        # how tasks meet GPUs: topology.BINDING_STYLES
     gpu_task_sharing: bool = False # --gres-flags=allow-task-sharing with --gpu-bind (Slurm >= 23.11)
-    slow_rank_fraction: float = 0.8   # a rank training alone below this of the median fails
+    slow_rank_fraction: float = 0.8   # a rank alone below this of the ranks' upper quartile fails
 
     KEYS = site_schema.keys()
 

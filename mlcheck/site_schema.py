@@ -68,6 +68,13 @@ EDF = {
                    "e.g. `com.hooks.aws_ofi_nccl.enabled`); an image entry's `env_vars` join `env`",
 }
 
+# The checks' `checks_key`s (checks/*.py): the keys of extras.mlcheck.checks, so that a mistyped
+# one (`cifar-100`) is an error, not a check silently run with its defaults. Listed here, not read
+# from the checks, because the config is loaded before (and without) the ReFrame checks;
+# tests/test_site_schema.py ties the list to the checks.
+CHECK_KEYS = ('cifar100', 'interconnect', 'mnist')
+KNOB_VALUES = {'type': 'object', 'additionalProperties': {'type': ['string', 'integer', 'number', 'boolean']}}
+
 SCHEMA = {
     '$schema': 'https://json-schema.org/draft/2020-12/schema',
     'type': 'object',
@@ -91,8 +98,8 @@ SCHEMA = {
                            "NCCL/RCCL still reaches the node's other GPUs"},
         'slow_rank_fraction': {
             'type': 'number', 'minimum': 0, 'maximum': 1, 'default': 0.8,
-            'description': "a rank training alone below this fraction of the median rank fails the "
-                           'check (0: off); `-S slow_rank_fraction=` for one run (docs/per-rank.md)'},
+            'description': "a rank training alone below this fraction of the ranks' upper quartile "
+                           'fails the check (0: off); `-S slow_rank_fraction=` for one run (docs/per-rank.md)'},
         'node_counts': {
             'type': 'array', 'items': {'type': 'integer', 'minimum': 1}, 'minItems': 1, 'default': [1],
             'description': 'node counts to test'},
@@ -140,21 +147,23 @@ SCHEMA = {
             'type': 'object',
             'required': ['used_pattern', 'provider_pattern', 'provider'],
             'additionalProperties': False,
-            'properties': {name: {'type': 'string'} for name in
-                           ('used_pattern', 'provider_pattern', 'provider', 'fallback_pattern',
-                            'network_pattern', 'network')},
+            'properties': {**{name: {'type': 'string'} for name in
+                              ('used_pattern', 'provider_pattern', 'provider', 'fallback_pattern',
+                               'network_pattern', 'network')},
+                           'from_nodes': {'type': 'integer', 'minimum': 1}},
             'description': 'how NCCL/RCCL shows its network plugin: `used_pattern`, `provider_pattern` '
                            '(group `provider`), `provider`, optional `fallback_pattern`, '
                            '`network_pattern` (group `network`) and `network`, the network every '
-                           'communicator must end on'},
+                           'communicator must end on; `from_nodes` (2), the node count from which '
+                           'the plugin must be in use (docs/interconnect.md)'},
         'checks': {
             'type': 'object',
-            'additionalProperties': {
-                'type': 'object',
-                'additionalProperties': {'type': ['string', 'integer', 'number', 'boolean']}},
+            'properties': {key: KNOB_VALUES for key in CHECK_KEYS},
+            'additionalProperties': False,
             'default': {},
-            'description': "per-check knobs, e.g. `cifar100`: `{'model': 'resnet152', 'epochs': 3}` "
-                           '(the `knobs` of `checks/*.py`, each also settable with `-S`)'},
+            'description': 'per-check knobs under ' + ', '.join(f'`{key}`' for key in CHECK_KEYS)
+                           + ", e.g. `cifar100`: `{'model': 'resnet152', 'epochs': 3}` (the `knobs` of "
+                           '`checks/*.py`, each also settable with `-S`)'},
     },
 }
 

@@ -142,3 +142,21 @@ def test_bad_knob_values_fail_at_setup_in_one_line_each(tmp_path):
         'InterconnectCheck': ('setup', "config error: -S slow_rank_fraction='abc': expected a number "
                                        ">= 0 and <= 1"),
     }
+
+
+def test_knobs_out_of_order_or_not_finite_fail_at_setup(tmp_path):
+    """-S slow_rank_fraction=nan turned the slow-rank rule off; -S min_bytes above max_bytes
+    passed setup and failed in the job."""
+    done = run_reframe('simulated', tmp_path / 'rfm', '--dry-run', '-P', 'image=host', '-P', 'num_nodes=1',
+                       '-n', 'MNISTDistributedCheck|InterconnectCheck',
+                       '-S', 'MNISTDistributedCheck.slow_rank_fraction=nan',
+                       '-S', 'InterconnectCheck.min_bytes=4096', '-S', 'InterconnectCheck.max_bytes=1024')
+    assert done.returncode != 0 and 'Traceback' not in done.stdout + done.stderr
+    failures = {case['name'].split()[0]: (case['fail_phase'], case['fail_reason'])
+                for case in report_cases(tmp_path / 'rfm')}
+    assert failures == {
+        'MNISTDistributedCheck': ('setup', "config error: -S slow_rank_fraction='nan': expected a number "
+                                           ">= 0 and <= 1"),
+        'InterconnectCheck': ('setup', 'config error: -S max_bytes=1024 is below -S min_bytes=4096: '
+                                       'expected max_bytes >= min_bytes'),
+    }

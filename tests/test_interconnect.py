@@ -134,6 +134,34 @@ def test_slow_pair_fails_naming_both_nodes(sim):
         'node pair nid002 <-> nid003: 0.3 GB/s, below 50% of the median pair (1.71 GB/s)']
 
 
+def with_pair_speeds(text, speeds):
+    """`text` with each node pair's GB/s set from {(node, node): GB/s}."""
+    for (a, b), speed in speeds.items():
+        text = re.sub(r'"GBps": [\d.]+(, "bytes": \d+, "event": "pair", "iters": \d+, "nodes": '
+                      rf'\["{a}", "{b}"\])', rf'"GBps": {speed}\1', text)
+    return text
+
+
+def test_a_slow_node_of_three_is_named(sim):
+    """Issue 18 item 11: both pairs of nid003 at 0.3 GB/s made the median pair one of its own,
+    and nothing was named."""
+    text = with_pair_speeds(saved(3), {('nid002', 'nid003'): 0.3, ('nid003', 'nid001'): 0.3,
+                                       ('nid001', 'nid002'): 2.59})
+    assert judged(sim, text, nodes=3) == [
+        'node nid003 is slow: every pair with it is below 50% of the upper-quartile pair without it '
+        '(2.59 GB/s): nid002 <-> nid003 0.3 GB/s, nid003 <-> nid001 0.3 GB/s']
+
+
+def test_two_neighbouring_slow_nodes_of_four_are_named():
+    """Issue 18 item 11 at 4 nodes: nid002 and nid003 slow make 3 of the 4 ring pairs slow."""
+    speeds = {('nid001', 'nid002'): 0.3, ('nid002', 'nid003'): 0.3, ('nid003', 'nid004'): 0.3,
+              ('nid004', 'nid001'): 2.5}
+    pairs = [{'event': 'pair', 'nodes': list(nodes), 'GBps': gbps} for nodes, gbps in speeds.items()]
+    run = output.parse(''.join(f'0: MLCHECK {json.dumps(p)}\n' for p in pairs))
+    assert [line.split(':')[0] for line in interconnect.slow_pairs(run, 0.5)] == [
+        'node nid002 is slow', 'node nid003 is slow']
+
+
 def test_no_result_fails(sim):
     text = re.sub(r'^0: MLCHECK .*"event": "result".*\n', '', saved(2), flags=re.M)
     assert judged(sim, text) == ['no result line with the bus bandwidth (rank 0 did not report)']

@@ -39,6 +39,13 @@ def test_good_values_take_the_knobs_type(knob, given, value):
     (MODEL, 18, '-S x=18: expected one of resnet18, resnet152'),
     (AMP, 'maybe', "-S x='maybe': expected true or false"),
     (AMP, 1, '-S x=1: expected true or false'),
+    # not a number, or no finite one: `nan` passed every bound, and -S slow_rank_fraction=nan
+    # turned the rule off
+    (FRACTION, 'nan', "-S x='nan': expected a number >= 0 and <= 1"),
+    (THROTTLE, 'NaN', "-S x='NaN': expected a number >= 0 and < 1"),
+    (Knob(30.0, minimum=0), 'inf', "-S x='inf': expected a number >= 0"),
+    (Knob(30.0), '-inf', "-S x='-inf': expected a number"),
+    (Knob(30.0), float('nan'), '-S x=nan: expected a number'),
 ])
 def test_bad_values_are_one_line_errors_saying_what_is_accepted(knob, given, message):
     with pytest.raises(ConfigError) as err:
@@ -59,6 +66,34 @@ def test_configured_values_are_named_by_their_key():
     with pytest.raises(ConfigError, match='^partition p extras.mlcheck.checks.c: unknown key.s. epoch; '
                                           'allowed: epochs$'):
         knob_values({'epochs': EPOCHS}, {}, {'epoch': 3}, 'partition p extras.mlcheck.checks.c')
+
+
+SIZES = {'min_bytes': Knob(8, minimum=1), 'max_bytes': Knob(1 << 30, minimum=1, at_least='min_bytes')}
+
+
+def test_a_knob_below_the_one_it_must_not_be_below_is_a_one_line_error():
+    with pytest.raises(ConfigError) as err:
+        knob_values(SIZES, {'min_bytes': '4096', 'max_bytes': '1024'}, {}, 'c')
+    assert str(err.value) == "-S max_bytes=1024 is below -S min_bytes=4096: expected max_bytes >= min_bytes"
+    with pytest.raises(ConfigError) as err:
+        knob_values(SIZES, {'min_bytes': str(1 << 31)}, {}, 'c')
+    assert str(err.value) == (f'max_bytes (default)={1 << 30} is below -S min_bytes={1 << 31}: '
+                              f'expected max_bytes >= min_bytes')
+    with pytest.raises(ConfigError, match=r'^c.max_bytes=16 is below -S min_bytes=32: '):
+        knob_values(SIZES, {'min_bytes': '32'}, {'max_bytes': 16}, 'c')
+    assert knob_values(SIZES, {'min_bytes': '1024', 'max_bytes': '1024'}, {}, 'c') == \
+        {'min_bytes': 1024, 'max_bytes': 1024}
+
+
+def test_a_relation_to_no_knob_is_the_checks_own_error():
+    with pytest.raises(ValueError, match="knob max_bytes: at_least names no knob of the check, 'min_byte'"):
+        knob_values({'max_bytes': Knob(1, at_least='min_byte')}, {}, {}, 'c')
+
+
+def test_the_interconnect_sweep_declares_its_sizes_in_order():
+    check = ast.parse(pathlib.Path(REPO, 'checks/interconnect.py').read_text())
+    assert any(isinstance(node, ast.keyword) and node.arg == 'at_least' and node.value.value == 'min_bytes'
+               for node in ast.walk(check))
 
 
 def test_cifar_model_choices_are_the_training_scripts():

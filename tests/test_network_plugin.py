@@ -5,15 +5,17 @@ on "AWS Libfabric"). Each case rewrites rank 5's lines, or every rank's, into an
 wording; the patterns are LUMI's, from config/lumi.py.
 """
 
+import dataclasses
 import re
 
 import pytest
 
-from mlcheck.judging import output, sanity
+from conftest import settings_of
+from mlcheck.judging import nccl, output, sanity
 from mlcheck.placement.launch import Layout
 from test_sanity import lumi_problems, lumi_text
 
-NETWORK = "'(?:AWS )?Libfabric'"
+NETWORK = "'(?:AWS )?Libfabric|OFI'"
 
 
 def rank5(text, old, new):
@@ -44,7 +46,7 @@ def with_plugin(name, network='AWS Libfabric'):
 
 
 @pytest.mark.parametrize('plugin', PLUGIN_WORDINGS)
-@pytest.mark.parametrize('network', ['AWS Libfabric', 'Libfabric'])
+@pytest.mark.parametrize('network', ['AWS Libfabric', 'Libfabric', 'OFI'])   # OFI: NCCL_NET=OFI (OLCF)
 def test_each_plugin_wording_on_the_fabric_passes(lumi, plugin, network):
     assert lumi_problems(lumi, with_plugin(plugin, network)) == []
 
@@ -121,13 +123,62 @@ def test_hang_after_connected_all_rings_is_said_per_rank(lumi):
         "NCCL set-up of ranks 0-7 reached 'Connected all trees' but never 'Init COMPLETE'"]
 
 
-def test_where_the_partition_names_no_network_the_fallback_wording_alone_names_the_rank(lumi):
-    """Without an expected network, NCCL's fallback words are read on every rank, also where
-    the network lines look fine."""
-    import dataclasses
+def without_network(settings):
+    """`settings` as a partition that names no expected network (as Frontier and Perlmutter did)."""
+    return dataclasses.replace(settings, net_plugin=dataclasses.replace(settings.net_plugin, network=None))
+
+
+def test_where_the_partition_names_no_network_a_fallback_line_alone_does_not_fail_a_rank(lumi):
+    """Issue 18 item 6: without an expected network the fallback wording failed a rank that went
+    on to load the plugin and use the fabric; its `Using network` lines decide, as with LUMI's."""
+    text = rank5(lumi_text(), 'NET/OFI Using aws-ofi-rccl 1.4.0',
+                 'NET/Plugin: Could not find: libnccl-net.so.\n'
+                 ' 5: nid005001:48085:48085 [0] NCCL INFO NET/OFI Using aws-ofi-rccl 1.4.0')
+    assert lumi_problems(without_network(lumi), text) == []
+    # the plugin never loaded: named, but the rank's communicators used the fabric regardless
     text = rank5(lumi_text(), 'NET/OFI Using aws-ofi-rccl 1.4.0', 'NET/Plugin: Could not find: libnccl-net.so.')
-    expect = sanity.Expectations.for_run(lumi, Layout.for_nodes(lumi.topology, 2), min_accuracy=0.9)
-    expect = dataclasses.replace(expect, net_plugin=dataclasses.replace(lumi.net_plugin, network=None))
-    assert sanity.problems(output.parse(text), expect) == [
+    assert lumi_problems(without_network(lumi), text) == [
+        f'network plugin not loaded on rank 5 (no line matches {lumi.net_plugin.used_pattern!r})']
+
+
+def test_where_the_partition_names_no_network_a_rank_on_sockets_is_said_to_have_fallen_back(lumi):
+    text = rank5(lumi_text(), 'NET/OFI Using aws-ofi-rccl 1.4.0', 'NET/Plugin: Could not find: libnccl-net.so.')
+    text = rank5(text, 'Using network AWS Libfabric', 'Using network Socket')
+    assert lumi_problems(without_network(lumi), text) == [
         f'network plugin not loaded on rank 5 (no line matches {lumi.net_plugin.used_pattern!r})',
         "NCCL fell back to its internal network on rank 5 ('Could not find: libnccl-net.so.')"]
+
+
+@pytest.mark.parametrize('site, partition', [('frontier', 'frontier:batch'), ('perlmutter', 'perlmutter:gpu')])
+def test_frontier_and_perlmutter_pass_a_rank_that_looked_for_a_plugin_first(site, partition):
+    """The broken case of issue 18 item 6 against the sites' own net_plugin settings: rank 5
+    printed NCCL's fallback line, then loaded aws-ofi-rccl, selected cxi and used the fabric."""
+    plugin = settings_of(site, partition).net_plugin
+    text = with_plugin('aws-ofi-nccl 1.15', 'Libfabric')
+    text = rank5(text, 'NET/OFI Initializing aws-ofi-nccl 1.15.0',
+                 'NET/Plugin: Could not find: libnccl-net.so.\n'
+                 ' 5: nid005001:48085:48085 [0] NCCL INFO NET/OFI Initializing aws-ofi-nccl 1.15.0')
+    lines = output.parse(text).lines
+    assert nccl.network_problems(lambda rank: lines.get(rank, []), 16, plugin) == []
+    # and a rank that ended on sockets fails, with NCCL's words for it
+    text = rank5(text, 'Using network Libfabric', 'Using network Socket')
+    lines = output.parse(text).lines
+    assert nccl.network_problems(lambda rank: lines.get(rank, []), 16, plugin) == [
+        f"communicators of rank 5 used network Socket, expected {plugin.network!r}",
+        "NCCL fell back to its internal network on rank 5 ('Could not find: libnccl-net.so.')"]
+
+
+@pytest.mark.parametrize('site, partition', [('lumi', 'lumi:standard-g'), ('frontier', 'frontier:batch'),
+                                             ('perlmutter', 'perlmutter:gpu')])
+def test_one_node_on_nccls_sockets_passes_where_the_plugin_is_needed_from_two(site, partition):
+    """OLCF: on one Frontier node "the plugin will not initialize", and NCCL sends nothing over
+    the network there. The same lines on two nodes fail."""
+    settings = settings_of(site, partition)
+    text = re.sub(r'^.*NET/OFI.*\n', '', lumi_text(), flags=re.M)
+    text = everywhere(text, 'Using network AWS Libfabric', 'Using network Socket')
+    run = output.parse(text)
+    assert settings.net_plugin.from_nodes == 2
+    one = sanity.Expectations.for_run(settings, Layout.for_nodes(settings.topology, 1))
+    assert sanity.network_plugin(run, one) == []
+    two = dataclasses.replace(one, num_nodes=2)
+    assert sanity.network_plugin(run, two)[0].startswith('network plugin not loaded on ranks 0-')

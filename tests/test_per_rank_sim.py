@@ -15,9 +15,11 @@ def test_a_throttled_rank_is_named_with_its_node(cluster, tmp_path):
     assert done.returncode != 0
     # rank 3 is local rank 1 of the second node. It gives up 3/4 of its time, but its core-mate
     # (rank 1: the two "nodes" share two cores) runs faster meanwhile, so it ends nearer the
-    # median than 1/4; throttle=0.5 ended at 0.69 (docs/per-rank.md), too near the limit of 0.8
+    # upper quartile than 1/4; throttle=0.5 ended at 0.69 of the median (docs/per-rank.md), too
+    # near the limit of 0.8
     assert re.search(r'sanity error: .*rank 3 on nid002 \(local rank 1\) trained alone at 0\.[0-7]\d '
-                     r'of the median rank: [\d.]+ samples/s, median [\d.]+ \(limit [\d.]+\)', done.stdout), \
+                     r'of the upper-quartile rank: [\d.]+ samples/s, upper quartile [\d.]+ \(limit [\d.]+\)',
+                     done.stdout), \
         done.stdout[-3000:]
     assert not re.search(r'rank [012] on', done.stdout)
     [case] = report_cases(tmp_path, 'MNISTDistributedCheck')

@@ -91,14 +91,14 @@ def test_plugin_not_loaded_socket_fallback_fails(lumi):
                        for r in range(16))
     found = lumi_problems(lumi, text + fallback)
     assert any('network plugin not loaded on ranks 0-15' in p for p in found)
-    assert "communicators of ranks 0-15 used network Socket, expected '(?:AWS )?Libfabric'" in found
+    assert "communicators of ranks 0-15 used network Socket, expected '(?:AWS )?Libfabric|OFI'" in found
 
 
 def test_socket_network_fails_even_if_plugin_lines_appear(lumi):
     """Rank 5 loaded the plugin and chose cxi, yet its communicator ended on sockets."""
     text = re.sub(r'^( 5: .*NCCL INFO Using network) AWS Libfabric$', r'\1 Socket', lumi_text(), flags=re.M)
     assert lumi_problems(lumi, text) == [
-        "communicators of rank 5 used network Socket, expected '(?:AWS )?Libfabric'"]
+        "communicators of rank 5 used network Socket, expected '(?:AWS )?Libfabric|OFI'"]
 
 
 def test_plugin_missing_on_one_rank_fails(lumi):

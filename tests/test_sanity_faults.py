@@ -48,6 +48,25 @@ def test_crash_without_a_traceback_is_named_from_srun(sim):
         'rank 1 on nid001 failed: Segmentation fault (core dumped) (srun)']
 
 
+@pytest.mark.parametrize('exception', ['StopIteration',
+                                       'torch._dynamo.exc.Unsupported: call_function in skip_files'])
+def test_an_exception_of_any_name_is_named_by_the_last_line_of_its_traceback(sim, exception):
+    """Issue 18 item 8: an exception whose name does not end in Error or Exception was not
+    recognised; the run was judged as if complete ('did not finish', 'no solo line')."""
+    stdout, stderr = saved('crash')
+    stderr = stderr.replace('[rank1]: RuntimeError: injected fault: rank 1 crashed in epoch 2',
+                            f'[rank1]: {exception}')
+    assert problems(sim, stdout, stderr) == [f'rank 1 on nid001 failed: {exception}']
+    # alone: every rank ended with it, and nothing else was said
+    stderr = ''.join(f'{r}: [rank{r}]: Traceback (most recent call last):\n'
+                     f'{r}: [rank{r}]:   File "train.py", line 9, in <module>\n'
+                     f'{r}: [rank{r}]:     next(batches)\n{r}: [rank{r}]: {exception}\n' for r in range(4))
+    stderr += 'srun: error: nid001: tasks 0-1: Exited with exit code 1\n'
+    stderr += 'srun: error: nid002: tasks 2-3: Exited with exit code 1\n'
+    assert problems(sim, without(stdout, r'"event": "done"'), stderr) == [
+        f'ranks 0-3 on nid001, nid002 failed: {exception}']
+
+
 def test_the_same_error_on_every_rank_is_one_line(sim):
     """E.g. a corrupt dataset that every rank fails to read."""
     stdout, stderr = saved('crash')

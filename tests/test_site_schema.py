@@ -1,6 +1,7 @@
 """The schema of extras.mlcheck: every key's wrong type and a typo'd key are one-line errors naming
 the partition and the key; docs/sites.md's key table is the one generated from the schema."""
 
+import ast
 import copy
 import dataclasses
 import pathlib
@@ -56,11 +57,23 @@ def test_each_topology_key_with_a_wrong_type_names_it(key):
     ('images', lambda m: m.update(images=[{'path': '/a.sif', 'env': {}}]), 'extras.mlcheck.images[0]: unknown key(s) env;'),
     ('checks', lambda m: m['checks'].update(cifar100={'epochs': [3]}), 'extras.mlcheck.checks.cifar100.epochs: expected '),
     ('max_nodes', lambda m: m.update(max_nodes=True), "extras.mlcheck.max_nodes: expected int, got bool True"),
+    # a mistyped check ran that check with its defaults (issue 18 item 7)
+    ('checks', lambda m: m['checks'].update({'cifar-100': {'model': 'resnet50'}}),
+     'extras.mlcheck.checks: unknown key(s) cifar-100; allowed: cifar100, interconnect, mnist'),
+    ('checks', lambda m: m['checks'].update(interconect=m['checks'].pop('interconnect')),
+     'extras.mlcheck.checks: unknown key(s) interconect; allowed: cifar100, interconnect, mnist'),
 ])
 def test_typos_and_nested_values_name_their_key(where, change, message):
     mlcheck = lumi_mlcheck()
     change(mlcheck)
     assert message in error_for(mlcheck)
+
+
+def test_the_check_keys_are_the_checks_checks_keys():
+    declared = {node.value.value for path in pathlib.Path(REPO, 'checks').glob('*.py')
+                for node in ast.walk(ast.parse(path.read_text()))
+                if isinstance(node, ast.Assign) and getattr(node.targets[0], 'id', None) == 'checks_key'}
+    assert declared == set(site_schema.CHECK_KEYS)
 
 
 def test_the_key_table_is_the_one_generated_from_the_schema():

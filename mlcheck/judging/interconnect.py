@@ -1,12 +1,13 @@
 """Judging the interconnect program's output (src/pytorch/comm/collectives.py): the values every
-rank checked, the result line, and node pairs far slower than the others.
+rank checked, the result line, and nodes or node pairs far slower than the others.
 
 Plain functions over a parsed run (mlcheck.judging.output.RunOutput) that return one-line problems.
 """
 
 import statistics
 
-from mlcheck.judging.sanity import nodes_of_ranks, rank_list
+from mlcheck.judging.ranks import nodes_of_ranks, rank_list
+from mlcheck.perf.ranks import upper_quartile
 
 
 def problems(run, world_size, slow_pair_fraction):
@@ -48,14 +49,38 @@ def result_reported(run):
 
 
 def slow_pairs(run, fraction):
-    """Node pairs below `fraction` of the median pair: the slow link, named by both nodes."""
+    """Nodes whose every pair is slow, then the other node pairs below `fraction` of the median
+    pair: the slow link, named by both nodes. See slow_nodes() for why nodes come first."""
     pairs = run.events('pair')
     if len(pairs) < 2:
         return []
+    found, named = slow_nodes(pairs, fraction)
     median = statistics.median(p['GBps'] for p in pairs)
-    return [f'node pair {a} <-> {b}: {p["GBps"]:.3g} GB/s, below {fraction:.0%} of the median '
-            f'pair ({median:.3g} GB/s)'
-            for p in pairs for a, b in [p['nodes']] if p['GBps'] < fraction * median]
+    return found + [f'node pair {a} <-> {b}: {p["GBps"]:.3g} GB/s, below {fraction:.0%} of the median '
+                    f'pair ({median:.3g} GB/s)'
+                    for p in pairs for a, b in [p['nodes']]
+                    if p['GBps'] < fraction * median and not named & {a, b}]
+
+
+def slow_nodes(pairs, fraction):
+    """One line per node whose every pair is below `fraction` of the upper quartile of the pairs
+    without it, and the set of those nodes. A slow node slows all of its pairs: at 3 nodes two of
+    the three, so the median pair is its own and the pair rule sees nothing; the pairs without
+    it are the other nodes' links."""
+    found, named = [], set()
+    for node in sorted({n for p in pairs for n in p['nodes']}):
+        own = [p for p in pairs if node in p['nodes']]
+        others = [p['GBps'] for p in pairs if node not in p['nodes']]
+        if not others:
+            continue
+        reference = upper_quartile(others)
+        if all(p['GBps'] < fraction * reference for p in own):
+            named.add(node)
+            found.append(f'node {node} is slow: every pair with it is below {fraction:.0%} of the '
+                         f'upper-quartile pair without it ({reference:.3g} GB/s): '
+                         + ', '.join(f'{a} <-> {b} {p["GBps"]:.3g} GB/s'
+                                     for p in own for a, b in [p['nodes']]))
+    return found, named
 
 
 def percent_of(value, limit):

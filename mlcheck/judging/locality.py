@@ -7,7 +7,7 @@ them sits on the wrong cores for this node, whatever the config says. That local
 as the hardware reports it: a NUMA domain (on LUMI-G, two CCDs), not an L3 domain.
 """
 
-from mlcheck.judging import sanity   # its rank_list, at call time (sanity imports this module)
+from mlcheck.judging.ranks import rank_list
 from mlcheck.placement.topology import spans
 
 
@@ -55,6 +55,6 @@ def unread_note(run):
             reasons.setdefault(fact['gpu_locality_unread'], []).append(rank)
     if not reasons:
         return None
-    why = '; '.join(f'{sanity.rank_list(ranks)}: {reason}' for reason, ranks in reasons.items())
+    why = '; '.join(f'{rank_list(ranks)}: {reason}' for reason, ranks in reasons.items())
     return (f'GPU locality could not be read ({why}); CPU placement was checked against the '
             f'configured topology only')

@@ -3,11 +3,15 @@ far the set-up of a communicator got before a run broke off.
 
 The wordings of the network plugin and of NCCL's fallback change between versions; the site
 declares them (mlcheck.site.NetPlugin). Every communicator a rank creates ends its network
-set-up with `Using network <name>` (AWS Libfabric, Libfabric, Socket, IB): that line is what the
-rank really used, whatever the plugin printed before it.
+set-up with `Using network <name>` (AWS Libfabric, Libfabric, OFI, Socket, IB): that line is what
+the rank really used, whatever the plugin printed before it. NCCL's fallback wording explains only
+a rank that ended on another network than expected (where the site expects none: a rank none of
+whose communicators used anything but NCCL's sockets).
 """
 
 import re
+
+from mlcheck.judging.ranks import rank_list
 
 # The steps of a communicator's set-up, in order, as NCCL prints them at NCCL_DEBUG=INFO.
 SETUP_STEPS = [
@@ -17,9 +21,10 @@ SETUP_STEPS = [
     ('Connected all trees', re.compile(r'NCCL INFO Connected all trees')),
     ('Init COMPLETE', re.compile(r'NCCL INFO .*Init COMPLETE')),
 ]
+SOCKETS = 'Socket'   # NCCL's internal network over TCP: what a rank without the plugin ends on
 
 
-def network_problems(lines_of, world_size, plugin, rank_list):
+def network_problems(lines_of, world_size, plugin):
     """One-line problems with the network of ranks 0..world_size-1; `lines_of(rank)` gives a
     rank's output lines, `plugin` is a mlcheck.site.NetPlugin."""
     used, provider, fallback, network = (re.compile(p) if p else None for p in (
@@ -40,16 +45,18 @@ def network_problems(lines_of, world_size, plugin, rank_list):
         providers = {m.group('provider') for m in map(provider.search, lines) if m}
         if providers != {plugin.provider}:
             wrong_provider[rank] = sorted(providers)
+        networks = [m.group('network').strip() for m in map(network.search, lines) if m] if network else []
         if network and expected_network:
-            networks = [m.group('network').strip() for m in map(network.search, lines) if m]
             wrong = sorted({n for n in networks if not expected_network.fullmatch(n)})
             if not networks:
                 no_network.append(rank)
             elif wrong:
                 wrong_network[rank] = wrong
-                if wording := fallback_wording(lines):
-                    fell_back[rank] = wording
-        elif wording := fallback_wording(lines):
+        # a fallback line before the plugin loads is harmless (NCCL may look for a plugin under
+        # several names first): it explains only a rank that ended on another network
+        explains = wrong_network.get(rank) if network and expected_network else \
+            not any(name != SOCKETS for name in networks)
+        if explains and (wording := fallback_wording(lines)):
             fell_back[rank] = wording
 
     found = []
@@ -80,7 +87,7 @@ def group(by_rank):
     return grouped
 
 
-def setup_progress(lines_of, world_size, rank_list):
+def setup_progress(lines_of, world_size):
     """For a run that broke off: the ranks whose last NCCL set-up line is not 'Init COMPLETE',
     grouped by the last step they reached, e.g. "NCCL set-up of ranks 0-7 reached 'Connected all
     rings' but never 'Connected all trees'". Nothing for ranks that printed no set-up line."""

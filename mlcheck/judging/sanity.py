@@ -14,6 +14,7 @@ import re
 from dataclasses import dataclass
 
 from mlcheck.judging import locality, nccl, output
+from mlcheck.judging.ranks import group_by_error, nodes_of_ranks, rank_list, task_statuses
 from mlcheck.perf import ranks as rank_speed
 from mlcheck.placement.topology import mask_to_cores, spans
 
@@ -31,7 +32,7 @@ class Expectations:
     fault: str = ''              # a fault injected on purpose (-S fault=...)
     gpus_of_tasks: tuple = ()    # gpus_of_tasks[local_rank]: the GPU the binding meant for it
     slow_rank_fraction: float = None  # every rank times itself alone, none below this fraction
-                                      # of the median (None: the program has no solo phase)
+                                      # of the upper quartile (None: the program has no solo phase)
 
     @property
     def world_size(self):
@@ -57,8 +58,7 @@ def problems(run, expect):
     found += fault_injected(run, expect)
     why = why_it_broke_off(run, expect)
     if why:
-        return why + nccl.setup_progress(lambda rank: run.lines.get(rank, []), expect.world_size,
-                                         rank_list) + found
+        return why + nccl.setup_progress(lambda rank: run.lines.get(rank, []), expect.world_size) + found
     for rule in (ranks_started_and_finished, rank_placement, cpu_affinity, one_gpu_per_rank,
                  accuracy, epochs_from_every_rank, loss_falls, network_plugin, slow_ranks,
                  locality.cores_local_to_gpu, locality.gpus_given_by_slurm):
@@ -83,7 +83,6 @@ UNREACHABLE = re.compile(r'trying to connect to \((?P<host>[^,()]+), (?P<port>\d
 # srun (on a node that stopped answering) and slurmstepd (when Slurm ends the job) say why
 NODE_FAILURE = re.compile(r'srun: error: Node failure on (?P<node>\S+)')
 CANCELLED = re.compile(r'\*\*\* (?:JOB|STEP) \S+ ON \S+ CANCELLED AT \S+(?: DUE TO (?P<why>[^,*]*[^,* ]))?')
-TASK_STATUS = re.compile(r'^srun: error: (?P<node>[^\s:]+): tasks? (?P<tasks>[\d,-]+): (?P<status>.*)')
 STEP_ENDED = re.compile(r'Terminated|Killed|Exited with exit code')   # the task's error is elsewhere
 QUALIFIED = re.compile(r'^[\w.]+\.(\w+(?:Error|Exception)\b)')   # torch.distributed.DistStoreError
 SOURCE_LOCATION = re.compile(r'\[[^\]\s]+:\d+\] ')   # "[/path/gloo/pair.cc:561] " in gloo's errors
@@ -93,6 +92,10 @@ SOURCE_LOCATION = re.compile(r'\[[^\]\s]+:\d+\] ')   # "[/path/gloo/pair.cc:561]
 SHELL_ERROR = re.compile(r'^(?P<error>[\w./-]+: (?:line )?\d+: \S.*)$')
 SHELL_SCRIPT_ERROR = re.compile(r'^[\w./-]+\.sh: error')
 EXIT_CODE = re.compile(r'^Exited with exit code (?P<code>\d+)')
+# Python's traceback: after its header and indented frames, the first line flush left is the
+# exception, whatever its name (StopIteration, torch._dynamo.exc.Unsupported: ...)
+TRACEBACK = re.compile(r'^(?:\[rank\d+\]: ?)?Traceback \(most recent call last\):')
+TRACEBACK_LINE = re.compile(r'^(?:\[rank\d+\]: ?)?(?P<line>.*)$')
 
 
 def fault_injected(run, expect):
@@ -104,15 +107,36 @@ def fault_injected(run, expect):
 
 
 def rank_error(lines):
-    """The last exception line among a rank's stderr lines, shortened, or None."""
-    for line in reversed(lines):
-        match = ERROR_LINE.match(line.strip()) or SHELL_ERROR.match(line.strip())
+    """The last exception line among a rank's stderr lines, shortened, or None: a line of a known
+    error's form, or the line that ends a traceback."""
+    ends = traceback_ends(lines)
+    for index in reversed(range(len(lines))):
+        line = lines[index].strip()
+        match = ERROR_LINE.match(line) or SHELL_ERROR.match(line)
         if match:
             error = SOURCE_LOCATION.sub('', match.group('error') or match.groupdict().get('watchdog'), count=1)
-            error = QUALIFIED.sub(r'\1', error, count=1)
-            error = RUNTIME_DETAILS.sub('', error)
-            return error if len(error) <= 160 else error[:157] + '...'
+        elif index in ends:
+            error = ends[index]
+        else:
+            continue
+        error = QUALIFIED.sub(r'\1', error, count=1)
+        error = RUNTIME_DETAILS.sub('', error)
+        return error if len(error) <= 160 else error[:157] + '...'
     return None
+
+
+def traceback_ends(lines):
+    """{index: exception} of the lines that end a Python traceback among `lines`."""
+    ends, inside = {}, False
+    for index, line in enumerate(lines):
+        if TRACEBACK.match(line.strip()):
+            inside = True
+            continue
+        text = TRACEBACK_LINE.match(line.rstrip()).group('line')
+        if inside and text and not text[0].isspace():
+            ends[index] = text
+            inside = False
+    return ends
 
 
 def why_it_broke_off(run, expect):
@@ -189,37 +213,6 @@ def with_shell_exit_codes(errors, statuses):
         if code and (SHELL_ERROR.match(error) or SHELL_SCRIPT_ERROR.match(error)):
             coded[rank] = f'{error} (exit code {code.group("code")})'
     return coded
-
-
-def srun_task_lines(run):
-    """(task, node, status) for each task srun reported on (`srun: error: nid002: tasks 2-3: Killed`)."""
-    for line in run.errors.get(None, []):
-        match = TASK_STATUS.match(line)
-        if match:
-            for span in match.group('tasks').split(','):
-                first, _, last = span.partition('-')
-                for task in range(int(first), int(last or first) + 1):
-                    yield task, match.group('node'), match.group('status').strip()
-
-
-def task_statuses(run):
-    return {task: status for task, _, status in srun_task_lines(run)}
-
-
-def nodes_of_ranks(run):
-    """{rank: node} from the ranks' own facts, else from srun's lines about their tasks."""
-    nodes = {task: node for task, node, _ in srun_task_lines(run)}
-    for name in ('rendezvous', 'rank'):
-        nodes.update({f['rank']: f['node'] for f in run.events(name) if 'rank' in f and f.get('node')})
-    return nodes
-
-
-def group_by_error(errors):
-    """{error: [ranks]} from {rank: error}."""
-    grouped = {}
-    for rank, error in sorted(errors.items()):
-        grouped.setdefault(error, []).append(rank)
-    return grouped
 
 
 def ranks_started_and_finished(run, expect):
@@ -333,29 +326,24 @@ def loss_falls(run, expect):
 
 def network_plugin(run, expect):
     """Every rank loaded the plugin, selected the expected provider, and its communicators used
-    the expected network (mlcheck.judging.nccl)."""
-    if expect.net_plugin is None:
+    the expected network (mlcheck.judging.nccl), on as many nodes as the plugin must be in use."""
+    if expect.net_plugin is None or expect.num_nodes < expect.net_plugin.from_nodes:
         return []
     return nccl.network_problems(lambda rank: run.lines.get(rank, []), expect.world_size,
-                                 expect.net_plugin, rank_list)
-
-
-def rank_list(ranks):
-    """'rank 3' or 'ranks 0-3, 6' for messages."""
-    ranks = sorted(ranks)
-    return ('rank ' if len(ranks) == 1 else 'ranks ') + ', '.join(spans(ranks))
+                                 expect.net_plugin)
 
 
 def slow_ranks(run, expect):
     """Every rank reported its solo throughput, and none is below slow_rank_fraction of the
-    median: one line per slow rank, or per node where several of its ranks are slow."""
+    ranks' upper quartile (mlcheck.perf.ranks): one line per slow rank, or per node where several
+    of its ranks are slow."""
     if expect.slow_rank_fraction is None:
         return []
     found = []
     missing = set(range(expect.world_size)) - set(rank_speed.solo_throughputs(run))
     if missing:
         found.append(f'{rank_list(missing)} reported no solo throughput (no solo line)')
-    slow, median = rank_speed.slow_ranks(run, expect.slow_rank_fraction)
+    slow, reference = rank_speed.slow_ranks(run, expect.slow_rank_fraction)
     placed = run.by_rank('rank')
     on_node = {}
     for rank, speed in slow:
@@ -372,11 +360,11 @@ def slow_ranks(run, expect):
         where = f' on {node}' if node else ''
         if len(members) == 1:
             found.append(f'{rank_list(ranks)}{where} ({device} {locals_}) trained alone at '
-                         f'{speeds[0] / median:.2f} of the median rank: {speeds[0]:.4g} samples/s, '
-                         f'median {median:.4g} {limit}')
+                         f'{speeds[0] / reference:.2f} of the upper-quartile rank: {speeds[0]:.4g} '
+                         f'samples/s, upper quartile {reference:.4g} {limit}')
         else:
             low, high = min(speeds), max(speeds)
             found.append(f'node {node} is slow: {rank_list(ranks)} ({device}s {locals_}) trained alone '
-                         f'at {low / median:.2f}-{high / median:.2f} of the median rank: '
-                         f'{low:.4g}-{high:.4g} samples/s, median {median:.4g} {limit}')
+                         f'at {low / reference:.2f}-{high / reference:.2f} of the upper-quartile '
+                         f'rank: {low:.4g}-{high:.4g} samples/s, upper quartile {reference:.4g} {limit}')
     return found

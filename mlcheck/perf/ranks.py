@@ -1,15 +1,19 @@
-"""Per-rank speed: each rank's throughput training alone (its `solo` fact), against the median.
+"""Per-rank speed: each rank's throughput training alone (its `solo` fact), against the ranks'
+upper quartile.
 
 The solo phase of the training programs (src/pytorch/ddp_common.py) times every rank alone, with
 no communication, before the distributed phase. Two figures come from it:
 
-- the slowest rank's solo throughput as a fraction of the median rank's: a slow GPU or node
-  shows here, and the ranks below the partition's fraction are named (mlcheck.judging.sanity);
+- the slowest rank's solo throughput as a fraction of the upper quartile's: a slow GPU or node
+  shows here, and the ranks below the partition's fraction are named (mlcheck.judging.sanity).
+  The reference is the upper quartile, not the median, so that a slow node at 2 nodes (half the
+  ranks) cannot drag it down: it moves only when more than a quarter of the ranks are fast;
 - communication efficiency: distributed throughput per device over the median solo throughput,
   both from one job, so what is lost is lost to the gradient exchange (and waiting for the
   slowest rank), not to a different node or a different day. See docs/per-rank.md.
 """
 
+import math
 import statistics
 
 
@@ -19,15 +23,22 @@ def solo_throughputs(run):
             if isinstance(fact.get('samples_per_s'), (int, float)) and fact['samples_per_s'] > 0}
 
 
+def upper_quartile(values):
+    """The smallest of `values` that at least three quarters of them do not exceed (the nearest-rank
+    75th percentile): always one of the values, and the fastest of two."""
+    ordered = sorted(values)
+    return ordered[math.ceil(0.75 * len(ordered)) - 1]
+
+
 def median_solo(run):
     speeds = solo_throughputs(run)
     return statistics.median(speeds.values()) if speeds else None
 
 
 def slowest_rank_fraction(run):
-    """The slowest rank's solo throughput over the median rank's, or None without solo facts."""
+    """The slowest rank's solo throughput over the ranks' upper quartile, or None without solo facts."""
     speeds = solo_throughputs(run)
-    return min(speeds.values()) / statistics.median(speeds.values()) if speeds else None
+    return min(speeds.values()) / upper_quartile(speeds.values()) if speeds else None
 
 
 def communication_efficiency(run):
@@ -40,11 +51,12 @@ def communication_efficiency(run):
 
 
 def slow_ranks(run, fraction):
-    """[(rank, samples/s)] of the ranks below `fraction` of the median, slowest first, and the
-    median. When every rank is equally slow, none is: that is a regression, not an outlier."""
+    """[(rank, samples/s)] of the ranks below `fraction` of the upper quartile, slowest first, and
+    the upper quartile. When every rank is equally slow, none is: that is a regression, not an
+    outlier."""
     speeds = solo_throughputs(run)
     if not speeds:
         return [], None
-    median = statistics.median(speeds.values())
-    slow = sorted(((r, s) for r, s in speeds.items() if s < fraction * median), key=lambda rs: rs[1])
-    return slow, median
+    reference = upper_quartile(speeds.values())
+    slow = sorted(((r, s) for r, s in speeds.items() if s < fraction * reference), key=lambda rs: rs[1])
+    return slow, reference

@@ -1,0 +1,48 @@
+"""Naming ranks and their nodes in one-line problems: the leaf every judging module imports.
+
+No module of mlcheck.judging is imported here, so no two of them import each other.
+"""
+
+import re
+
+from mlcheck.placement.topology import spans
+
+# srun's line about the tasks of a node that ended (`srun: error: nid002: tasks 2-3: Killed`)
+TASK_STATUS = re.compile(r'^srun: error: (?P<node>[^\s:]+): tasks? (?P<tasks>[\d,-]+): (?P<status>.*)')
+
+
+def rank_list(ranks):
+    """'rank 3' or 'ranks 0-3, 6' for messages."""
+    ranks = sorted(ranks)
+    return ('rank ' if len(ranks) == 1 else 'ranks ') + ', '.join(spans(ranks))
+
+
+def srun_task_lines(run):
+    """(task, node, status) for each task srun reported on (`srun: error: nid002: tasks 2-3: Killed`)."""
+    for line in run.errors.get(None, []):
+        match = TASK_STATUS.match(line)
+        if match:
+            for span in match.group('tasks').split(','):
+                first, _, last = span.partition('-')
+                for task in range(int(first), int(last or first) + 1):
+                    yield task, match.group('node'), match.group('status').strip()
+
+
+def task_statuses(run):
+    return {task: status for task, _, status in srun_task_lines(run)}
+
+
+def nodes_of_ranks(run):
+    """{rank: node} from the ranks' own facts, else from srun's lines about their tasks."""
+    nodes = {task: node for task, node, _ in srun_task_lines(run)}
+    for name in ('rendezvous', 'rank'):
+        nodes.update({f['rank']: f['node'] for f in run.events(name) if 'rank' in f and f.get('node')})
+    return nodes
+
+
+def group_by_error(errors):
+    """{error: [ranks]} from {rank: error}."""
+    grouped = {}
+    for rank, error in sorted(errors.items()):
+        grouped.setdefault(error, []).append(rank)
+    return grouped

@@ -1,0 +1,144 @@
+"""Properties of the rules that name slow ranks, nodes and node pairs, on generated runs whose truth
+is known: 1-64 nodes, 1-8 GPUs per node, healthy ranks (and pairs) spread in a noise band below the
+rule's margin. The invariants are listed in docs/per-rank.md and docs/interconnect.md.
+"""
+
+import json
+import re
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from mlcheck.judging import interconnect, output, sanity
+from mlcheck.perf.ranks import upper_quartile
+
+BASE = 2000.0       # samples/s of a healthy rank, GB/s x 1000 of a healthy pair
+EXAMPLES = settings(max_examples=60, deadline=None)
+
+
+def node_name(index):
+    return f'nid{index + 1:06d}'
+
+
+@st.composite
+def healthy_job(draw, min_nodes=1, min_ranks=1):
+    """(nodes, gpus per node, limit, noise, speeds): every rank within `noise` below BASE, and
+    noise below the rule's margin 1 - limit."""
+    nodes = draw(st.integers(min_nodes, 64))
+    gpus = draw(st.integers(2 if nodes < min_ranks else 1, 8))     # min_ranks: at most 2
+    limit = draw(st.floats(0.5, 0.9))
+    noise = draw(st.floats(0, 0.9)) * (1 - limit)
+    speeds = [BASE * (1 - noise * draw(st.floats(0, 1))) for _ in range(nodes * gpus)]
+    return nodes, gpus, limit, noise, speeds
+
+
+def judged_ranks(nodes, gpus, limit, speeds):
+    """sanity.slow_ranks over a run whose rank r, on node r // gpus, trained alone at speeds[r]."""
+    lines = []
+    for rank, speed in enumerate(speeds):
+        placed = {'event': 'rank', 'rank': rank, 'node': node_name(rank // gpus), 'local_rank': rank % gpus}
+        solo = {'event': 'solo', 'rank': rank, 'samples_per_s': speed}
+        lines += [f'{rank}: MLCHECK {json.dumps(placed)}', f'{rank}: MLCHECK {json.dumps(solo)}']
+    expect = sanity.Expectations(num_nodes=nodes, tasks_per_node=gpus, masks=(), gpus=True,
+                                 slow_rank_fraction=limit)
+    return sanity.slow_ranks(output.parse('\n'.join(lines) + '\n'), expect)
+
+
+def stated(line):
+    """(fractions, reference) a slow-rank line states: 'at 0.70 of' or 'at 0.60-0.61 of', and
+    'upper quartile 2000'."""
+    fractions = re.search(r' at ([\d.]+)(?:-([\d.]+))? of the upper-quartile rank', line).groups()
+    reference = re.search(r'upper quartile ([\d.e+]+) \(limit', line).group(1)
+    return [f for f in fractions if f], reference
+
+
+@EXAMPLES
+@given(healthy_job())
+def test_a_healthy_job_names_nobody(job):
+    nodes, gpus, limit, _, speeds = job
+    assert judged_ranks(nodes, gpus, limit, speeds) == []
+
+
+@EXAMPLES
+@given(healthy_job(), st.floats(0.05, 1))
+def test_every_rank_equally_slow_names_nobody(job, slower):
+    nodes, gpus, limit, _, _ = job
+    assert judged_ranks(nodes, gpus, limit, [BASE * slower] * (nodes * gpus)) == []
+
+
+@EXAMPLES
+@given(healthy_job(min_nodes=2), st.data())
+def test_one_slow_node_is_named_at_its_fraction_of_the_upper_quartile(job, data):
+    nodes, gpus, limit, noise, speeds = job
+    slow_node = data.draw(st.integers(0, nodes - 1))
+    fraction = data.draw(st.floats(0.05, 0.99)) * limit * (1 - noise)    # below the limit, noise and all
+    speeds = [BASE * fraction if r // gpus == slow_node else s for r, s in enumerate(speeds)]
+    found = judged_ranks(nodes, gpus, limit, speeds)
+    name = node_name(slow_node)
+    assert len(found) == 1
+    assert found[0].startswith(f'node {name} is slow: ' if gpus > 1 else f'rank {slow_node} on {name} ')
+    reference = upper_quartile(speeds)
+    assert reference >= BASE * (1 - noise)          # a healthy rank's speed: the slow node cannot drag it
+    fractions, said = stated(found[0])
+    assert said == f'{reference:.4g}'
+    assert set(fractions) == {f'{BASE * fraction / reference:.2f}'}
+
+
+@EXAMPLES
+@given(healthy_job(min_ranks=2), st.data())
+def test_one_slow_rank_is_named_with_its_speed_over_the_reference(job, data):
+    nodes, gpus, limit, noise, speeds = job
+    slow = data.draw(st.integers(0, nodes * gpus - 1))
+    fraction = data.draw(st.floats(0.05, 0.99)) * limit * (1 - noise)
+    speeds[slow] = BASE * fraction
+    found = judged_ranks(nodes, gpus, limit, speeds)
+    assert len(found) == 1 and found[0].startswith(f'rank {slow} on {node_name(slow // gpus)} (GPU {slow % gpus}) ')
+    fractions, said = stated(found[0])
+    reference = upper_quartile(speeds)
+    assert said == f'{reference:.4g}' and fractions == [f'{speeds[slow] / reference:.2f}']
+
+
+# The slow-pair rule: the interconnect program times each node with the next, in a ring.
+
+@st.composite
+def healthy_ring(draw, min_nodes=3):
+    nodes = draw(st.integers(min_nodes, 64))
+    fraction = draw(st.floats(0.3, 0.9))
+    noise = draw(st.floats(0, 0.9)) * (1 - fraction)
+    return nodes, fraction, noise, [BASE * (1 - noise * draw(st.floats(0, 1))) for _ in range(nodes)]
+
+
+def judged_pairs(gbps, fraction):
+    """interconnect.slow_pairs over pair i = (node i, node i+1 mod n) at gbps[i]."""
+    pairs = [{'event': 'pair', 'nodes': [node_name(i), node_name((i + 1) % len(gbps))], 'GBps': speed}
+             for i, speed in enumerate(gbps)]
+    return interconnect.slow_pairs(output.parse(''.join(f'0: MLCHECK {json.dumps(p)}\n' for p in pairs)),
+                                   fraction)
+
+
+@EXAMPLES
+@given(healthy_ring(min_nodes=2))
+def test_a_healthy_ring_names_nothing(ring):
+    _, fraction, _, gbps = ring
+    assert judged_pairs(gbps, fraction) == []
+
+
+@EXAMPLES
+@given(healthy_ring(), st.data())
+def test_a_node_whose_every_pair_is_slow_is_named_alone(ring, data):
+    nodes, fraction, noise, gbps = ring
+    slow = data.draw(st.integers(0, nodes - 1))
+    slower = data.draw(st.floats(0.01, 0.99)) * fraction * (1 - noise)
+    for pair in (slow - 1) % nodes, slow:       # its pair with the node before it and after it
+        gbps[pair] = BASE * slower
+    assert [line.split(':')[0] for line in judged_pairs(gbps, fraction)] == [f'node {node_name(slow)} is slow']
+
+
+@EXAMPLES
+@given(healthy_ring(), st.data())
+def test_a_single_slow_pair_is_named_by_both_nodes(ring, data):
+    nodes, fraction, noise, gbps = ring
+    slow = data.draw(st.integers(0, nodes - 1))
+    gbps[slow] = BASE * data.draw(st.floats(0.01, 0.99)) * fraction * (1 - noise)
+    assert [line.split(':')[0] for line in judged_pairs(gbps, fraction)] == [
+        f'node pair {node_name(slow)} <-> {node_name((slow + 1) % nodes)}']
