@@ -9,7 +9,6 @@ node counts stay as they are, and so do the bounds of an entry already there; a 
 --tolerance on its worse side. The file is replaced in one step (written beside it, then renamed).
 """
 
-import argparse
 import os
 import re
 import statistics
@@ -19,11 +18,11 @@ from datetime import datetime
 
 import yaml
 
+from mlcheck.cli import (add_source_arguments, argument_parser, one_line_errors, open_database,
+                         parse_fraction, text_table)
 from mlcheck.errors import InputError
-from mlcheck.perf import compare
 from mlcheck.perf.samples import NOT_RECORDED, group, higher_is_better
-from mlcheck.perf.selection import SELECTION_FORMS, load, parse_selection
-from mlcheck.report import add_source_arguments, one_line_errors, open_database, text_table
+from mlcheck.perf.selection import load, parse_selection
 from mlcheck.rfm_config import references_dir
 
 INDEX = ['$partition', 'image', 'num_nodes']
@@ -35,10 +34,7 @@ PROVENANCE = '# baseline: '
 
 
 def parse_args(argv):
-    parser = argparse.ArgumentParser(prog='python -m mlcheck.baseline',
-                                     description=__doc__.split('\n\n')[0],
-                                     epilog='selections:\n' + SELECTION_FORMS,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argument_parser('python -m mlcheck.baseline', __doc__.split('\n\n')[0])
     parser.add_argument('selection', help="the good run: session UUID, START:END, 'latest' or perf log")
     add_source_arguments(parser)
     parser.add_argument('--references-dir', default=None,
@@ -200,7 +196,7 @@ def main(argv=None):
 
 def record(args):
     directory = args.references_dir or references_dir()
-    tolerance = compare.parse_fraction(args.tolerance, '--tolerance')
+    tolerance = parse_fraction(args.tolerance, '--tolerance')
     selection = parse_selection(args.selection)
     samples = load(selection, open_database(args, [selection]))
     samples = [s for s in samples if args.name in s.name]

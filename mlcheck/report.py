@@ -16,61 +16,25 @@ too few repetitions to judge; 2 bad input, a selection that names no test case i
 internal error (one line on stderr for either).
 """
 
-import argparse
 import os
 import sys
 from datetime import datetime
 
+from mlcheck.cli import (add_source_arguments, argument_parser, one_line_errors, open_database,
+                         parse_fraction, text_table)
+from mlcheck.cli import EXIT_BAD_INPUT, EXIT_INTERNAL, EXIT_REGRESSION  # noqa: F401 - its documented codes
 from mlcheck.errors import InputError
 from mlcheck.perf import compare, stack
 from mlcheck.perf.compare import Rule
-from mlcheck.perf.database import ResultsDatabase
 from mlcheck.perf.samples import NOT_RECORDED, group, slug, test_of_sample, valued
-from mlcheck.perf.selection import SELECTION_FORMS, load, parse_selection
+from mlcheck.perf.selection import load, parse_selection
 
-DEFAULT_CONFIG = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
-                              'config', 'simulated.py')
 COLUMNS = ('partition', 'test', 'variable', 'n before', 'n after', 'mean before', 'mean after',
            'change', 'noise', 'verdict')
 
 
-def add_source_arguments(parser):
-    parser.add_argument('-C', '--config', default=None,
-                        help='ReFrame config of the site, whose results database is read '
-                             '(default: $RFM_CONFIG_FILES, else config/simulated.py)')
-    parser.add_argument('--db', default=None,
-                        help='results database file (default: $RFM_SQLITE_DB_FILE, else the '
-                             "config's storage)")
-
-
-def open_database(args, selections):
-    """The results database, if any selection needs it."""
-    if not any(s.stored for s in selections):
-        return None
-    config = args.config or (os.environ.get('RFM_CONFIG_FILES', '').split(':')[0]) or DEFAULT_CONFIG
-    if not os.path.isfile(config):
-        raise InputError(f'config file not found: {config}')
-    return ResultsDatabase(args.db or database_of(config), config)
-
-
-def database_of(config):
-    """The results database a site config names (RFM_SQLITE_DB_FILE first, as in ReFrame)."""
-    if os.environ.get('RFM_SQLITE_DB_FILE'):
-        return os.path.expandvars(os.environ['RFM_SQLITE_DB_FILE'])
-    import runpy
-    try:
-        site = runpy.run_path(config)['site_configuration']
-        return os.path.expandvars(site['storage'][0]['sqlite_db_file'])
-    except (KeyError, IndexError, TypeError):
-        raise InputError(f'config {config} enables no results database (storage)') from None
-    except Exception as err:
-        raise InputError(f'config {config} does not load: {err}') from None
-
-
 def parse_args(argv):
-    parser = argparse.ArgumentParser(prog='python -m mlcheck.report', description=__doc__.split('\n')[0],
-                                     epilog='selections:\n' + SELECTION_FORMS,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argument_parser('python -m mlcheck.report', __doc__.split('\n')[0])
     parser.add_argument('before', help='the selection to compare against (e.g. the baseline)')
     parser.add_argument('after', help='the selection under test (e.g. after the upgrade)')
     add_source_arguments(parser)
@@ -122,12 +86,6 @@ def rows(comparisons):
 
 def _figure(value, unit):
     return '' if value is None else f'{value:.4g} {unit}'
-
-
-def text_table(header, body):
-    widths = [max(len(r[i]) for r in [header, *body]) for i in range(len(header))]
-    line = lambda r: '  '.join(cell.ljust(w) for cell, w in zip(r, widths)).rstrip()
-    return '\n'.join([line(header), line(['-' * w for w in widths]), *map(line, body)])
 
 
 def markdown_table(header, body):
@@ -282,34 +240,13 @@ def _test_label(sides, test):
     return f'{sample.image}, {sample.num_nodes} node(s)'
 
 
-EXIT_REGRESSION, EXIT_BAD_INPUT, EXIT_INTERNAL = 1, 2, 3
-
-
-def one_line_errors(command, run):
-    """run() with its errors as one line on stderr and an exit code that is never the
-    regression code: a crash must not read as a verdict."""
-    try:
-        return run()
-    except InputError as err:
-        print(f'{command}: error: {err}', file=sys.stderr)
-        return EXIT_BAD_INPUT
-    except Exception as err:   # noqa: BLE001 - anything else is a bug, said in one line
-        where = err.__traceback__
-        while where.tb_next:
-            where = where.tb_next
-        print(f'{command}: internal error: {type(err).__name__}: {err} '
-              f'({os.path.basename(where.tb_frame.f_code.co_filename)}:{where.tb_lineno})',
-              file=sys.stderr)
-        return EXIT_INTERNAL
-
-
 def main(argv=None):
     args = parse_args(argv)
     return one_line_errors('mlcheck.report', lambda: compare_and_report(args))
 
 
 def compare_and_report(args):
-    rule = Rule(compare.parse_fraction(args.threshold, '--threshold'), args.noise_factor,
+    rule = Rule(parse_fraction(args.threshold, '--threshold'), args.noise_factor,
                 args.min_repeats)
     selections = [parse_selection(args.before), parse_selection(args.after)]
     database = open_database(args, selections)

@@ -142,20 +142,3 @@ def compare(before, after, rule=Rule()):
             c.verdict = OTHER_SETTINGS if not c.failed_after and c.key[:2] in tests_after \
                 else NO_RESULT
     return judged
-
-
-def parse_fraction(text, option):
-    """A fraction as a person types it: '5%' or '0.05'; an InputError for anything else,
-    a bare number of 1 or more included (is '5' meant as 5 % or as 500 %?)."""
-    text = str(text).strip()
-    percent = text.endswith('%')
-    try:
-        value = float(text.removesuffix('%'))
-    except ValueError:
-        value = math.nan
-    if percent:
-        value /= 100
-    if not 0 < value < 1:
-        raise InputError(f'{option} {text}: expected a fraction between 0 and 1 (0.05) or a '
-                         'percentage (5%)')
-    return value

@@ -15,6 +15,20 @@ from mlcheck.errors import InputError
 from mlcheck.perf.samples import Sample, recorded
 
 
+def database_of(config):
+    """The results database a site config names (RFM_SQLITE_DB_FILE first, as in ReFrame)."""
+    if os.environ.get('RFM_SQLITE_DB_FILE'):
+        return os.path.expandvars(os.environ['RFM_SQLITE_DB_FILE'])
+    import runpy
+    try:
+        site = runpy.run_path(config)['site_configuration']
+        return os.path.expandvars(site['storage'][0]['sqlite_db_file'])
+    except (KeyError, IndexError, TypeError):
+        raise InputError(f'config {config} enables no results database (storage)') from None
+    except Exception as err:
+        raise InputError(f'config {config} does not load: {err}') from None
+
+
 class ResultsDatabase:
     """ReFrame's results database: checked read-only here, queried through reframe itself."""
 
