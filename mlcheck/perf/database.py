@@ -1,5 +1,9 @@
-"""ReFrame's results database, only ever read: checked read-only, then queried through reframe
-itself, and its stored test cases turned into Samples.
+"""ReFrame's results database, only ever read, and its stored test cases turned into Samples.
+
+Every reading of it is here, through ReFrame's own storage code: from a command (the report, the
+baseline) by asking reframe after checking the file read-only (ResultsDatabase), and from inside a
+running ReFrame session (scaling efficiency) through that session's storage backend
+(session_testcases). Where the database is comes from the site config (database_of).
 """
 
 import json
@@ -106,3 +110,19 @@ def samples_of_testcases(testcases, with_failed=False):
                 source=case.get('session_uuid', ''), settings=recorded(case.get('run_settings')),
                 stack=recorded(case.get('software_stack'))))
     return samples
+
+
+def session_stores_results():
+    """Whether the running ReFrame session has its results storage enabled."""
+    from reframe.core.runtime import runtime
+    return runtime().get_option('storage/0/enable')
+
+
+def session_testcases(period, name_pattern, test_filter):
+    """The stored test cases, read from inside a running ReFrame session through its storage
+    backend: completed in `period` (start, end: Unix seconds), with a name matching the regex
+    `name_pattern`, and for which `test_filter` (a Python expression over a test case) holds."""
+    from reframe.frontend.reporting.storage import StorageBackend
+    from reframe.frontend.reporting.utility import QuerySelectorTestcase
+    return StorageBackend.default().fetch_testcases(QuerySelectorTestcase(time_period=period),
+                                                    name_pattern, test_filter)
