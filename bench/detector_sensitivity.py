@@ -21,7 +21,8 @@ import sys
 
 ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), '..')
 sys.path.insert(0, ROOT)
-from mlcheck.perf import history  # noqa: E402
+from mlcheck.perf import compare  # noqa: E402
+from mlcheck.perf.selection import load, parse_selection  # noqa: E402
 
 PERFLOGS = os.path.join(ROOT, 'tests', 'data', 'perflogs')
 # sessions whose repetitions were disturbed by something else on the machine (see the docs)
@@ -38,7 +39,7 @@ def unchanged_sessions(campaign):
     for s in sessions:
         if s['throttle'] == 0 and s['uuid'][:8] not in DISTURBED:
             spec = f"{PERFLOGS}/{campaign}.log@{s['start']}:{s['end']}"
-            found[s['uuid'][:8]] = [x.value for x in history.load(history.parse_selection(spec))
+            found[s['uuid'][:8]] = [x.value for x in load(parse_selection(spec))
                                     if x.var == VAR]
     return found
 
@@ -71,8 +72,8 @@ def rules():
     """{name: flagged(before, after)} for samples/s (higher is better), the current rule first."""
     def current(threshold):
         def flagged(before, after):
-            c = history.Comparison(('p', 't', VAR, ''), 'samples/s', 'i', 1, before, after)
-            return history.judge(c, history.Rule(threshold=threshold)).verdict == history.REGRESSION
+            c = compare.Comparison(('p', 't', VAR, ''), 'samples/s', 'i', 1, before, after)
+            return compare.judge(c, compare.Rule(threshold=threshold)).verdict == compare.REGRESSION
         return flagged
 
     change = lambda before, after: statistics.fmean(after) / statistics.fmean(before) - 1

@@ -128,19 +128,19 @@ def program_run(args, slowdown):
 def sessions(args):
     sys.path.insert(0, os.path.join(SRC, '..', '..'))
     from mlcheck.judging import output
-    from mlcheck.perf import history
+    from mlcheck.perf import compare
     runs = {name: [output.parse(program_run(args, slowdown), labelled=False).result()
                    for _ in range(args.repeat)]
             for name, slowdown in (('baseline', 0.0), ('unchanged', 0.0), ('slowdown', args.slowdown))}
     print(f'{args.ranks} local gloo ranks, {args.repeat} runs per session, all_reduce up to '
-          f'{args.bytes} B; rule: {history.Rule()}')
+          f'{args.bytes} B; rule: {compare.Rule()}')
     for var, unit, key in (('busbw', 'GB/s', 'busbw'), ('latency', 'us', 'latency_us')):
         for name in ('baseline', 'unchanged', 'slowdown'):
             print(f'  {var} {name}: {" ".join(f"{r[key]:.4g}" for r in runs[name])} {unit}')
         for name in ('unchanged', 'slowdown'):
-            c = history.judge(history.Comparison((var,), unit, 'host', 1,
+            c = compare.judge(compare.Comparison((var,), unit, 'host', 1,
                                                  [r[key] for r in runs['baseline']],
-                                                 [r[key] for r in runs[name]]), history.Rule())
+                                                 [r[key] for r in runs[name]]), compare.Rule())
             print(f'  {var} {name} against baseline: {100 * c.change:+.1f} %, '
                   f'noise {100 * c.noise:.1f} %: {c.verdict}')
 

@@ -9,7 +9,6 @@ node counts stay as they are, and so do the bounds of an entry already there; a 
 --tolerance on its worse side. The file is replaced in one step (written beside it, then renamed).
 """
 
-import argparse
 import os
 import re
 import statistics
@@ -19,9 +18,11 @@ from datetime import datetime
 
 import yaml
 
-from mlcheck.perf import history
+from mlcheck.cli import (add_source_arguments, argument_parser, one_line_errors, open_database,
+                         parse_fraction, text_table)
 from mlcheck.errors import InputError
-from mlcheck.report import add_source_arguments, one_line_errors, open_database, text_table
+from mlcheck.perf.samples import NOT_RECORDED, group, higher_is_better
+from mlcheck.perf.selection import load, parse_selection
 from mlcheck.rfm_config import references_dir
 
 INDEX = ['$partition', 'image', 'num_nodes']
@@ -33,10 +34,7 @@ PROVENANCE = '# baseline: '
 
 
 def parse_args(argv):
-    parser = argparse.ArgumentParser(prog='python -m mlcheck.baseline',
-                                     description=__doc__.split('\n\n')[0],
-                                     epilog='selections:\n' + history.SELECTION_FORMS,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argument_parser('python -m mlcheck.baseline', __doc__.split('\n\n')[0])
     parser.add_argument('selection', help="the good run: session UUID, START:END, 'latest' or perf log")
     add_source_arguments(parser)
     parser.add_argument('--references-dir', default=None,
@@ -58,16 +56,16 @@ def medians(samples):
     """{(system, check, partition, image, num_nodes, var): (median, unit, values, settings)}.
     A reference holds one figure, so runs of one entry must share their settings."""
     found = {}
-    for key, group in history.group(samples, lambda s: (s.system, s.check, s.partition, s.image,
-                                                         s.num_nodes, s.var)).items():
-        settings = sorted({s.settings for s in group})
+    for key, runs in group(samples, lambda s: (s.system, s.check, s.partition, s.image,
+                                               s.num_nodes, s.var)).items():
+        settings = sorted({s.settings for s in runs})
         if len(settings) > 1:   # values without recorded settings may be of any of them
             raise InputError(f'{key[1]} {key[3]} {key[4]} node(s) on {key[2]} ran with '
                              f'{len(settings)} settings '
-                             f'({" | ".join(s or history.NOT_RECORDED for s in settings)}): '
+                             f'({" | ".join(s or NOT_RECORDED for s in settings)}): '
                              'select runs of one (a narrower period, -n, or one session)')
-        values = [s.value for s in group]
-        found[key] = (float(f'{statistics.median(values):.4g}'), group[0].unit, values, settings[0])
+        values = [s.value for s in runs]
+        found[key] = (float(f'{statistics.median(values):.4g}'), runs[0].unit, values, settings[0])
     return found
 
 
@@ -161,7 +159,7 @@ def update(data, comments, found, selection, tolerance):
         old = per_var.get(var)
         if isinstance(old, list) and len(old) >= 3:
             lower, upper = old[1], old[2]
-        elif history.higher_is_better(unit):
+        elif higher_is_better(unit):
             lower, upper = -tolerance, None
         else:
             lower, upper = None, tolerance
@@ -198,9 +196,9 @@ def main(argv=None):
 
 def record(args):
     directory = args.references_dir or references_dir()
-    tolerance = history.parse_fraction(args.tolerance, '--tolerance')
-    selection = history.parse_selection(args.selection)
-    samples = history.load(selection, open_database(args, [selection]))
+    tolerance = parse_fraction(args.tolerance, '--tolerance')
+    selection = parse_selection(args.selection)
+    samples = load(selection, open_database(args, [selection]))
     samples = [s for s in samples if args.name in s.name]
     unknown = sorted(set(args.var) - {s.var for s in samples})
     if unknown:

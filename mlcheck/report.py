@@ -16,58 +16,25 @@ too few repetitions to judge; 2 bad input, a selection that names no test case i
 internal error (one line on stderr for either).
 """
 
-import argparse
 import os
 import sys
 from datetime import datetime
 
-from mlcheck.perf import history, stack
+from mlcheck.cli import (add_source_arguments, argument_parser, one_line_errors, open_database,
+                         parse_fraction, text_table)
+from mlcheck.cli import EXIT_BAD_INPUT, EXIT_INTERNAL, EXIT_REGRESSION  # noqa: F401 - its documented codes
 from mlcheck.errors import InputError
-from mlcheck.perf.history import Rule
+from mlcheck.perf import compare, stack
+from mlcheck.perf.compare import Rule
+from mlcheck.perf.samples import NOT_RECORDED, group, slug, test_of_sample, valued
+from mlcheck.perf.selection import load, parse_selection
 
-DEFAULT_CONFIG = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
-                              'config', 'simulated.py')
 COLUMNS = ('partition', 'test', 'variable', 'n before', 'n after', 'mean before', 'mean after',
            'change', 'noise', 'verdict')
 
 
-def add_source_arguments(parser):
-    parser.add_argument('-C', '--config', default=None,
-                        help='ReFrame config of the site, whose results database is read '
-                             '(default: $RFM_CONFIG_FILES, else config/simulated.py)')
-    parser.add_argument('--db', default=None,
-                        help='results database file (default: $RFM_SQLITE_DB_FILE, else the '
-                             "config's storage)")
-
-
-def open_database(args, selections):
-    """The results database, if any selection needs it."""
-    if not any(s.stored for s in selections):
-        return None
-    config = args.config or (os.environ.get('RFM_CONFIG_FILES', '').split(':')[0]) or DEFAULT_CONFIG
-    if not os.path.isfile(config):
-        raise InputError(f'config file not found: {config}')
-    return history.ResultsDatabase(args.db or database_of(config), config)
-
-
-def database_of(config):
-    """The results database a site config names (RFM_SQLITE_DB_FILE first, as in ReFrame)."""
-    if os.environ.get('RFM_SQLITE_DB_FILE'):
-        return os.path.expandvars(os.environ['RFM_SQLITE_DB_FILE'])
-    import runpy
-    try:
-        site = runpy.run_path(config)['site_configuration']
-        return os.path.expandvars(site['storage'][0]['sqlite_db_file'])
-    except (KeyError, IndexError, TypeError):
-        raise InputError(f'config {config} enables no results database (storage)') from None
-    except Exception as err:
-        raise InputError(f'config {config} does not load: {err}') from None
-
-
 def parse_args(argv):
-    parser = argparse.ArgumentParser(prog='python -m mlcheck.report', description=__doc__.split('\n')[0],
-                                     epilog='selections:\n' + history.SELECTION_FORMS,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argument_parser('python -m mlcheck.report', __doc__.split('\n')[0])
     parser.add_argument('before', help='the selection to compare against (e.g. the baseline)')
     parser.add_argument('after', help='the selection under test (e.g. after the upgrade)')
     add_source_arguments(parser)
@@ -93,22 +60,22 @@ def percent(value):
 
 
 # the order a reader acts in: what broke or got slower first, then what got faster
-ORDER = (history.NO_RESULT, history.OTHER_SETTINGS, history.REGRESSION, history.TOO_FEW_WORSE,
-         history.IMPROVED, history.WITHIN_NOISE, history.UNCHANGED, history.TOO_FEW,
-         history.ONLY_BEFORE, history.ONLY_AFTER)
-ACT_ON = history.FAILING
+ORDER = (compare.NO_RESULT, compare.OTHER_SETTINGS, compare.REGRESSION, compare.TOO_FEW_WORSE,
+         compare.IMPROVED, compare.WITHIN_NOISE, compare.UNCHANGED, compare.TOO_FEW,
+         compare.ONLY_BEFORE, compare.ONLY_AFTER)
+ACT_ON = compare.FAILING
 
 
 def rows(comparisons):
     """Table rows of the judged comparisons, in ORDER; a test's settings are shown where the
     same test ran with other settings too."""
-    tests = history.group(comparisons, lambda c: c.key[:3])
+    tests = group(comparisons, lambda c: c.key[:3])
     out = []
     for c in sorted((c for c in comparisons if c.verdict in ORDER),
                     key=lambda c: (ORDER.index(c.verdict), c.key)):
         partition, name, var, settings = c.key
         if len({other.key[3] for other in tests[c.key[:3]]}) > 1:
-            name = f'{name} [{settings or history.NOT_RECORDED}]'
+            name = f'{name} [{settings or NOT_RECORDED}]'
         noise = '' if c.noise is None else f'{100 * c.noise:.1f}%' + (
             f' ({c.noise_of} only)' if c.noise_of != 'both' else '')
         out.append((partition, name, var, str(len(c.before)), str(len(c.after)),
@@ -121,12 +88,6 @@ def _figure(value, unit):
     return '' if value is None else f'{value:.4g} {unit}'
 
 
-def text_table(header, body):
-    widths = [max(len(r[i]) for r in [header, *body]) for i in range(len(header))]
-    line = lambda r: '  '.join(cell.ljust(w) for cell, w in zip(r, widths)).rstrip()
-    return '\n'.join([line(header), line(['-' * w for w in widths]), *map(line, body)])
-
-
 def markdown_table(header, body):
     escape = lambda cell: cell.replace('|', '\\|')
     return '\n'.join(['| ' + ' | '.join(header) + ' |', '|' + '---|' * len(header),
@@ -136,26 +97,26 @@ def markdown_table(header, body):
 def summary(comparisons, rule):
     """The verdict counts, then one line each for what could not be judged, with the advice."""
     count = lambda verdict: sum(c.verdict == verdict for c in comparisons)
-    lines = [f'{count(history.REGRESSION)} regression(s), {count(history.IMPROVED)} improved, '
-             f'{count(history.WITHIN_NOISE)} within noise, {count(history.UNCHANGED)} unchanged '
+    lines = [f'{count(compare.REGRESSION)} regression(s), {count(compare.IMPROVED)} improved, '
+             f'{count(compare.WITHIN_NOISE)} within noise, {count(compare.UNCHANGED)} unchanged '
              f'of {len(comparisons)} compared '
              f'(rule: worse by more than {100 * rule.threshold:g}% and {rule.noise_factor:g} x noise)']
-    if count(history.NO_RESULT):
-        failed = sum(c.verdict == history.NO_RESULT and c.failed_after > 0 for c in comparisons)
-        lines.append(f'{count(history.NO_RESULT)} {history.NO_RESULT}: values before and none '
+    if count(compare.NO_RESULT):
+        failed = sum(c.verdict == compare.NO_RESULT and c.failed_after > 0 for c in comparisons)
+        lines.append(f'{count(compare.NO_RESULT)} {compare.NO_RESULT}: values before and none '
                      'after (failed or not run): fails like a regression'
                      + (f'; {failed} ran and failed before their performance stage' if failed else ''))
-    if count(history.OTHER_SETTINGS):
-        lines.append(f'{count(history.OTHER_SETTINGS)} {history.OTHER_SETTINGS}: ran after only '
+    if count(compare.OTHER_SETTINGS):
+        lines.append(f'{count(compare.OTHER_SETTINGS)} {compare.OTHER_SETTINGS}: ran after only '
                      'with other settings (shown in brackets), so not comparable: fails the gate; '
                      'run the settings of before, or record a new baseline')
-    few = count(history.TOO_FEW) + count(history.TOO_FEW_WORSE)
+    few = count(compare.TOO_FEW) + count(compare.TOO_FEW_WORSE)
     if few:
         tests = sorted({c.key[1] for c in comparisons
-                        if c.verdict in (history.TOO_FEW, history.TOO_FEW_WORSE)})
+                        if c.verdict in (compare.TOO_FEW, compare.TOO_FEW_WORSE)})
         lines.append(f'{few} with too few repetitions to estimate noise (fewer than '
                      f'{rule.min_repeats} on both sides), judged by the threshold alone, '
-                     f'{count(history.TOO_FEW_WORSE)} worse beyond it ({history.TOO_FEW_WORSE}: '
+                     f'{count(compare.TOO_FEW_WORSE)} worse beyond it ({compare.TOO_FEW_WORSE}: '
                      f'fails the gate): run them with --repeat {max(rule.min_repeats, 3)} or more '
                      f'({_listed(tests)})')
     one_sided = sorted({c.key[1] for c in comparisons if c.noise_of in ('before', 'after')})
@@ -165,9 +126,9 @@ def summary(comparisons, rule):
                      f'{_listed(one_sided)}')
     unrecorded = sum(c.key[3] == '' for c in comparisons)
     if unrecorded and any(c.key[3] for c in comparisons):
-        lines.append(f'{unrecorded} with {history.NOT_RECORDED} (a perf log older than its '
+        lines.append(f'{unrecorded} with {NOT_RECORDED} (a perf log older than its '
                      'run_settings column): compared only with values that lack them too')
-    for verdict in (history.ONLY_BEFORE, history.ONLY_AFTER):
+    for verdict in (compare.ONLY_BEFORE, compare.ONLY_AFTER):
         if count(verdict):
             lines.append(f'{count(verdict)} {verdict} (no value on the other side: not '
                          'measured, or new)')
@@ -188,7 +149,7 @@ def _listed(names, most=4):
 def stack_changes(before, after):
     """[(partition, image, change line)] for each image whose software stack differs."""
     found = []
-    sides = [history.group(ss, lambda s: (s.partition, s.image)) for ss in (before, after)]
+    sides = [group(ss, lambda s: (s.partition, s.image)) for ss in (before, after)]
     for key in sorted(set(sides[0]) & set(sides[1])):
         stacks = [[stack.decode(s.stack) for s in side[key] if s.stack] for side in sides]
         changed = stack.changes(*stacks)
@@ -204,7 +165,7 @@ def write_report(directory, args, before, after, comparisons, rule):
     os.makedirs(directory, exist_ok=True)
     table = rows(comparisons)
     sections = {'Regressions': [r for r in table if r[-1] in ACT_ON],
-                'Improvements': [r for r in table if r[-1] == history.IMPROVED]}
+                'Improvements': [r for r in table if r[-1] == compare.IMPROVED]}
     lines = summary(comparisons, rule)
     text = [f'# Performance: {args.after} against {args.before}', '',
             f'Written {datetime.now().astimezone():%Y-%m-%d %H:%M %Z} by `python -m mlcheck.report`'
@@ -244,24 +205,24 @@ def plot_all(directory, plot_var, before, after):
     each test's repetitions over time; [(title, file name)]."""
     from mlcheck.perf import plots
     plotted = {check: plot_var or min((s.var for s in ss if s.unit.endswith('/s')), default='')
-               for check, ss in history.group(before + after, lambda s: s.check).items()}
-    sides = {side: history.group([s for s in ss if s.var == plotted[s.check]],
-                                 lambda s: (s.partition, s.check))
+               for check, ss in group(before + after, lambda s: s.check).items()}
+    sides = {side: group([s for s in ss if s.var == plotted[s.check]],
+                         lambda s: (s.partition, s.check))
              for side, ss in (('before', before), ('after', after))}
     colour_of = plots.colours({s.image for ss in (before, after) for s in ss})
     pictures = []
     for partition, check in sorted(set(sides['before']) | set(sides['after'])):
         of = {side: found.get((partition, check), []) for side, found in sides.items()}
-        var, where = plotted[check], f'{history.slug(partition)}-{history.slug(check)}'
+        var, where = plotted[check], f'{slug(partition)}-{slug(check)}'
         name = f'scaling-{where}.png'
         plots.scaling(of, f'{check} on {partition}: {var} against node count',
                       os.path.join(directory, name), colour_of)
         pictures.append((f'{check} on {partition}: {var} against node count', name))
-        tests = sorted(set(history.group(of['before'] + of['after'], history.test_of_sample)))
+        tests = sorted(set(group(of['before'] + of['after'], test_of_sample)))
         several = len({settings for _, _, settings in tests}) > 1
         panels = [(f'{_test_label(of, test)}' + (f'\n{test[2]}' if several else ''),
                    _image_of(of, test),
-                   {side: [s for s in ss if history.test_of_sample(s) == test]
+                   {side: [s for s in ss if test_of_sample(s) == test]
                     for side, ss in of.items()}) for test in tests]
         name = f'time-{where}.png'
         plots.over_time(panels, f'{check} on {partition}: {var} of each repetition',
@@ -271,33 +232,12 @@ def plot_all(directory, plot_var, before, after):
 
 
 def _image_of(sides, test):
-    return next(s.image for ss in sides.values() for s in ss if history.test_of_sample(s) == test)
+    return next(s.image for ss in sides.values() for s in ss if test_of_sample(s) == test)
 
 
 def _test_label(sides, test):
-    sample = next(s for ss in sides.values() for s in ss if history.test_of_sample(s) == test)
+    sample = next(s for ss in sides.values() for s in ss if test_of_sample(s) == test)
     return f'{sample.image}, {sample.num_nodes} node(s)'
-
-
-EXIT_REGRESSION, EXIT_BAD_INPUT, EXIT_INTERNAL = 1, 2, 3
-
-
-def one_line_errors(command, run):
-    """run() with its errors as one line on stderr and an exit code that is never the
-    regression code: a crash must not read as a verdict."""
-    try:
-        return run()
-    except InputError as err:
-        print(f'{command}: error: {err}', file=sys.stderr)
-        return EXIT_BAD_INPUT
-    except Exception as err:   # noqa: BLE001 - anything else is a bug, said in one line
-        where = err.__traceback__
-        while where.tb_next:
-            where = where.tb_next
-        print(f'{command}: internal error: {type(err).__name__}: {err} '
-              f'({os.path.basename(where.tb_frame.f_code.co_filename)}:{where.tb_lineno})',
-              file=sys.stderr)
-        return EXIT_INTERNAL
 
 
 def main(argv=None):
@@ -306,19 +246,19 @@ def main(argv=None):
 
 
 def compare_and_report(args):
-    rule = Rule(history.parse_fraction(args.threshold, '--threshold'), args.noise_factor,
+    rule = Rule(parse_fraction(args.threshold, '--threshold'), args.noise_factor,
                 args.min_repeats)
-    selections = [history.parse_selection(args.before), history.parse_selection(args.after)]
+    selections = [parse_selection(args.before), parse_selection(args.after)]
     database = open_database(args, selections)
     # test cases without values count: a selection whose tests all failed names them
-    ran_before, ran_after = (history.load(s, database, with_failed=True) for s in selections)
+    ran_before, ran_after = (load(s, database, with_failed=True) for s in selections)
     if args.name:
         ran_before, ran_after = ([s for s in ss if args.name in s.name]
                                  for ss in (ran_before, ran_after))
         if not ran_before and not ran_after:
             raise InputError(f'no test named like {args.name!r} in either selection')
-    comparisons = history.compare(ran_before, ran_after, rule)
-    before, after = history.valued(ran_before), history.valued(ran_after)
+    comparisons = compare.compare(ran_before, ran_after, rule)
+    before, after = valued(ran_before), valued(ran_after)
     print(text_table(COLUMNS, rows(comparisons)))
     print()
     print('\n'.join(summary(comparisons, rule) + notes(after)))
@@ -331,7 +271,7 @@ def compare_and_report(args):
 
 def gate(comparisons):
     """The exit status of judged comparisons: EXIT_REGRESSION iff a verdict fails the gate."""
-    return EXIT_REGRESSION if any(c.verdict in history.FAILING for c in comparisons) else 0
+    return EXIT_REGRESSION if any(c.verdict in compare.FAILING for c in comparisons) else 0
 
 
 if __name__ == '__main__':

@@ -27,7 +27,7 @@ PERFLOG_FIELDS = (
 PERFVAR_FIELDS = ('%(check_perf_var)s|%(check_perf_value)s|%(check_perf_unit)s|%(check_perf_ref)s|'
                   '%(check_perf_lower_thres)s|%(check_perf_upper_thres)s|%(check_perf_result)s|'
                   '%(check_run_settings)s|%(check_software_stack)s')
-# The header ReFrame writes for these fields; mlcheck.perf.history reads perf logs by it.
+# The header ReFrame writes for these fields; mlcheck.perf.perflog reads perf logs by it.
 PERFLOG_HEADER = ('job_completion_time|reframe version|system:partition|name|image|num_nodes|'
                   'num_tasks|jobid|job_nodelist|perf_var|perf_value|perf_unit|perf_ref|'
                   'perf_lower_thres|perf_upper_thres|perf_result|run_settings|software_stack')

@@ -10,7 +10,7 @@ import yaml
 from test_history import BASELINE, CAMPAIGN, samples, sha256, spec
 from conftest import REPO
 from mlcheck import baseline
-from mlcheck.perf import history
+from mlcheck.perf.samples import Sample
 
 SIM_REFERENCES = f'{REPO}/config/references/sim.yaml'
 
@@ -170,8 +170,8 @@ def test_per_call_times_and_percentages_are_recorded_by_default(tmp_path, capsys
     """The interconnect's latency (a per-call time) and busbw_of_limit (a percentage) were left
     out unless named, so a doubled latency passed; a run-length total still needs naming."""
     from test_report import write_perflog
-    runs = [history.Sample('sim:cluster', 'InterconnectCheck %image=host %num_nodes=2', 'host', 2,
-                           var, value, unit, 1.8e9 + i, settings='min_bytes=8')
+    runs = [Sample('sim:cluster', 'InterconnectCheck %image=host %num_nodes=2', 'host', 2,
+                   var, value, unit, 1.8e9 + i, settings='min_bytes=8')
             for i in range(3) for var, value, unit in (('busbw', 0.7 + i / 100, 'GB/s'),
                                                        ('latency', 1000 + i, 'us'),
                                                        ('busbw_of_limit', 78 + i, '%'))]

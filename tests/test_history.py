@@ -20,9 +20,12 @@ import pytest
 
 from conftest import DATA, load_site_config
 from mlcheck import report
-from mlcheck.perf import history
 from mlcheck.errors import InputError
-from mlcheck.perf.history import Rule
+from mlcheck.perf import compare
+from mlcheck.perf.compare import Rule
+from mlcheck.perf.perflog import read_perflog
+from mlcheck.perf.samples import NOT_RECORDED, Sample, group
+from mlcheck.perf.selection import load, parse_selection
 from mlcheck.rfm_config import invoked_as_dry_run
 
 PERFLOGS = os.path.join(DATA, 'perflogs')
@@ -54,7 +57,7 @@ def spec(session):
 
 
 def samples(session):
-    return history.load(history.parse_selection(spec(session)))
+    return load(parse_selection(spec(session)))
 
 
 def baseline_of(session):
@@ -63,7 +66,7 @@ def baseline_of(session):
 
 
 def judged(before, after, rule=Rule(), var='samples_per_s'):
-    [found] = [c for c in history.compare(samples(before), samples(after), rule) if c.key[2] == var]
+    [found] = [c for c in compare.compare(samples(before), samples(after), rule) if c.key[2] == var]
     return found
 
 
@@ -75,7 +78,7 @@ def sha256(path):
 # --- reading ---------------------------------------------------------------------------------
 
 def test_perf_log_is_read_by_its_header():
-    found = history.read_perflog(CAMPAIGN)
+    found = read_perflog(CAMPAIGN)
     assert len(found) == 3 * 5 * len(SESSIONS['shared-load'])
     first = found[0]
     assert (first.partition, first.name, first.image, first.num_nodes, first.unit) == (
@@ -89,14 +92,14 @@ def test_perf_log_is_read_by_its_header():
 @pytest.mark.parametrize('session', [pytest.param(s, id=f"{c}-{s['uuid'][:8]}")
                                      for c, ss in SESSIONS.items() for s in ss])
 def test_each_session_holds_its_repetitions(session):
-    per_var = history.group(samples(session), lambda s: s.var)
+    per_var = group(samples(session), lambda s: s.var)
     assert {len(v) for v in per_var.values()} == {5}
 
 
 def test_dry_run_lines_have_no_value_and_are_skipped():
-    assert history.read_perflog(DRY_RUN) == []
+    assert read_perflog(DRY_RUN) == []
     with pytest.raises(InputError, match='holds no performance values'):
-        history.load(history.parse_selection(DRY_RUN))
+        load(parse_selection(DRY_RUN))
 
 
 @pytest.mark.parametrize('text, kind', [
@@ -109,7 +112,7 @@ def test_dry_run_lines_have_no_value_and_are_skipped():
     ('x.log@now-1d:now', 'perflog'),
 ])
 def test_selection_forms(text, kind):
-    assert history.parse_selection(text).kind == kind
+    assert parse_selection(text).kind == kind
 
 
 @pytest.mark.parametrize('text, message', [
@@ -119,7 +122,7 @@ def test_selection_forms(text, kind):
 ])
 def test_bad_selection_forms(text, message):
     with pytest.raises(InputError, match=message):
-        history.parse_selection(text)
+        parse_selection(text)
 
 
 # --- the rule, on real sessions ------------------------------------------------------------
@@ -138,14 +141,14 @@ def test_five_unchanged_runs_in_each_campaign():
 
 @pytest.mark.parametrize('session', UNCHANGED_SESSIONS)
 def test_unchanged_runs_raise_no_regression(session):
-    for comparison in history.compare(samples(baseline_of(session)), samples(session)):
-        assert comparison.verdict != history.REGRESSION, comparison
+    for comparison in compare.compare(samples(baseline_of(session)), samples(session)):
+        assert comparison.verdict != compare.REGRESSION, comparison
 
 
 @pytest.mark.parametrize('session', FLAGGED_SESSIONS)
 def test_slowed_runs_are_flagged(session):
     found = judged(baseline_of(session), session)
-    assert found.verdict == history.REGRESSION, found
+    assert found.verdict == compare.REGRESSION, found
     assert found.worse > Rule.threshold and -found.change > Rule.noise_factor * found.noise
 
 
@@ -155,49 +158,49 @@ def test_a_disturbed_baseline_shows_as_improvement_everywhere():
     disturbed = next(s for s in SESSIONS['quiet'] if s['kind'] == 'baseline')
     for session in SESSIONS['quiet']:
         if session['kind'] == 'unchanged':
-            assert judged(disturbed, session).verdict == history.IMPROVED
-    assert judged(baseline_of(disturbed), disturbed).verdict == history.REGRESSION
+            assert judged(disturbed, session).verdict == compare.IMPROVED
+    assert judged(baseline_of(disturbed), disturbed).verdict == compare.REGRESSION
 
 
 def test_a_time_is_worse_when_it_grows():
     found = judged(BASELINE, SLOWED, var='train_time')
-    assert found.change > 0 and found.worse > 0 and found.verdict == history.REGRESSION
+    assert found.change > 0 and found.worse > 0 and found.verdict == compare.REGRESSION
 
 
 def test_faster_is_improved_not_regression():
-    assert judged(SLOWED, BASELINE).verdict == history.IMPROVED
+    assert judged(SLOWED, BASELINE).verdict == compare.IMPROVED
 
 
 def test_a_change_within_the_threshold_is_unchanged():
     """The same real slowdown, under a threshold it does not reach."""
-    assert judged(BASELINE, SLOWED, Rule(threshold=0.95)).verdict == history.UNCHANGED
+    assert judged(BASELINE, SLOWED, Rule(threshold=0.95)).verdict == compare.UNCHANGED
 
 
 def test_a_change_within_the_noise_is_not_a_regression():
     """The same real slowdown, when it must exceed a hundred times the measured noise."""
-    assert judged(BASELINE, SLOWED, Rule(noise_factor=100)).verdict == history.WITHIN_NOISE
+    assert judged(BASELINE, SLOWED, Rule(noise_factor=100)).verdict == compare.WITHIN_NOISE
 
 
 def test_one_repetition_is_judged_against_the_other_sides_spread():
     """Once 'too few repetitions', not judged and exit 0 (issue 18.3): now the side with
     repetitions gives the spread; with one repetition on both sides nothing does."""
     one = [s for s in samples(SLOWED) if s.jobid == samples(SLOWED)[0].jobid]
-    [found] = [c for c in history.compare(samples(BASELINE), one) if c.key[2] == 'samples_per_s']
-    assert found.verdict == history.REGRESSION and found.noise_of == 'before' and found.change < 0
-    lines = report.summary(history.compare(samples(BASELINE), one), Rule())
+    [found] = [c for c in compare.compare(samples(BASELINE), one) if c.key[2] == 'samples_per_s']
+    assert found.verdict == compare.REGRESSION and found.noise_of == 'before' and found.change < 0
+    lines = report.summary(compare.compare(samples(BASELINE), one), Rule())
     assert lines[1].startswith("1 test(s) with too few repetitions on one side, judged against the other side's spread")
     first = [s for s in samples(BASELINE) if s.jobid == samples(BASELINE)[0].jobid]
-    [found] = [c for c in history.compare(first, one) if c.key[2] == 'samples_per_s']
-    assert found.verdict == history.TOO_FEW_WORSE and found.noise is None and found.change < 0
-    lines = report.summary(history.compare(first, one), Rule())
+    [found] = [c for c in compare.compare(first, one) if c.key[2] == 'samples_per_s']
+    assert found.verdict == compare.TOO_FEW_WORSE and found.noise is None and found.change < 0
+    lines = report.summary(compare.compare(first, one), Rule())
     assert lines[1].startswith('3 with too few repetitions to estimate noise')
 
 
 def test_a_test_on_one_side_only_is_listed():
     before = samples(BASELINE)
     after = [s for s in before if s.var != 'train_time']
-    verdicts = {c.key[2]: c.verdict for c in history.compare(before, after)}
-    assert verdicts['train_time'] == history.ONLY_BEFORE
+    verdicts = {c.key[2]: c.verdict for c in compare.compare(before, after)}
+    assert verdicts['train_time'] == compare.ONLY_BEFORE
 
 
 # --- the command -----------------------------------------------------------------------------
@@ -246,7 +249,7 @@ def test_min_repeats_below_what_the_noise_needs_is_one_line(capsys, repeats):
 def test_a_crash_is_not_read_as_a_regression(capsys, monkeypatch):
     def broken(*args, **kwargs):
         raise ZeroDivisionError('float division by zero')
-    monkeypatch.setattr(history, 'compare', broken)
+    monkeypatch.setattr(compare, 'compare', broken)
     code, out, err = run(capsys, spec(BASELINE), spec(SLOWED))
     assert code == report.EXIT_INTERNAL != report.EXIT_REGRESSION
     assert err.count('\n') == 1
@@ -260,10 +263,10 @@ def test_a_test_that_stopped_producing_results_fails_the_gate(capsys, tmp_path):
     two_nodes = [dataclasses.replace(s, name=s.name.replace('num_nodes=1', 'num_nodes=2'),
                                      num_nodes=2) for s in base]
     verdicts = {(c.key[1], c.key[2]): c.verdict
-                for c in history.compare(base + two_nodes, samples(UNCHANGED[0]))}
-    assert {v for (name, _), v in verdicts.items() if 'num_nodes=2' in name} == {history.NO_RESULT}
-    reverse = history.compare(samples(UNCHANGED[0]), base + two_nodes)
-    assert {c.verdict for c in reverse if 'num_nodes=2' in c.key[1]} == {history.ONLY_AFTER}
+                for c in compare.compare(base + two_nodes, samples(UNCHANGED[0]))}
+    assert {v for (name, _), v in verdicts.items() if 'num_nodes=2' in name} == {compare.NO_RESULT}
+    reverse = compare.compare(samples(UNCHANGED[0]), base + two_nodes)
+    assert {c.verdict for c in reverse if 'num_nodes=2' in c.key[1]} == {compare.ONLY_AFTER}
 
     before = tmp_path / 'before.log'
     with open(CAMPAIGN) as f:
@@ -379,8 +382,8 @@ DEFAULT = 'epochs=10;batch_size=64'
 
 def runs(values, settings=DEFAULT, var='samples_per_s', unit='samples/s', name=MNIST_2N, start=0.0):
     """Samples of one test, one per repetition."""
-    return [history.Sample('sim:cluster', name, 'host', 2, var, value, unit, start + i,
-                           jobid=str(1000 + i), settings=settings) for i, value in enumerate(values)]
+    return [Sample('sim:cluster', name, 'host', 2, var, value, unit, start + i,
+                   jobid=str(1000 + i), settings=settings) for i, value in enumerate(values)]
 
 
 def write_log(path, found):
@@ -393,15 +396,15 @@ def test_a_stray_run_of_other_settings_in_the_baseline_does_not_fail_the_gate(ca
     after, three unchanged default runs: the smoke group is 'only before', the gate passes."""
     before = runs([640, 652, 633]) + runs([610], settings='epochs=2', start=10)
     after = runs([645, 638, 650], start=100)
-    verdicts = {c.key[3]: c.verdict for c in history.compare(before, after)}
-    assert verdicts == {DEFAULT: history.UNCHANGED, 'epochs=2': history.ONLY_BEFORE}
+    verdicts = {c.key[3]: c.verdict for c in compare.compare(before, after)}
+    assert verdicts == {DEFAULT: compare.UNCHANGED, 'epochs=2': compare.ONLY_BEFORE}
     code, out, _ = run(capsys, write_log(tmp_path / 'before.log', before),
                        write_log(tmp_path / 'after.log', after))
-    assert code == 0 and history.OTHER_SETTINGS not in out
+    assert code == 0 and compare.OTHER_SETTINGS not in out
     # with no group compared on both sides, other settings after still fail the gate
     only_smoke = runs([612], settings='epochs=2', start=100)
-    verdicts = {c.key[3]: c.verdict for c in history.compare(runs([640, 652, 633]), only_smoke)}
-    assert verdicts == {DEFAULT: history.OTHER_SETTINGS, 'epochs=2': history.ONLY_AFTER}
+    verdicts = {c.key[3]: c.verdict for c in compare.compare(runs([640, 652, 633]), only_smoke)}
+    assert verdicts == {DEFAULT: compare.OTHER_SETTINGS, 'epochs=2': compare.ONLY_AFTER}
 
 
 FAILED = os.path.join(DATA, 'failed-sanity')
@@ -419,10 +422,10 @@ def perflog_session(name, session):
 
 
 def test_failed_test_cases_are_read_from_the_real_perf_log():
-    broken = history.read_perflog(os.path.join(FAILED, 'BrokenCheck.log'), with_failed=True)
+    broken = read_perflog(os.path.join(FAILED, 'BrokenCheck.log'), with_failed=True)
     assert [s.value for s in broken] == [5.0] * 3 + [None] * 6
     assert {s.settings for s in broken} == {DEFAULT}
-    assert len(history.read_perflog(os.path.join(FAILED, 'BrokenCheck.log'))) == 3
+    assert len(read_perflog(os.path.join(FAILED, 'BrokenCheck.log'))) == 3
 
 
 def test_every_test_broken_in_a_perf_log_is_no_result_not_bad_input(capsys):
@@ -462,30 +465,30 @@ def test_a_failed_run_of_the_baseline_settings_is_no_result_beside_a_compared_sm
     before = runs([640, 652, 633]) + runs([610, 615], settings='epochs=2', start=10)
     after = [dataclasses.replace(s, value=None) for s in runs([1, 1, 1], start=100)] + \
         runs([612, 611], settings='epochs=2', start=110)
-    verdicts = {c.key[3]: c.verdict for c in history.compare(before, after)}
-    assert verdicts[DEFAULT] == history.NO_RESULT
+    verdicts = {c.key[3]: c.verdict for c in compare.compare(before, after)}
+    assert verdicts[DEFAULT] == compare.NO_RESULT
 
 
 def test_one_repetition_after_is_judged_against_the_spread_before(capsys, tmp_path):
     """Issue 18.3: three runs before, one after at half the throughput (reframe -r without
     --repeat): a regression against the before side's spread, shown with its change."""
     before, after = runs([640, 652, 633]), runs([330], start=100)
-    [found] = history.compare(before, after)
-    assert found.verdict == history.REGRESSION and found.noise_of == 'before'
+    [found] = compare.compare(before, after)
+    assert found.verdict == compare.REGRESSION and found.noise_of == 'before'
     code, out, _ = run(capsys, write_log(tmp_path / 'before.log', before),
                        write_log(tmp_path / 'after.log', after))
     assert code == 1 and '-48.6%' in out and '(before only)' in out
     # one run after within the before spread and the threshold is unchanged
-    [found] = history.compare(before, runs([641], start=100))
-    assert found.verdict == history.UNCHANGED
+    [found] = compare.compare(before, runs([641], start=100))
+    assert found.verdict == compare.UNCHANGED
 
 
 def test_one_repetition_each_side_is_shown_and_fails_beyond_the_threshold(capsys, tmp_path):
     code, out, _ = run(capsys, write_log(tmp_path / 'before.log', runs([640])),
                        write_log(tmp_path / 'after.log', runs([330], start=100)))
-    assert code == 1 and '-48.4%' in out and history.TOO_FEW_WORSE in out
-    [found] = history.compare(runs([640]), runs([630], start=100))
-    assert found.verdict == history.TOO_FEW and found.change < 0
+    assert code == 1 and '-48.4%' in out and compare.TOO_FEW_WORSE in out
+    [found] = compare.compare(runs([640]), runs([630], start=100))
+    assert found.verdict == compare.TOO_FEW and found.change < 0
 
 
 def test_values_of_unrecorded_settings_are_never_merged_into_a_known_group(capsys, tmp_path):
@@ -500,5 +503,5 @@ def test_values_of_unrecorded_settings_are_never_merged_into_a_known_group(capsy
     new = runs([44.0, 44.2, 43.9], var='train_time', unit='s', start=100)
     code, out, _ = run(capsys, str(tmp_path / 'old.log'), write_log(tmp_path / 'new.log', new))
     assert 'REGRESSION' not in out and '+236' not in out
-    assert f'[{history.NOT_RECORDED}]' in out and f'[{DEFAULT}]' in out
-    assert code == 1 and history.OTHER_SETTINGS in out
+    assert f'[{NOT_RECORDED}]' in out and f'[{DEFAULT}]' in out
+    assert code == 1 and compare.OTHER_SETTINGS in out

@@ -222,11 +222,13 @@ def test_documented_commands_on_stored_sessions(runs, tmp_path):
 def test_settings_and_stack_are_recorded_with_every_value(runs, capsys):
     """In the perf log and in the results database alike: the run's settings, and the stack
     the ranks and the job reported (the same in both sessions, so the report names no change)."""
-    from mlcheck.perf import history, stack
+    from mlcheck.perf import stack
+    from mlcheck.perf.database import ResultsDatabase
+    from mlcheck.perf.selection import load, parse_selection
     _, db, perflog, sessions = runs
-    database = history.ResultsDatabase(str(db), CONFIG)
-    for found in (history.load(history.parse_selection(str(perflog))),
-                  history.load(history.parse_selection(sessions['unchanged']['uuid']), database)):
+    database = ResultsDatabase(str(db), CONFIG)
+    for found in (load(parse_selection(str(perflog))),
+                  load(parse_selection(sessions['unchanged']['uuid']), database)):
         assert {s.settings for s in found} == {'epochs=3;batch_size=64'}
         facts = stack.decode(found[0].stack)
         assert set(facts) >= {'torch', 'torchvision', 'kernel', 'slurm'}, found[0].stack

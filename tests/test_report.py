@@ -14,7 +14,9 @@ from datetime import datetime, timezone
 import pytest
 
 from test_history import BASELINE, UNCHANGED, SLOWED, one_line_error, run, samples
-from mlcheck.perf import history, stack
+from mlcheck.perf import compare, stack
+from mlcheck.perf.samples import higher_is_better
+from mlcheck.perf.selection import load, parse_selection
 from mlcheck.rfm_config import PERFLOG_HEADER
 
 LUMI_STACK = {'torch': '2.6.0+rocm6.2.4', 'torchvision': '0.21.0+rocm6.2.4', 'rocm': '6.2.41134',
@@ -40,7 +42,7 @@ def write_perflog(path, found):
 
 def as_run(found, image, nodes, factor=1.0, settings='epochs=3', facts=None):
     """The samples as if run in `image` on `nodes` nodes, `factor` times as fast."""
-    scale = lambda s: s.value * factor if history.higher_is_better(s.unit) else s.value / factor
+    scale = lambda s: s.value * factor if higher_is_better(s.unit) else s.value / factor
     return [dataclasses.replace(s, name=f'MNISTDistributedCheck %image={image} %num_nodes={nodes}',
                                 image=image, num_nodes=nodes, value=scale(s), settings=settings,
                                 stack=stack.encode(facts or {}))
@@ -118,8 +120,8 @@ def test_runs_of_other_settings_are_not_compared(tmp_path, capsys):
     before, after = upgrade(tmp_path, after_session=SLOWED, settings='epochs=10')
     code, out, _ = run(capsys, before, after)
     table = [line for line in out.splitlines() if line.startswith('sim:cluster')]
-    assert {line.rsplit('  ', 1)[-1].strip() for line in table} == {history.OTHER_SETTINGS, 'only after'}
-    assert all('[epochs=3]' in line for line in table if history.OTHER_SETTINGS in line)
+    assert {line.rsplit('  ', 1)[-1].strip() for line in table} == {compare.OTHER_SETTINGS, 'only after'}
+    assert all('[epochs=3]' in line for line in table if compare.OTHER_SETTINGS in line)
     assert all('[epochs=10]' in line for line in table if 'only after' in line)
     assert code == 1 and 'REGRESSION' not in out
     assert '12 OTHER SETTINGS AFTER: ran after only with other settings' in out
@@ -130,10 +132,10 @@ def test_an_older_perf_log_without_settings_is_never_taken_for_the_one_known():
     the 10 after, +236 % REGRESSION): now a group of its own, never compared with a known one."""
     old = samples(BASELINE)
     new = [dataclasses.replace(s, settings='epochs=3') for s in samples(SLOWED)]
-    verdicts = {c.key: c.verdict for c in history.compare(old, new)}
+    verdicts = {c.key: c.verdict for c in compare.compare(old, new)}
     assert {key[3] for key in verdicts} == {'', 'epochs=3'}
-    assert verdicts[('sim:cluster', old[0].name, 'samples_per_s', '')] == history.OTHER_SETTINGS
-    assert verdicts[('sim:cluster', old[0].name, 'samples_per_s', 'epochs=3')] == history.ONLY_AFTER
+    assert verdicts[('sim:cluster', old[0].name, 'samples_per_s', '')] == compare.OTHER_SETTINGS
+    assert verdicts[('sim:cluster', old[0].name, 'samples_per_s', 'epochs=3')] == compare.ONLY_AFTER
 
 
 # --- the Markdown ------------------------------------------------------------------------------
@@ -152,7 +154,7 @@ def test_markdown_starts_with_what_to_act_on(tmp_path, capsys):
 
 def test_tests_that_cannot_be_judged_are_one_line(tmp_path, capsys):
     before, after = upgrade(tmp_path)
-    one = write_perflog(tmp_path / 'one.log', [s for s in history.load(history.parse_selection(after))
+    one = write_perflog(tmp_path / 'one.log', [s for s in load(parse_selection(after))
                                                if s.jobid == samples(UNCHANGED[0])[0].jobid])
     code, out, _ = run(capsys, before, one, '-o', str(tmp_path / 'report'))
     text = (tmp_path / 'report' / 'report.md').read_text()
@@ -161,18 +163,18 @@ def test_tests_that_cannot_be_judged_are_one_line(tmp_path, capsys):
     assert line.startswith('- 4 test(s) with too few repetitions on one side')
     assert text.count('(before only) |') == 12
     # one run on both sides: shown with its change, in one line with the advice
-    first = write_perflog(tmp_path / 'first.log', [s for s in history.load(history.parse_selection(before))
+    first = write_perflog(tmp_path / 'first.log', [s for s in load(parse_selection(before))
                                                    if s.jobid == samples(BASELINE)[0].jobid])
     code, out, _ = run(capsys, first, one, '-o', str(tmp_path / 'report'))
     text = (tmp_path / 'report' / 'report.md').read_text()
-    assert text.count('| too few repetitions |') + text.count(f'| {history.TOO_FEW_WORSE} |') == 12
+    assert text.count('| too few repetitions |') + text.count(f'| {compare.TOO_FEW_WORSE} |') == 12
     [line] = [l for l in text.splitlines() if l.startswith('- ') and 'too few repetitions' in l]
     assert line.startswith('- 12 with too few repetitions') and '--repeat 3' in line
 
 
 def test_tests_without_a_reference_are_one_line(tmp_path, capsys):
     before, after = upgrade(tmp_path)
-    found = history.load(history.parse_selection(after))
+    found = load(parse_selection(after))
     unreferenced = write_perflog(tmp_path / 'unreferenced.log',
                                  [dataclasses.replace(s, reference=(0, None, None)) for s in found])
     code, out, _ = run(capsys, before, unreferenced)

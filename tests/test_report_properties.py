@@ -1,6 +1,6 @@
 """Invariants of the upgrade report's rule that a user relies on, over generated before/after
 sample sets (tests x settings groups x repetitions) whose truth is known by construction.
-The rule itself is in mlcheck.perf.history; docs/performance-history.md lists these invariants."""
+The rule itself is in mlcheck.perf.compare; docs/performance-history.md lists these invariants."""
 
 import dataclasses
 import math
@@ -11,8 +11,9 @@ from pathlib import Path
 from hypothesis import given, settings, strategies as st
 
 from mlcheck import report
-from mlcheck.perf import history
-from mlcheck.perf.history import Rule
+from mlcheck.perf import compare
+from mlcheck.perf.compare import Rule
+from mlcheck.perf.samples import Sample
 
 RULE = Rule()
 UNITS = ('samples/s', 's')     # higher is better, lower is better
@@ -42,13 +43,13 @@ def samples(found, side):
     out = []
     for (test, settings), (unit, *values) in found.items():
         for i, value in enumerate(values[side == 'after']):
-            out.append(history.Sample('sim:cluster', f'{test} %num_nodes=1', 'host', 1, 'x', value,
-                                      unit, 1.8e9 + i, jobid=str(i), settings=settings))
+            out.append(Sample('sim:cluster', f'{test} %num_nodes=1', 'host', 1, 'x', value,
+                              unit, 1.8e9 + i, jobid=str(i), settings=settings))
     return out
 
 
 def compared(found, rule=RULE):
-    return history.compare(samples(found, 'before'), samples(found, 'after'), rule)
+    return compare.compare(samples(found, 'before'), samples(found, 'after'), rule)
 
 
 def valued(values):
@@ -75,10 +76,10 @@ def test_a_change_beyond_threshold_and_noise_is_never_unchanged(found):
         spread = statistics.stdev(before) / statistics.fmean(before)
         change = statistics.fmean(after) / statistics.fmean(before) - 1
         if abs(change) > RULE.threshold and abs(change) > RULE.noise_factor * spread:
-            assert c.verdict != history.UNCHANGED, c
+            assert c.verdict != compare.UNCHANGED, c
             # one run after, judged against the spread before as a mean of one is expected to fall
             if len(after) == 1 and abs(change) > RULE.noise_factor * spread * math.sqrt(1 + 1 / len(before)):
-                assert c.verdict in (history.REGRESSION, history.IMPROVED), c
+                assert c.verdict in (compare.REGRESSION, compare.IMPROVED), c
 
 
 @settings(max_examples=100, deadline=None)
@@ -112,7 +113,7 @@ def test_an_unchanged_test_is_never_a_regression(before, within, unit, runs, dat
     after = [v * (1 + within * RULE.threshold) * mean / statistics.fmean(after) for v in after]
     found = {('Check0', 'epochs=1'): (unit, before, after)}
     [c] = compared(found)
-    assert c.verdict not in history.FAILING, c
+    assert c.verdict not in compare.FAILING, c
 
 
 @settings(max_examples=15, deadline=None)
@@ -125,9 +126,9 @@ def test_the_exit_status_is_1_iff_a_verdict_fails(found):
         return
     with tempfile.TemporaryDirectory() as scratch:
         # a side without any test case is bad input: give it one of an unrelated test
-        filler = history.Sample('sim:cluster', 'Other %num_nodes=1', 'host', 1, 'x', 1.0, 's', 1.8e9)
+        filler = Sample('sim:cluster', 'Other %num_nodes=1', 'host', 1, 'x', 1.0, 's', 1.8e9)
         logs = [write_perflog(Path(scratch) / f'{side}.log', ss or [filler])
                 for side, ss in (('before', before), ('after', after))]
         code = report.main(logs)
-    verdicts = {c.verdict for c in history.compare(before or [filler], after or [filler])}
-    assert code == (report.EXIT_REGRESSION if verdicts & set(history.FAILING) else 0), verdicts
+    verdicts = {c.verdict for c in compare.compare(before or [filler], after or [filler])}
+    assert code == (report.EXIT_REGRESSION if verdicts & set(compare.FAILING) else 0), verdicts

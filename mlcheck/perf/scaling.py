@@ -9,7 +9,8 @@ partition and settings), when storage is enabled.
 import time
 
 from reframe.core.logging import getlogger
-from reframe.core.runtime import runtime
+
+from mlcheck.perf.database import session_stores_results, session_testcases
 
 # this session's figures: (partition, check, image, settings, num_nodes) -> value
 _session = {}
@@ -37,18 +38,15 @@ def one_node_baseline(test, perf_var):
 
 
 def _latest_stored(test, perf_var):
-    if not runtime().get_option('storage/0/enable'):
+    if not session_stores_results():
         return None
-    from reframe.frontend.reporting.storage import StorageBackend
-    from reframe.frontend.reporting.utility import QuerySelectorTestcase
-
     now = time.time()
     part = test.current_partition
-    selector = QuerySelectorTestcase(time_period=(now - STORED_WINDOW_DAYS * 86400, now))
     test_filter = (f'num_nodes == 1 and image == {test.image!r} and result == "pass" and '
                    f'system == {part.fullname.split(":")[0]!r} and partition == {part.name!r}')
     try:
-        cases = StorageBackend.default().fetch_testcases(selector, f'^{type(test).__name__}', test_filter)
+        cases = session_testcases((now - STORED_WINDOW_DAYS * 86400, now), f'^{type(test).__name__}',
+                                  test_filter)
     except Exception as err:   # an unreadable database must not fail the measurement itself
         getlogger().warning(f'scaling efficiency: could not read stored results: {err}')
         return None

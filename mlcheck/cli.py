@@ -1,0 +1,85 @@
+"""The command-line plumbing that mlcheck.report and mlcheck.baseline share: their argument
+parser with the selection forms, the source arguments (-C, --db) and the opening of the results
+database from them, fractions as a person types them, the terminal table, the exit codes and
+errors as one line on stderr.
+"""
+
+import argparse
+import math
+import os
+import sys
+
+from mlcheck.errors import InputError
+from mlcheck.perf.database import ResultsDatabase, database_of
+from mlcheck.perf.selection import SELECTION_FORMS
+
+DEFAULT_CONFIG = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
+                              'config', 'simulated.py')
+EXIT_REGRESSION, EXIT_BAD_INPUT, EXIT_INTERNAL = 1, 2, 3
+
+
+def argument_parser(prog, description):
+    """A command's parser, its help ending with the forms of a selection."""
+    return argparse.ArgumentParser(prog=prog, description=description,
+                                   epilog='selections:\n' + SELECTION_FORMS,
+                                   formatter_class=argparse.RawDescriptionHelpFormatter)
+
+
+def add_source_arguments(parser):
+    parser.add_argument('-C', '--config', default=None,
+                        help='ReFrame config of the site, whose results database is read '
+                             '(default: $RFM_CONFIG_FILES, else config/simulated.py)')
+    parser.add_argument('--db', default=None,
+                        help='results database file (default: $RFM_SQLITE_DB_FILE, else the '
+                             "config's storage)")
+
+
+def open_database(args, selections):
+    """The results database, if any selection needs it."""
+    if not any(s.stored for s in selections):
+        return None
+    config = args.config or (os.environ.get('RFM_CONFIG_FILES', '').split(':')[0]) or DEFAULT_CONFIG
+    if not os.path.isfile(config):
+        raise InputError(f'config file not found: {config}')
+    return ResultsDatabase(args.db or database_of(config), config)
+
+
+def parse_fraction(text, option):
+    """A fraction as a person types it: '5%' or '0.05'; an InputError for anything else,
+    a bare number of 1 or more included (is '5' meant as 5 % or as 500 %?)."""
+    text = str(text).strip()
+    percent = text.endswith('%')
+    try:
+        value = float(text.removesuffix('%'))
+    except ValueError:
+        value = math.nan
+    if percent:
+        value /= 100
+    if not 0 < value < 1:
+        raise InputError(f'{option} {text}: expected a fraction between 0 and 1 (0.05) or a '
+                         'percentage (5%)')
+    return value
+
+
+def text_table(header, body):
+    widths = [max(len(r[i]) for r in [header, *body]) for i in range(len(header))]
+    line = lambda r: '  '.join(cell.ljust(w) for cell, w in zip(r, widths)).rstrip()
+    return '\n'.join([line(header), line(['-' * w for w in widths]), *map(line, body)])
+
+
+def one_line_errors(command, run):
+    """run() with its errors as one line on stderr and an exit code that is never the
+    regression code: a crash must not read as a verdict."""
+    try:
+        return run()
+    except InputError as err:
+        print(f'{command}: error: {err}', file=sys.stderr)
+        return EXIT_BAD_INPUT
+    except Exception as err:   # noqa: BLE001 - anything else is a bug, said in one line
+        where = err.__traceback__
+        while where.tb_next:
+            where = where.tb_next
+        print(f'{command}: internal error: {type(err).__name__}: {err} '
+              f'({os.path.basename(where.tb_frame.f_code.co_filename)}:{where.tb_lineno})',
+              file=sys.stderr)
+        return EXIT_INTERNAL

@@ -1,0 +1,144 @@
+"""The rule that tells regressions from noise: its settings (Rule), one judged Comparison per test,
+settings and performance variable of two selections' samples, the verdicts and which of them
+fail the gate, and the statistics the rule judges with (the noise of the repetitions).
+"""
+
+import math
+import statistics
+from dataclasses import dataclass, field
+
+from mlcheck.errors import InputError
+from mlcheck.perf.samples import higher_is_better, test_of
+
+REGRESSION, IMPROVED, WITHIN_NOISE, UNCHANGED, TOO_FEW = (
+    'REGRESSION', 'improved', 'within noise', 'unchanged', 'too few repetitions')
+# neither side has the repetitions for a spread, and after is worse by more than the threshold:
+# nothing says the change is noise, so it fails the gate
+TOO_FEW_WORSE = 'WORSE, TOO FEW TO JUDGE'
+ONLY_BEFORE, ONLY_AFTER = 'only before', 'only after'
+# a test with values before and none at all after: it broke outright, the worst regression
+NO_RESULT = 'NO RESULT AFTER'
+# ... or ran after only with other settings (epochs, model...): it cannot be said to be as fast
+OTHER_SETTINGS = 'OTHER SETTINGS AFTER'
+# verdicts that fail the gate
+FAILING = (REGRESSION, NO_RESULT, OTHER_SETTINGS, TOO_FEW_WORSE)
+
+
+@dataclass(frozen=True)
+class Rule:
+    threshold: float = 0.05    # relative change that matters
+    noise_factor: float = 2.0  # a change must also exceed this many times the noise
+    min_repeats: int = 2       # repetitions a side needs for a noise estimate
+
+    def __post_init__(self):
+        # a standard deviation needs two values on a side; a bound of 1 or more is no bound
+        if self.min_repeats < 2:
+            raise InputError(f'--min-repeats {self.min_repeats}: the noise estimate needs at '
+                             'least 2 repetitions on each side')
+        if self.noise_factor < 0:
+            raise InputError(f'--noise-factor {self.noise_factor:g}: expected 0 or more')
+
+
+@dataclass
+class Comparison:
+    key: tuple
+    unit: str
+    image: str
+    num_nodes: int
+    before: list = field(default_factory=list)   # values
+    after: list = field(default_factory=list)
+    verdict: str = ''
+    change: float = None    # relative change of the mean, after against before
+    worse: float = None     # the change in the direction that is worse (positive: slower)
+    noise: float = None     # the spread the change is judged against, relative (see judge)
+    noise_of: str = ''      # 'both' sides pooled, or the one side ('before', 'after') that has it
+    failed_after: int = 0   # test case runs after that ended without a value
+
+    @property
+    def mean_before(self):
+        return statistics.fmean(self.before) if self.before else None
+
+    @property
+    def mean_after(self):
+        return statistics.fmean(self.after) if self.after else None
+
+
+def relative_noise(before, after):
+    """Standard deviation of the repetitions about their side's mean, both sides pooled,
+    relative to the before mean."""
+    dof = len(before) + len(after) - 2
+    squares = sum((v - statistics.fmean(side)) ** 2 for side in (before, after) for v in side)
+    return math.sqrt(squares / dof) / statistics.fmean(before)
+
+
+def one_sided_noise(spread_side, other, mean_before):
+    """The spread of the change when only one side has repetitions for a standard deviation:
+    that side's standard deviation s (n values), as far as a mean of the other side's m values
+    is expected to fall from its mean, s * sqrt(1/m + 1/n), relative to the before mean."""
+    n, m = len(spread_side), len(other)
+    return statistics.stdev(spread_side) * math.sqrt(1 / m + 1 / n) / mean_before
+
+
+def judge(comparison, rule):
+    """The verdict on one comparison. Means, not medians: the noise is the spread about the means,
+    and one stray repetition moves a mean by less than it widens that spread (1/n against about
+    1/sqrt(n) of its distance), so it cannot make a regression on its own; a median of few
+    repetitions can jump by more than the spread when they fall into two groups (busy, idle).
+    With too few repetitions on one side, the spread is the other side's (one_sided_noise); with
+    too few on both, a change worse than the threshold fails as TOO_FEW_WORSE."""
+    c = comparison
+    if not c.after:
+        c.verdict = ONLY_BEFORE
+        return c
+    if not c.before:
+        c.verdict = ONLY_AFTER
+        return c
+    c.change = c.mean_after / c.mean_before - 1
+    c.worse = -c.change if higher_is_better(c.unit) else c.change
+    enough = [name for name, side in (('before', c.before), ('after', c.after))
+              if len(side) >= rule.min_repeats]
+    if len(enough) == 2:
+        c.noise, c.noise_of = relative_noise(c.before, c.after), 'both'
+    elif enough == ['before']:
+        c.noise, c.noise_of = one_sided_noise(c.before, c.after, c.mean_before), 'before'
+    elif enough == ['after']:
+        c.noise, c.noise_of = one_sided_noise(c.after, c.before, c.mean_before), 'after'
+    else:
+        c.verdict = TOO_FEW_WORSE if c.worse > rule.threshold else TOO_FEW
+        return c
+    beyond = abs(c.change) > rule.threshold
+    if beyond and abs(c.change) > rule.noise_factor * c.noise:
+        c.verdict = REGRESSION if c.worse > 0 else IMPROVED
+    else:
+        c.verdict = WITHIN_NOISE if beyond else UNCHANGED
+    return c
+
+
+def compare(before, after, rule=Rule()):
+    """One judged Comparison per test, settings and performance variable of either selection:
+    runs of other settings (epochs, model, batch size...) are never compared, and values whose
+    settings were not recorded (settings '') are a group of their own. Samples without a value
+    (test cases that failed before their performance stage) only tell that the test ran."""
+    table = {}
+    for side, samples in (('before', before), ('after', after)):
+        for s in samples:
+            entry = table.setdefault(s.key, Comparison(s.key, s.unit, s.image, s.num_nodes))
+            if s.value is not None:
+                getattr(entry, side).append(s.value)
+            elif side == 'after':
+                entry.failed_after += 1
+    judged = [judge(table[key], rule) for key in sorted(table) if table[key].before or table[key].after]
+    settings_after = {test_of(c.key) for c in judged if c.after}
+    tests_after = {c.key[:2] for c in judged if c.after}
+    tests_compared = {c.key[:2] for c in judged if c.before and c.after}
+    for c in judged:
+        if c.verdict != ONLY_BEFORE or test_of(c.key) in settings_after:
+            continue
+        # it ran after in these settings and failed; else, a group of settings that did not run
+        # after is a stray one (a smoke run in the baseline's period) where the test was
+        # compared in other settings, and where it was compared in none, nothing says the test
+        # is as fast as before
+        if c.failed_after or c.key[:2] not in tests_compared:
+            c.verdict = OTHER_SETTINGS if not c.failed_after and c.key[:2] in tests_after \
+                else NO_RESULT
+    return judged

@@ -1,0 +1,81 @@
+"""Performance samples: the Sample (one value of one test case run), what is compared like with
+like (its key, test_of), which way a unit is better, and grouping. Every reader (perf logs, the
+results database) produces Samples; the comparison, the report and the baseline consume them.
+"""
+
+import re
+from collections import defaultdict
+from dataclasses import dataclass
+
+TIME_UNITS = {'s', 'ms', 'us', 'min', 'h'}   # lower is better; everything else higher is better
+NOT_RECORDED = 'settings not recorded'   # how values without a settings column are labelled
+
+
+@dataclass(frozen=True)
+class Sample:
+    """One performance value of one test case run."""
+    partition: str        # system:partition
+    name: str             # test name with its parameters, e.g. 'Check %image=x %num_nodes=2'
+    image: str
+    num_nodes: int
+    var: str              # performance variable
+    value: float          # None: the test case ran and failed before its performance stage
+    unit: str
+    time: float           # job completion, Unix seconds
+    jobid: str = ''
+    nodelist: str = ''
+    reference: tuple = ()  # (value, lower, upper) as ReFrame applied them
+    result: str = ''
+    source: str = ''      # session UUID or perf log path
+    settings: str = ''    # the run's settings that change a figure ('' where not recorded)
+    stack: str = ''       # its software stack (mlcheck.perf.stack; '' where not recorded)
+
+    @property
+    def key(self):
+        """What is compared like with like: the test, its settings and the variable."""
+        return (self.partition, self.name, self.var, self.settings)
+
+    @property
+    def system(self):
+        return self.partition.split(':')[0]
+
+    @property
+    def check(self):
+        """The test's class name, which keys its references."""
+        return self.name.split()[0]
+
+
+def higher_is_better(unit):
+    return unit not in TIME_UNITS
+
+
+def recorded(text):
+    """A column that older perf logs lack, or that ReFrame wrote as null: ''."""
+    return '' if text in (None, 'null', 'None', '<undefined>') else text
+
+
+def valued(samples):
+    """The samples that hold a value (not those of test cases that failed before it)."""
+    return [s for s in samples if s.value is not None]
+
+
+def test_of(key):
+    """(partition, name, settings) of a sample's or comparison's key."""
+    partition, name, _, settings = key
+    return partition, name, settings
+
+
+def test_of_sample(sample):
+    return test_of(sample.key)
+
+
+def group(samples, by):
+    """{by(sample): [samples]} in sample order."""
+    groups = defaultdict(list)
+    for s in samples:
+        groups[by(s)].append(s)
+    return dict(groups)
+
+
+def slug(text):
+    return re.sub(r'[^A-Za-z0-9.]+', '-', text).strip('-')

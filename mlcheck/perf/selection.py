@@ -1,0 +1,78 @@
+"""Selections: the grammar of what the report and the baseline read (a session UUID, a period
+START:END, 'latest', a perf log with an optional @START:END) and the samples each one holds.
+"""
+
+import os
+from dataclasses import dataclass
+
+from reframe.frontend.reporting.utility import is_uuid, parse_query_spec, parse_time_period
+
+from mlcheck.errors import InputError
+from mlcheck.perf.database import samples_of_testcases
+from mlcheck.perf.perflog import perflog_files, read_perflog
+
+LATEST = 'latest'
+SELECTION_FORMS = """\
+  SESSION-UUID      that session, from the results database
+  START:END         every stored test case completed in that period, in ReFrame's syntax
+                    (20261120, 20261120T0930, now-1d:now, ...); START:END?FILTER selects sessions
+  latest            the most recent stored session
+  PATH[@START:END]  a perf log file, or a directory of them, optionally only a period
+"""
+
+
+@dataclass(frozen=True)
+class Selection:
+    spec: str
+    kind: str             # 'session', 'period', 'latest' (results database) or 'perflog'
+    path: str = ''        # perf log file or directory
+    period: tuple = None  # (start, end) Unix seconds, for perf logs
+
+    @property
+    def stored(self):
+        return self.kind != 'perflog'
+
+
+def parse_selection(spec):
+    """A Selection from its command-line form; an InputError if it is none of the forms."""
+    spec = spec.strip()
+    if not spec:
+        raise InputError('empty selection: give a session UUID, a period START:END, '
+                         f'{LATEST!r} or a perf log path')
+    if spec == LATEST:
+        return Selection(spec, 'latest')
+    if is_uuid(spec):
+        return Selection(spec, 'session')
+    path, _, period = spec.partition('@')
+    if os.sep in path or path.endswith('.log') or os.path.exists(path):
+        if period:
+            try:
+                period = parse_time_period(period)
+            except ValueError as err:
+                raise InputError(f'selection {spec!r}: {err}') from None
+        return Selection(spec, 'perflog', path=path, period=period or None)
+    try:
+        parse_query_spec(spec)
+    except ValueError as err:
+        raise InputError(f'selection {spec!r} is not a session UUID, a period START:END, '
+                         f'{LATEST!r} or a perf log path ({err})') from None
+    return Selection(spec, 'period')
+
+
+def load(selection, database=None, with_failed=False):
+    """The samples of a selection; an InputError when it holds none. With `with_failed` the
+    test cases that ran without a value (value None) count too: a selection whose every test
+    failed still names them, and only one that names no test case at all is an error."""
+    if selection.stored:
+        if database is None:
+            raise InputError(f'selection {selection.spec!r} needs the results database')
+        query = database.latest_session() if selection.kind == 'latest' else selection.spec
+        samples = samples_of_testcases(database.testcases(query), with_failed)
+        where = f'results database {database.path}'
+    else:
+        samples = [s for path in perflog_files(selection.path)
+                   for s in read_perflog(path, selection.period, with_failed)]
+        where = f'perf log {selection.path}'
+    if not samples:
+        raise InputError(f'selection {selection.spec!r} holds no performance values ({where})')
+    return samples
