@@ -3,7 +3,8 @@
 Answers, after a system upgrade: is the fabric as fast as before from inside this image (bus
 bandwidth at the largest message, small-message latency, the slowest node pair), how close to
 the partition's physical limit, and does every rank receive the right values. Launched as the
-training checks are: one rank per GPU, their masks, environment, container and plugin sanity.
+training checks are (DistributedLaunchCheck): one rank per GPU, their masks, environment,
+container and plugin sanity; no training setting (-S throttle) applies to it.
 """
 
 import reframe as rfm
@@ -12,15 +13,13 @@ from reframe.core.logging import getlogger
 
 from mlcheck.judging import interconnect
 from mlcheck.knobs import Knob, knob_variable
-from mlcheck.rfm import DistributedTrainingCheck
+from mlcheck.rfm import DistributedLaunchCheck
 
 
 @rfm.simple_test
-class InterconnectCheck(DistributedTrainingCheck):
+class InterconnectCheck(DistributedLaunchCheck):
     descr = 'torch.distributed collective bandwidth and latency, one rank per GPU'
     script = 'pytorch/comm/collectives.py'
-    dataset = ''
-    solo_phase = False      # no training: nothing to time alone
 
     # Knobs: -S sets one; else the partition's extras.mlcheck.checks.interconnect; else these.
     # The limits (GB/s) are the partition's physical ones, declared by the site: across nodes,
@@ -68,9 +67,6 @@ class InterconnectCheck(DistributedTrainingCheck):
         if self.slowdown:
             args += ['--slowdown', self.slowdown]
         return [str(a) for a in args]
-
-    def training_promises(self):
-        return {}
 
     def program_problems(self, run):
         return interconnect.problems(run, self.num_tasks, self.slow_pair_fraction)

@@ -316,10 +316,6 @@ class DistributedTrainingCheck(DistributedLaunchCheck):
         'throttle_rank': Knob(0, 'the rank -S throttle slows', minimum=0),
     }
 
-    #: The program trains each rank alone before the distributed phase (ddp_common.solo_phase):
-    #: its per-rank figures and the slow-rank rule apply.
-    solo_phase = True
-
     def partition_knobs(self):
         return {'slow_rank_fraction': Knob(self.settings.slow_rank_fraction,
                                            "a rank training alone below this fraction of the median "
@@ -350,17 +346,10 @@ class DistributedTrainingCheck(DistributedLaunchCheck):
 
     def expectations(self):
         return sanity.Expectations.for_run(self.settings, self.layout, fault=self.fault,
-                                           slow_rank_fraction=(self.slow_rank_fraction
-                                                               if self.solo_phase else None),
+                                           slow_rank_fraction=self.slow_rank_fraction,
                                            **self.training_promises())
 
     # --- per rank: each rank alone, and what the distributed phase keeps of it (docs/per-rank.md)
-
-    @run_before('performance')
-    def drop_per_rank_figures_without_solo_phase(self):
-        if not self.solo_phase:
-            for name in ('slowest_rank_fraction', 'communication_efficiency'):
-                self.perf_variables.pop(name)
 
     @performance_function('fraction')
     def slowest_rank_fraction(self):
