@@ -168,3 +168,12 @@ def test_throttle_slows_the_training_checks_and_never_reaches_the_interconnect(t
     # ReFrame's own word for a setting a test does not have
     assert ("test 'InterconnectCheck': the following variables were not set: 'throttle', "
             "'throttle_rank'") in done.stdout
+
+
+def test_a_latency_message_smaller_than_one_element_is_refused_at_setup(tmp_path):
+    """-S min_bytes=1 timed an all_reduce of an empty tensor as the latency."""
+    run_reframe('simulated', tmp_path / 'rfm', '--dry-run', '-P', 'image=host', '-P', 'num_nodes=1',
+                '-n', 'Interconnect', '-S', 'min_bytes=1')
+    [case] = report_cases(tmp_path / 'rfm')
+    assert (case['fail_phase'], case['fail_reason']) == (
+        'setup', "config error: -S min_bytes='1': expected an integer >= 4")
