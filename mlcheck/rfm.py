@@ -246,7 +246,7 @@ class DistributedLaunchCheck(rfm.RunOnlyRegressionTest):
             getlogger().info(f'{self.display_name}: failed as expected: {"; ".join(found)}')
         if found:
             raise SanityError('; '.join(found))
-        note = locality.unread_note(self.run_output())
+        note = locality.note_to_say(self.settings, locality.unread_note(self.run_output()))
         if note:
             self.logger.warning(note)
         return True
