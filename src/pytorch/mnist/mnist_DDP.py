@@ -180,7 +180,7 @@ def main(argv=None):
     if rank == 0:
         emit('result', test_accuracy=correct / max(total, 1), test_samples=int(total),
              train_seconds=sum(s['seconds'] for s in summaries), epochs=args.epochs, steps=steps,
-             world_size=world_size, **steady_state(summaries, world_size))
+             batch_size=args.batch_size, world_size=world_size, **steady_state(summaries, world_size))
     finish(rank)
 
 
