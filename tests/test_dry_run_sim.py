@@ -85,7 +85,7 @@ def test_host_runs_the_suites_python_on_the_data_where_it_is(sim_scripts):
     # the suite's venv (reframe runs it as python3, pytest perhaps as python)
     venv_python = re.escape(os.path.dirname(sys.executable)) + r'/python3?'
     assert re.search(f' sh ./launch/rank-env.sh {venv_python} -u ./pytorch/mnist/mnist_DDP.py '
-                     f'--data-dir {re.escape(DATA)} --epochs 10 --batch-size 64 --ranks-per-node 2$', srun), srun
+                     f'--data-dir {re.escape(DATA)} --epochs 3 --batch-size 64 --ranks-per-node 2$', srun), srun
 
 
 def test_sim_partition_names_charliecloud_and_every_recipe():
