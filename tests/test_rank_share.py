@@ -99,3 +99,11 @@ def test_mnist_with_a_batch_larger_than_each_share(tmp_path):
     run = run_ranks('mnist/mnist_DDP.py', '--data-dir', str(tmp_path), '--batch-size', '1000',
                     '--epochs', '1', '--steps', '1', '--solo-steps', '1', '--solo-warmup-steps', '0')
     assert [e['samples'] for e in run.events('epoch')] == [1000]
+
+
+def test_a_loader_without_a_batch_ends_the_program_in_one_line():
+    """It spun at 100 % CPU: each pass yielded nothing, and the next began at once."""
+    from ddp_common import endless_batches
+    empty = torch.utils.data.DataLoader(range(3), batch_size=4, drop_last=True)
+    with pytest.raises(SystemExit, match='^rank 0: a pass over the data gave no batch of 4$'):
+        next(endless_batches(empty))
