@@ -3,24 +3,24 @@
 Answers, after a system upgrade: is the fabric as fast as before from inside this image (bus
 bandwidth at the largest message, small-message latency, the slowest node pair), how close to
 the partition's physical limit, and does every rank receive the right values. Launched as the
-training checks are: one rank per GPU, their masks, environment, container and plugin sanity.
+training checks are (DistributedLaunchCheck): one rank per GPU, their masks, environment,
+container and plugin sanity; no training setting (-S throttle) applies to it.
 """
 
 import reframe as rfm
-from reframe.core.builtins import performance_function, run_before
+from reframe.core.builtins import performance_function, run_after, run_before
 from reframe.core.logging import getlogger
 
 from mlcheck.judging import interconnect
 from mlcheck.knobs import Knob, knob_variable
-from mlcheck.rfm import DistributedTrainingCheck
+from mlcheck.errors import ConfigError
+from mlcheck.rfm import DistributedLaunchCheck, reported_by_reframe
 
 
 @rfm.simple_test
-class InterconnectCheck(DistributedTrainingCheck):
+class InterconnectCheck(DistributedLaunchCheck):
     descr = 'torch.distributed collective bandwidth and latency, one rank per GPU'
     script = 'pytorch/comm/collectives.py'
-    dataset = ''
-    solo_phase = False      # no training: nothing to time alone
 
     # Knobs: -S sets one; else the partition's extras.mlcheck.checks.interconnect; else these.
     # The limits (GB/s) are the partition's physical ones, declared by the site: across nodes,
@@ -28,7 +28,7 @@ class InterconnectCheck(DistributedTrainingCheck):
     checks_key = 'interconnect'
     knobs = {
         'min_bytes': Knob(8, 'smallest message of the sweep, and the one whose all_reduce time is '
-                             'the latency (bytes)', minimum=1),
+                             'the latency (bytes; at least one float32 element)', minimum=4),
         'max_bytes': Knob(1 << 30, 'largest message of the sweep (bytes)', minimum=1, at_least='min_bytes'),
         'factor': Knob(4, 'size step of the sweep', minimum=2),
         'p2p_bytes': Knob(1 << 28, 'message of the node-pair exchange (bytes)', minimum=1),
@@ -60,6 +60,17 @@ class InterconnectCheck(DistributedTrainingCheck):
     slow_pair_fraction = knob_variable()
     slowdown = knob_variable()
 
+    #: The most ranks whose all_reduce values the program checks exactly in float32 (its
+    #: MAX_WORLD_SIZE: 2**24 // PATTERN_PERIOD; a test keeps them equal)
+    max_checked_ranks = 132104
+
+    @run_after('setup')
+    @reported_by_reframe
+    def refuse_a_world_whose_values_cannot_be_checked(self):
+        if self.num_tasks > self.max_checked_ranks:
+            raise ConfigError(f'{self.num_nodes} nodes: {self.num_tasks} ranks; the all_reduce '
+                              f'values can be checked exactly for at most {self.max_checked_ranks}')
+
     def script_arguments(self):
         args = ['--min-bytes', self.min_bytes, '--latency-bytes', self.min_bytes,
                 '--max-bytes', self.max_bytes, '--factor', self.factor,
@@ -68,9 +79,6 @@ class InterconnectCheck(DistributedTrainingCheck):
         if self.slowdown:
             args += ['--slowdown', self.slowdown]
         return [str(a) for a in args]
-
-    def training_promises(self):
-        return {}
 
     def program_problems(self, run):
         return interconnect.problems(run, self.num_tasks, self.slow_pair_fraction)

@@ -1,8 +1,9 @@
-"""ReFrame base class for distributed PyTorch training checks: thin glue over the plain modules.
+"""ReFrame base classes for distributed PyTorch checks: thin glue over the plain modules.
 
-A concrete check names its training script, its arguments and its dataset; this class turns
-the partition's settings (config extras) into the task layout, CPU masks, rank environment,
-container command, sanity and performance.
+A concrete check names its program and its arguments: DistributedLaunchCheck turns the
+partition's settings (config extras) into the task layout, CPU masks, rank environment,
+container command, launch sanity and the software stack; DistributedTrainingCheck adds what a
+training program needs besides (dataset, accuracy and loss, solo phase, throttle).
 """
 
 import functools
@@ -66,7 +67,12 @@ def _configured(values_of):
     return sorted(values)
 
 
-class DistributedTrainingCheck(rfm.RunOnlyRegressionTest):
+class DistributedLaunchCheck(rfm.RunOnlyRegressionTest):
+    """What any torch.distributed program needs: task layout, CPU masks, rank environment,
+    container, launch sanity, software stack and references. A program that trains adds the
+    training part (DistributedTrainingCheck); one that does not (the interconnect's) takes only
+    this, so no training setting can reach it."""
+
     #: Container image: a name configured for the partition (extras.mlcheck.images),
     #: 'host' where the partition has no container runtime, or an image path given with -P.
     #: A path is named by its file name, as configured images are (mlcheck.site.ImageByPath).
@@ -75,19 +81,8 @@ class DistributedTrainingCheck(rfm.RunOnlyRegressionTest):
     #: Number of nodes; the partition's extras.mlcheck.node_counts unless given with -P.
     num_nodes = parameter(_configured(lambda s: s.node_counts), type=int)
 
-    #: Training script, relative to src/; its arguments come from script_arguments().
+    #: Program, relative to src/; its arguments come from script_arguments().
     script = variable(str)
-
-    #: Name of the dataset in extras.mlcheck.datasets, and a path it must contain; '' for a
-    #: program that reads no data (no --data-dir, no dataset bind).
-    dataset = variable(str)
-    dataset_marker = variable(str, value='')
-
-    #: Dataset directory; overrides the partition's (-S data_dir=DIR).
-    data_dir = variable(str, value='')
-
-    #: Lowest acceptable final test accuracy; None when the script reports none.
-    min_accuracy = variable(float, type(None), value=None)
 
     #: Seconds the ranks wait for all of them to join, and for each collective: a rank that
     #: died or hangs ends the job this long after, far below its time limit (knobs, below).
@@ -101,15 +96,6 @@ class DistributedTrainingCheck(rfm.RunOnlyRegressionTest):
     #: A failure to inject, to see how it is reported (-S fault=crash:1:2; docs/faults.md).
     fault = variable(str, value='')
 
-    #: A rank training alone below this fraction of the ranks' upper quartile fails the check (a knob
-    #: whose default is the partition's extras.mlcheck.slow_rank_fraction: partition_knobs()).
-    slow_rank_fraction = knob_variable()
-    #: Fraction of throughput rank `throttle_rank` gives up on purpose (knobs, below), in the
-    #: solo and the distributed phase: it idles after each step and all ranks wait for it, as
-    #: for one slower GPU (docs/per-rank.md, docs/performance-history.md).
-    throttle = knob_variable()
-    throttle_rank = knob_variable()
-
     #: Knobs (mlcheck.knobs) a site may set per partition in extras.mlcheck.checks.<checks_key>
     #: and a user with -S: the check's own `knobs`, these common ones and partition_knobs(). Each
     #: is also a variable of the check, declared with knob_variable(); resolve_knobs() sets it.
@@ -120,9 +106,6 @@ class DistributedTrainingCheck(rfm.RunOnlyRegressionTest):
                                    'seconds the ranks wait for all of them to join'),
         'collective_timeout': Knob(float(launch.Waits.collective_timeout),
                                    'seconds each collective may take'),
-        'throttle': Knob(0.0, 'fraction of throughput rank throttle_rank gives up on purpose',
-                         minimum=0, below=1),
-        'throttle_rank': Knob(0, 'the rank -S throttle slows', minimum=0),
     }
 
     valid_prog_environs = ['builtin']
@@ -180,10 +163,7 @@ class DistributedTrainingCheck(rfm.RunOnlyRegressionTest):
         waits = launch.Waits(self.rendezvous_timeout, self.collective_timeout, self.fault)
         waits.check(self.layout.num_tasks)
 
-        data = None
-        if self.dataset:
-            data = self.settings.dataset_dir(self.dataset, self.data_dir, self.dataset_marker)
-            self.check_dataset(data, self.settings.dataset_source(self.dataset, self.data_dir))
+        data = self.data_of_run()
         try:
             image = self.settings.resolve_image(self.image)
         except ImageUnavailable as err:
@@ -194,7 +174,7 @@ class DistributedTrainingCheck(rfm.RunOnlyRegressionTest):
         data_args = ['--data-dir', self.settings.data_path_for(image, data)] if data else []
         command = shlex.join(launch.rank_command(
             self.settings.python_for(image), self.script,
-            [*data_args, *self.script_arguments(), *self.throttle_arguments()]))
+            [*data_args, *self.script_arguments(), *self.launch_arguments()]))
         if image is None:
             self.executable = command
         else:
@@ -225,31 +205,21 @@ class DistributedTrainingCheck(rfm.RunOnlyRegressionTest):
         for name, value in values.items():
             setattr(self, name, value)
 
-    def script_arguments(self):
-        """Arguments of the training script besides --data-dir."""
-        return []
-
-    def throttle_arguments(self):
-        if self.throttle_rank >= self.layout.num_tasks:
-            raise ConfigError(f'-S throttle_rank={self.throttle_rank}: no such rank among the '
-                              f'{self.layout.num_tasks} ranks of {self.num_nodes} node(s)')
-        if not self.throttle:
-            return []
-        return ['--throttle', f'{self.throttle:g}', '--throttle-rank', str(self.throttle_rank)]
-
     def partition_knobs(self):
         """Knobs whose default is a setting of the whole partition (extras.mlcheck), not a constant."""
-        return {'slow_rank_fraction': Knob(self.settings.slow_rank_fraction,
-                                           "a rank training alone below this fraction of the ranks' "
-                                           "upper quartile fails (0: off)", minimum=0, maximum=1)}
+        return {}
 
-    def check_dataset(self, path, source):
-        """Raise a ConfigError if the dataset in `path` (configured in `source`) is unusable,
-        so that a corrupt copy fails here and not in every rank."""
+    def data_of_run(self):
+        """The directory of the data the program reads (bound into the container), or None."""
+        return None
 
-    def training_promises(self):
-        """What the training program's output must show, besides the launch (see Expectations)."""
-        return {'min_accuracy': self.min_accuracy}
+    def script_arguments(self):
+        """Arguments of the program besides --data-dir."""
+        return []
+
+    def launch_arguments(self):
+        """Arguments every program of this kind takes, after script_arguments()."""
+        return []
 
     def run_output(self):
         """The parsed output of the job (read once)."""
@@ -264,12 +234,13 @@ class DistributedTrainingCheck(rfm.RunOnlyRegressionTest):
         reason = getattr(self, 'expected_failure', '')
         return bool(reason), f'image {self.image} is expected to fail: {reason}'
 
+    def expectations(self):
+        """What the program's output must show (sanity.Expectations)."""
+        return sanity.Expectations.for_run(self.settings, self.layout, fault=self.fault)
+
     @sanity_function
-    def assert_training_sane(self):
-        expect = sanity.Expectations.for_run(self.settings, self.layout, fault=self.fault,
-                                             slow_rank_fraction=(self.slow_rank_fraction
-                                                                 if self.solo_phase else None),
-                                             **self.training_promises())
+    def assert_run_sane(self):
+        expect = self.expectations()
         found = sanity.problems(self.run_output(), expect)
         if set(self.run_output().by_rank('done')) == set(range(expect.world_size)):
             found += self.program_problems(self.run_output())
@@ -278,7 +249,7 @@ class DistributedTrainingCheck(rfm.RunOnlyRegressionTest):
             getlogger().info(f'{self.display_name}: failed as expected: {"; ".join(found)}')
         if found:
             raise SanityError('; '.join(found))
-        note = locality.unread_note(self.run_output())
+        note = locality.note_to_say(self.settings, locality.unread_note(self.run_output()))
         if note:
             self.logger.warning(note)
         return True
@@ -315,17 +286,73 @@ class DistributedTrainingCheck(rfm.RunOnlyRegressionTest):
             return
         self.software_stack = stack.encode(stack.of_run(self.run_output(), self.image_path))
 
+
+class DistributedTrainingCheck(DistributedLaunchCheck):
+    """A program that trains: its dataset, what its training must show (accuracy, falling
+    loss), each rank timed alone before the distributed phase (ddp_common.solo_phase) with the
+    slow-rank rule and the per-rank figures (docs/per-rank.md), and -S throttle."""
+
+    #: Name of the dataset in extras.mlcheck.datasets, and a path it must contain; '' for a
+    #: program that reads no data (no --data-dir, no dataset bind).
+    dataset = variable(str)
+    dataset_marker = variable(str, value='')
+
+    #: Dataset directory; overrides the partition's (-S data_dir=DIR).
+    data_dir = variable(str, value='')
+
+    #: Lowest acceptable final test accuracy; None when the script reports none.
+    min_accuracy = variable(float, type(None), value=None)
+
+    #: A rank training alone below this fraction of the ranks' upper quartile fails the check (a knob
+    #: whose default is the partition's extras.mlcheck.slow_rank_fraction: partition_knobs()).
+    slow_rank_fraction = knob_variable()
+    #: Fraction of throughput rank `throttle_rank` gives up on purpose (knobs, below), in the
+    #: solo and the distributed phase: it idles after each step and all ranks wait for it, as
+    #: for one slower GPU (docs/per-rank.md, docs/performance-history.md).
+    throttle = knob_variable()
+    throttle_rank = knob_variable()
+
+    common_knobs = {
+        **DistributedLaunchCheck.common_knobs,
+        'throttle': Knob(0.0, 'fraction of throughput rank throttle_rank gives up on purpose',
+                         minimum=0, below=1),
+        'throttle_rank': Knob(0, 'the rank -S throttle slows', minimum=0),
+    }
+
+    def partition_knobs(self):
+        return {'slow_rank_fraction': Knob(self.settings.slow_rank_fraction,
+                                           "a rank training alone below this fraction of the ranks' "
+                                           "upper quartile fails (0: off)", minimum=0, maximum=1)}
+
+    def data_of_run(self):
+        if not self.dataset:
+            return None
+        data = self.settings.dataset_dir(self.dataset, self.data_dir, self.dataset_marker)
+        self.check_dataset(data, self.settings.dataset_source(self.dataset, self.data_dir))
+        return data
+
+    def check_dataset(self, path, source):
+        """Raise a ConfigError if the dataset in `path` (configured in `source`) is unusable,
+        so that a corrupt copy fails here and not in every rank."""
+
+    def launch_arguments(self):
+        if self.throttle_rank >= self.layout.num_tasks:
+            raise ConfigError(f'-S throttle_rank={self.throttle_rank}: no such rank among the '
+                              f'{self.layout.num_tasks} ranks of {self.num_nodes} node(s)')
+        if not self.throttle:
+            return []
+        return ['--throttle', f'{self.throttle:g}', '--throttle-rank', str(self.throttle_rank)]
+
+    def training_promises(self):
+        """What the training program's output must show, besides the launch (see Expectations)."""
+        return {'min_accuracy': self.min_accuracy}
+
+    def expectations(self):
+        return sanity.Expectations.for_run(self.settings, self.layout, fault=self.fault,
+                                           slow_rank_fraction=self.slow_rank_fraction,
+                                           **self.training_promises())
+
     # --- per rank: each rank alone, and what the distributed phase keeps of it (docs/per-rank.md)
-
-    #: The program trains each rank alone before the distributed phase (ddp_common.solo_phase):
-    #: its per-rank figures and the slow-rank rule apply.
-    solo_phase = True
-
-    @run_before('performance')
-    def drop_per_rank_figures_without_solo_phase(self):
-        if not self.solo_phase:
-            for name in ('slowest_rank_fraction', 'communication_efficiency'):
-                self.perf_variables.pop(name)
 
     @performance_function('fraction')
     def slowest_rank_fraction(self):

@@ -85,7 +85,7 @@ def test_host_runs_the_suites_python_on_the_data_where_it_is(sim_scripts):
     # the suite's venv (reframe runs it as python3, pytest perhaps as python)
     venv_python = re.escape(os.path.dirname(sys.executable)) + r'/python3?'
     assert re.search(f' sh ./launch/rank-env.sh {venv_python} -u ./pytorch/mnist/mnist_DDP.py '
-                     f'--data-dir {re.escape(DATA)} --epochs 10 --batch-size 64 --ranks-per-node 2$', srun), srun
+                     f'--data-dir {re.escape(DATA)} --epochs 3 --batch-size 64 --ranks-per-node 2$', srun), srun
 
 
 def test_sim_partition_names_charliecloud_and_every_recipe():
@@ -120,7 +120,7 @@ def test_unknown_container_platform_is_a_one_line_error(tmp_path):
                        '-P', f'image={image}')
     assert done.returncode != 0
     assert ("config error: partition sim:cluster container_platforms: unknown type 'Podmann' (known: "
-            "Apptainer, Charliecloud, Docker, Sarus, Shifter, Singularity)") in done.stdout
+            "Apptainer, Charliecloud, ContainerEngine, Docker, Pyxis, Sarus, Shifter, Singularity)") in done.stdout
 
 
 def test_bad_knob_values_fail_at_setup_in_one_line_each(tmp_path):
@@ -130,7 +130,7 @@ def test_bad_knob_values_fail_at_setup_in_one_line_each(tmp_path):
     done = run_reframe('simulated', tmp_path / 'rfm', '--dry-run', '-P', 'image=host', '-P', 'num_nodes=1',
                        '-S', 'epochs=abc', '-S', 'CIFAR100ResNetCheck.model=resnet34',
                        '-S', 'MNISTDistributedCheck.batch_size=-1',
-                       '-S', 'InterconnectCheck.slow_rank_fraction=abc')
+                       '-S', 'InterconnectCheck.collective_timeout=abc')
     assert done.returncode != 0 and 'Traceback' not in done.stdout + done.stderr
     failures = {case['name'].split()[0]: (case['fail_phase'], case['fail_reason'])
                 for case in report_cases(tmp_path / 'rfm')}
@@ -138,9 +138,8 @@ def test_bad_knob_values_fail_at_setup_in_one_line_each(tmp_path):
         'MNISTDistributedCheck': ('setup', "config error: -S epochs='abc': expected an integer >= 1"),
         'CIFAR100ResNetCheck': ('setup', "config error: -S model='resnet34': expected one of "
                                          "resnet18, resnet50, resnet101, resnet152"),
-        # a knob whose default is the partition's (extras.mlcheck.slow_rank_fraction)
-        'InterconnectCheck': ('setup', "config error: -S slow_rank_fraction='abc': expected a number "
-                                       ">= 0 and <= 1"),
+        # a knob common to every check (the interconnect has no slow-rank rule: it trains nothing)
+        'InterconnectCheck': ('setup', "config error: -S collective_timeout='abc': expected a number"),
     }
 
 
@@ -160,3 +159,39 @@ def test_knobs_out_of_order_or_not_finite_fail_at_setup(tmp_path):
         'InterconnectCheck': ('setup', 'config error: -S max_bytes=1024 is below -S min_bytes=4096: '
                                        'expected max_bytes >= min_bytes'),
     }
+
+
+def test_a_knob_whose_default_is_the_partitions_fails_at_setup_in_one_line(tmp_path):
+    done = run_reframe('simulated', tmp_path / 'rfm', '--dry-run', '-P', 'image=host', '-P', 'num_nodes=1',
+                       '-n', 'MNIST', '-S', 'slow_rank_fraction=abc')
+    assert done.returncode != 0 and 'Traceback' not in done.stdout + done.stderr
+    [case] = report_cases(tmp_path / 'rfm')
+    # extras.mlcheck.slow_rank_fraction
+    assert (case['fail_phase'], case['fail_reason']) == (
+        'setup', "config error: -S slow_rank_fraction='abc': expected a number >= 0 and <= 1")
+
+
+def test_throttle_slows_the_training_checks_and_never_reaches_the_interconnect(tmp_path):
+    """-S throttle=F, as the docs write it for every check: the training programs take it; the
+    collectives program rejects --throttle, and the interconnect check has no such setting."""
+    done = run_reframe('simulated', tmp_path / 'rfm', '--dry-run', '-P', 'image=host', '-P', 'num_nodes=1',
+                       '-S', 'throttle=0.2', '-S', 'throttle_rank=1')
+    assert done.returncode == 0, done.stdout + done.stderr
+    commands = {case['name'].split()[0]: srun_line(open(f"{case['stagedir']}/rfm_job.sh").read())
+                for case in report_cases(tmp_path / 'rfm')}
+    assert set(commands) == {'CIFAR100ResNetCheck', 'InterconnectCheck', 'MNISTDistributedCheck'}
+    assert '--throttle' not in commands.pop('InterconnectCheck')
+    for check, command in commands.items():
+        assert command.endswith(' --throttle 0.2 --throttle-rank 1'), (check, command)
+    # ReFrame's own word for a setting a test does not have
+    assert ("test 'InterconnectCheck': the following variables were not set: 'throttle', "
+            "'throttle_rank'") in done.stdout
+
+
+def test_a_latency_message_smaller_than_one_element_is_refused_at_setup(tmp_path):
+    """-S min_bytes=1 timed an all_reduce of an empty tensor as the latency."""
+    run_reframe('simulated', tmp_path / 'rfm', '--dry-run', '-P', 'image=host', '-P', 'num_nodes=1',
+                '-n', 'Interconnect', '-S', 'min_bytes=1')
+    [case] = report_cases(tmp_path / 'rfm')
+    assert (case['fail_phase'], case['fail_reason']) == (
+        'setup', "config error: -S min_bytes='1': expected an integer >= 4")

@@ -19,7 +19,7 @@ from reframe_runner import job_file, report_cases, run_reframe, start_reframe
 
 SIMSLURM = os.path.join(REPO, 'bin', 'simslurm')
 SIMSLURM_DIR = os.environ.get('SIMSLURM_DIR', '/var/tmp/simslurm')
-JOB_TIME_LIMIT = 15 * 60            # DistributedTrainingCheck.time_limit
+JOB_TIME_LIMIT = 15 * 60            # DistributedLaunchCheck.time_limit
 STARTUP = 40                        # s: more than 4 ranks need to start torch on 2 busy cores
 SHORT_WAITS = ['-S', 'rendezvous_timeout=10', '-S', 'collective_timeout=10']
 # Good runs: enough epochs for the accuracy threshold; throughput is logged but not judged

@@ -9,6 +9,7 @@ import os
 import re
 
 import pytest
+import numpy as np
 import torch
 
 from conftest import DATA
@@ -206,3 +207,141 @@ def test_gpu_sites_declare_both_limits_so_one_node_runs_report_busbw_of_limit(co
     limits = settings_of(config_name, partition).checks['interconnect']
     assert (limits['fabric_limit'], limits['node_limit']) == (100.0, 300.0)
     assert interconnect.percent_of(150.0, limits['node_limit']) == 50.0
+
+
+# --- values that stay exact at every world size (issue 18 item 5) ------------------------------
+
+def summed_in_float32(sent, order):
+    """Element-wise sum of the rows of `sent` (ranks x elements) added one rank at a time in
+    float32, in the rank order `order`, as a ring all_reduce adds them (numpy's cumsum adds
+    sequentially in the dtype it is given)."""
+    return np.cumsum(sent[order], axis=0, dtype=np.float32)[-1]
+
+
+def summed_as_a_tree_in_float32(sent):
+    rows = sent.astype(np.float32)
+    while len(rows) > 1:
+        odd = rows[-1:] if len(rows) % 2 else rows[:0]
+        half = len(rows) // 2
+        rows = np.concatenate([rows[:half] + rows[half:2 * half], odd])
+    return rows[0]
+
+
+def sent_by_every_rank(world_size):
+    """What every rank sends in one period of the pattern: world_size x PATTERN_PERIOD (the
+    pattern repeats every PATTERN_PERIOD ranks, so those are asked of the program once)."""
+    period = program.PATTERN_PERIOD
+    one_period = np.stack([program.pattern(period, r, 'cpu').numpy() for r in range(period)])
+    for r in (period, 2 * period + 3, world_size - 1):
+        assert np.array_equal(program.pattern(period, r, 'cpu').numpy(), one_period[r % period])
+    return one_period[np.arange(world_size) % period]
+
+
+def largest_configured_world():
+    from conftest import load_site_config
+    from mlcheck.site import PartitionSettings
+    worlds = []
+    for name in ('lumi', 'frontier', 'perlmutter', 'simulated'):
+        for system in load_site_config(name)['systems']:
+            for entry in system['partitions']:
+                settings = PartitionSettings.from_extras(f"{system['name']}:{entry['name']}",
+                                                         entry['extras'])
+                nodes = settings.max_nodes or max(settings.node_counts)
+                worlds.append(settings.layout(nodes).num_tasks)
+    return max(worlds)
+
+
+def test_the_largest_configured_world_is_within_what_the_values_check():
+    assert 75776 == largest_configured_world() <= program.MAX_WORLD_SIZE   # Frontier: 9472 x 8
+
+
+@pytest.mark.parametrize('world_size', [2190, 8192, 75776, program.MAX_WORLD_SIZE])
+def test_all_reduce_values_are_exact_in_float32_in_any_order(world_size):
+    """The issue's case: with (r + 1) * (1 + i % 7) the sums passed 2**24 from 2190 ranks, and
+    a healthy fabric's ring reported 1 wrong element of 7 (7 of 7 at 8192)."""
+    sent = sent_by_every_rank(world_size)
+    expected = program.all_reduce_expected(program.PATTERN_PERIOD, world_size, 'cpu').numpy()
+    rng = np.random.default_rng(world_size)
+    for order in (np.arange(world_size), rng.permutation(world_size)):
+        assert np.array_equal(summed_in_float32(sent, order), expected)
+    assert np.array_equal(summed_as_a_tree_in_float32(sent[rng.permutation(world_size)]), expected)
+
+
+def test_the_former_pattern_fails_the_same_simulation():
+    """The simulation finds the issue's failure: it can tell an inexact pattern from an exact one."""
+    index = np.arange(7)
+    sent = np.stack([((index + 1) * (r + 1)).astype(np.float32) for r in range(2190)])
+    expected = (index + 1) * (2190 * 2191 // 2)
+    assert (summed_in_float32(sent, np.arange(2190)) != expected).sum() == 1
+
+
+def test_a_world_beyond_what_the_values_check_is_refused():
+    assert program.unverifiable_world(program.MAX_WORLD_SIZE) is None
+    assert program.unverifiable_world(program.MAX_WORLD_SIZE + 1) == (
+        '132105 ranks: the all_reduce values can be checked exactly in float32 for at most 132104 ranks')
+
+
+def test_the_check_refuses_at_setup_what_the_program_would(tmp_path):
+    """At setup, in one line, not after the job waited in the queue for thousands of nodes."""
+    from reframe_runner import report_cases, run_reframe
+    from conftest import REPO
+    config = tmp_path / 'lumi_large.py'
+    text = open(os.path.join(REPO, 'config', 'lumi.py')).read()
+    config.write_text(text.replace("'max_nodes': 1024,", "'max_nodes': 20000,"))
+    image = tmp_path / 'x.sif'
+    image.touch()
+    largest = program.MAX_WORLD_SIZE // 8
+    done = run_reframe(config, tmp_path / 'rfm', '--system', 'lumi:standard-g', '--dry-run',
+                       '-n', 'Interconnect', '-P', f'num_nodes={largest},{largest + 1}',
+                       '-P', f'image={image}')
+    assert done.returncode != 0 and 'Traceback' not in done.stdout + done.stderr
+    cases = {c['num_nodes']: (c['fail_phase'], c['fail_reason']) for c in report_cases(tmp_path / 'rfm')}
+    assert cases == {largest: (None, None),
+                     largest + 1: ('setup', f'config error: {largest + 1} nodes: {8 * largest + 8} '
+                                            f'ranks; the all_reduce values can be checked exactly '
+                                            f'for at most {program.MAX_WORLD_SIZE}')}
+
+
+def gloo_rank(rank, world_size, port, results):
+    os.environ.update(MASTER_ADDR='127.0.0.1', MASTER_PORT=str(port))
+    torch.distributed.init_process_group('gloo', rank=rank, world_size=world_size)
+    count = 3 * program.PATTERN_PERIOD + 5
+    buffer = program.pattern(count, rank, 'cpu')
+    torch.distributed.all_reduce(buffer)
+    gathered = torch.empty(count * world_size)
+    program.ALL_GATHER(gathered, program.pattern(count, rank, 'cpu'))
+    results.put((rank, program.wrong_values('all_reduce', 4 * count, buffer,
+                                            program.all_reduce_expected(count, world_size, 'cpu')),
+                 program.wrong_values('all_gather', 4 * count * world_size, gathered,
+                                      program.all_gather_expected(count * world_size, world_size,
+                                                                  'cpu'))))
+    torch.distributed.destroy_process_group()
+
+
+def test_a_real_gloo_group_receives_the_expected_values():
+    import multiprocessing
+    from ddp_common import free_port
+    context = multiprocessing.get_context('fork')
+    results, world_size, port = context.Queue(), 3, free_port()
+    ranks = [context.Process(target=gloo_rank, args=(r, world_size, port, results))
+             for r in range(world_size)]
+    for process in ranks:
+        process.start()
+    found = sorted(results.get(timeout=120) for _ in ranks)
+    for process in ranks:
+        process.join(timeout=60)
+    assert found == [(r, [], []) for r in range(world_size)]
+
+
+def test_the_check_and_the_program_agree_on_the_largest_world():
+    from conftest import REPO
+    text = open(os.path.join(REPO, 'checks', 'interconnect.py')).read()
+    assert f'max_checked_ranks = {program.MAX_WORLD_SIZE}\n' in text
+
+
+@pytest.mark.parametrize('latency, timed', [(1, 4), (4, 4), (8, 8), (9, 8)])
+def test_the_latency_message_holds_at_least_one_element(latency, timed):
+    """-S min_bytes=1 made the latency an all_reduce of an empty tensor: the program times one
+    element instead, and its result names the size it timed."""
+    sizes, latency_bytes = program.sweep_with_latency(latency, latency, 4096, 8)
+    assert latency_bytes == timed and latency_bytes in sizes and min(sizes) == timed

@@ -167,3 +167,14 @@ def test_discover_on_this_machine_runs():
     done = subprocess.run([sys.executable, '-m', 'mlcheck.placement.discover'],
                           capture_output=True, text=True, cwd=REPO)
     assert done.returncode == 0 and done.stdout.startswith('# '), done.stdout + done.stderr
+
+
+def test_stand_in_gpus_note_is_said_once_per_session_real_gpus_each_test(sim, lumi, monkeypatch):
+    """Every simulated test printed the same note (18 per session) on a partition whose GPUs the
+    config declares stand-ins; on a real GPU partition each test still says it."""
+    monkeypatch.setattr(locality, '_NOTED_STAND_IN_PARTITIONS', set())
+    note = 'GPU locality could not be read (ranks 0-1: no GPU in use)'
+    said = [locality.note_to_say(sim, note) for _ in range(18)]
+    assert said[0].startswith(note) and 'stand-ins' in said[0] and said[1:] == [None] * 17
+    assert [locality.note_to_say(lumi, note) for _ in range(3)] == [note] * 3
+    assert locality.note_to_say(sim, None) is None

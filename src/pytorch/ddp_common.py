@@ -192,12 +192,6 @@ class Throttle:
             time.sleep((time.perf_counter() - started) * self.idle_per_busy)
 
 
-def endless(loader):
-    """The loader's batches, over and over (itertools.cycle would keep them all)."""
-    while True:
-        yield from loader
-
-
 def solo_phase(model, make_optimizer, train_step, loader, device, rank, args, distributed=True):
     """Train a copy of `model` alone on this rank, no communication: --solo-warmup-steps untimed
     steps, then --solo-steps timed ones, begun by all ranks at once (a barrier before the clock
@@ -208,7 +202,7 @@ def solo_phase(model, make_optimizer, train_step, loader, device, rank, args, di
     solo = copy.deepcopy(model)
     optimizer = make_optimizer(solo)
     throttle = Throttle(args, rank)
-    batches = endless(loader)
+    batches = endless_batches(loader)
     for _ in range(args.solo_warmup_steps):
         train_step(solo, optimizer, next(batches))
     synchronize(device)
@@ -340,12 +334,54 @@ def steps_per_epoch(steps, dataset_size, batch, ranks_per_node):
     return steps
 
 
-def batches(loader, sampler):
-    """The loader's batches without end: a new pass, shuffled anew, when one runs out."""
+class RankShare(torch.utils.data.Sampler):
+    """This rank's share of each pass over `size` samples, and never less than `batch`.
+
+    As torch's DistributedSampler (drop_last=False), and with the same indices where the share
+    holds a batch: a pass shuffled by seed + pass, padded from its start to equal shares, every
+    world_size-th index from `rank`. Where the shares are smaller than one batch (many nodes:
+    CIFAR-100's 50,000 images at 128 per GCD from 50 LUMI nodes), the pass cycles through the
+    data until each rank has a full batch, so that a loader dropping short batches still yields
+    one: a rank's share then holds samples twice, and the other ranks' too."""
+
+    def __init__(self, size, world_size, rank, batch, seed=0, shuffle=True):
+        if size < 1:
+            sys.exit('the training set is empty: no batch to train on')
+        self.size, self.world_size, self.rank, self.seed, self.shuffle = size, world_size, rank, seed, shuffle
+        self.per_rank = max(-(-size // world_size), batch)
+        self.data_pass = 0
+
+    def set_epoch(self, data_pass):
+        self.data_pass = data_pass
+
+    def __len__(self):
+        return self.per_rank
+
+    def __iter__(self):
+        if self.shuffle:
+            generator = torch.Generator()
+            generator.manual_seed(self.seed + self.data_pass)
+            order = torch.randperm(self.size, generator=generator)
+        else:
+            order = torch.arange(self.size)
+        total = self.per_rank * self.world_size
+        cycled = order.repeat(-(-total // self.size))[:total]
+        return iter(cycled[self.rank::self.world_size].tolist())
+
+
+def endless_batches(loader, sampler=None):
+    """The loader's batches without end: a new pass, shuffled anew, when one runs out. A
+    loader that yields nothing ends the program in one line (it would spin forever)."""
     for data_pass in itertools.count():
         if hasattr(sampler, 'set_epoch'):
             sampler.set_epoch(data_pass)
-        yield from loader
+        empty = True
+        for batch in loader:
+            empty = False
+            yield batch
+        if empty:
+            sys.exit(f'rank {dist.get_rank() if dist.is_initialized() else 0}: a pass over the '
+                     f'data gave no batch of {loader.batch_size}')
 
 
 def add_epoch_arguments(parser):

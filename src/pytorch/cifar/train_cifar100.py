@@ -10,7 +10,8 @@ Timing: --warmup-steps untimed steps come before epoch 1 and belong to no epoch;
 times the same number of steps per rank, whatever the number of ranks: --steps, or by default
 the steps that one pass over the data takes on one node (--ranks-per-node ranks). A rank whose
 share of the data runs out starts another pass (a new shuffle), so adding nodes never shrinks
-the timed work. The device is synchronised before every clock read; the first epoch is reported
+the timed work; a share smaller than one batch (many nodes) cycles through the data to make one
+(../ddp_common.py RankShare). The device is synchronised before every clock read; the first epoch is reported
 apart from the steady state (epochs 2 and later), since it pays for allocator growth, kernel
 selection and caches.
 
@@ -36,8 +37,8 @@ import torchvision
 from torchvision import datasets, transforms
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-from ddp_common import (Throttle, add_epoch_arguments, add_rank_speed_arguments,  # noqa: E402
-                        add_wait_arguments, batches, emit, epoch_summary, finish, init_distributed,
+from ddp_common import (RankShare, Throttle, add_epoch_arguments, add_rank_speed_arguments,  # noqa: E402
+                        add_wait_arguments, emit, endless_batches, epoch_summary, finish, init_distributed,
                         pick_device, report_rank, solo_phase, steady_state, steps_per_epoch,
                         synchronize)
 
@@ -154,8 +155,8 @@ def main(argv=None):
     batch = args.batch_size * (devices if args.mode == 'dp' else 1)
     dataset = training_set(args, samples_needed=batch * min(args.steps or 50, 50))
     steps = steps_per_epoch(args.steps, len(dataset), batch, args.ranks_per_node)
-    sampler = (torch.utils.data.distributed.DistributedSampler(dataset, world_size, rank, seed=args.seed)
-               if args.mode == 'ddp' else torch.utils.data.RandomSampler(dataset))
+    # this rank's share of each pass, never less than a batch (RankShare)
+    sampler = RankShare(len(dataset), world_size, rank, batch, seed=args.seed)
     loader = torch.utils.data.DataLoader(dataset, batch_size=batch, sampler=sampler, drop_last=True,
                                          num_workers=args.workers, pin_memory=device.type == 'cuda',
                                          persistent_workers=args.workers > 0)
@@ -183,7 +184,7 @@ def main(argv=None):
     optimizer = make_optimizer(model)
     throttle = Throttle(args, rank)
 
-    stream = batches(loader, sampler)
+    stream = endless_batches(loader, sampler)
     train_steps(model, stream, args.warmup_steps, optimizer, criterion, device, args, autocast)
     summaries = []
     for epoch in range(1, args.epochs + 1):

@@ -20,7 +20,10 @@ BUS_FACTOR, comparable across collectives and rank counts with the hardware's li
 Checked values: every rank fills its buffer with a pattern that depends on its rank and on the
 element index, and compares what it received with what the collective must produce, element by
 element (nccl-tests' "#wrong" column). Wrong values are reported, not raised, so that every
-rank, size and collective is judged.
+rank, size and collective is judged. The pattern's values are whole numbers 1..PATTERN_PERIOD, so
+a sum over n ranks never exceeds n * PATTERN_PERIOD: every partial sum, in whatever order the
+library adds the ranks' buffers, is a whole number float32 holds exactly while that is at most
+2**24 (MAX_WORLD_SIZE ranks; a larger world is refused at the start).
 
 Facts, each one line `MLCHECK {json}`:
   rendezvous, rank  each rank (../ddp_common.py)
@@ -55,7 +58,11 @@ BUS_FACTOR = {
 }
 ELEMENT = torch.float32
 ELEMENT_BYTES = 4
-PATTERN_PERIOD = 7     # element i of rank r holds (r + 1) * (1 + i % 7): exact sums in float32
+# element i of rank r holds 1 + (i + r) % PATTERN_PERIOD; a prime period, so that ranks and
+# elements rarely share a value, small enough that the sums of MAX_WORLD_SIZE ranks stay exact
+PATTERN_PERIOD = 127
+EXACT_FLOAT32_INTEGERS = 2 ** 24    # every whole number up to it is a float32
+MAX_WORLD_SIZE = EXACT_FLOAT32_INTEGERS // PATTERN_PERIOD    # 132104 ranks
 MAX_REPORTED_WRONG = 3
 # torch 2.14 renamed all_gather_into_tensor (same arguments); older images have only the old name
 ALL_GATHER = getattr(dist, 'all_gather_single', None) or dist.all_gather_into_tensor
@@ -80,7 +87,19 @@ def size_sweep(min_bytes, max_bytes, factor):
         sizes.append(size)
         size *= factor
     sizes.append(max_bytes)
-    return sorted({max(ELEMENT_BYTES, s // ELEMENT_BYTES * ELEMENT_BYTES) for s in sizes})
+    return sorted({whole_elements(s) for s in sizes})
+
+
+def whole_elements(nbytes):
+    """`nbytes` rounded down to whole elements, and at least one: the message sent."""
+    return max(ELEMENT_BYTES, nbytes // ELEMENT_BYTES * ELEMENT_BYTES)
+
+
+def sweep_with_latency(min_bytes, latency_bytes, max_bytes, factor):
+    """The sweep's sizes, and the size whose all_reduce time is the latency, both in whole
+    elements (an empty message would time no transfer)."""
+    latency = whole_elements(latency_bytes)
+    return sorted({*size_sweep(min(min_bytes, latency), max_bytes, factor), latency}), latency
 
 
 def iterations(nbytes, budget_bytes, min_iters, max_iters):
@@ -89,13 +108,30 @@ def iterations(nbytes, budget_bytes, min_iters, max_iters):
 
 
 def pattern(count, rank, device):
-    """The values rank `rank` sends: (rank + 1) * (1 + i % PATTERN_PERIOD)."""
-    index = torch.arange(count, device=device) % PATTERN_PERIOD
-    return ((index + 1) * (rank + 1)).to(ELEMENT)
+    """The values rank `rank` sends: 1 + (i + rank) % PATTERN_PERIOD for element i."""
+    index = torch.arange(count, dtype=torch.int64, device=device)
+    return (1 + (index + rank) % PATTERN_PERIOD).to(ELEMENT)
 
 
 def all_reduce_expected(count, world_size, device):
-    return pattern(count, 0, device) * (world_size * (world_size + 1) // 2)
+    """The sum of every rank's pattern, counted in whole numbers: element i gets
+    1 + (i + r) % PATTERN_PERIOD from every rank r, and ranks with equal r % PATTERN_PERIOD
+    send the same values."""
+    residue = torch.arange(PATTERN_PERIOD, dtype=torch.int64)
+    full, rest = divmod(world_size, PATTERN_PERIOD)
+    ranks_with_residue = full + (residue < rest).to(torch.int64)
+    values = 1 + (residue[:, None] + residue[None, :]) % PATTERN_PERIOD     # [i % P, r % P]
+    sums = (values * ranks_with_residue[None, :]).sum(dim=1)
+    index = torch.arange(count, dtype=torch.int64) % PATTERN_PERIOD
+    return sums[index].to(ELEMENT).to(device)
+
+
+def unverifiable_world(world_size):
+    """Why the values of `world_size` ranks cannot be checked exactly, or None."""
+    if world_size > MAX_WORLD_SIZE:
+        return (f'{world_size} ranks: the all_reduce values can be checked exactly in float32 for '
+                f'at most {MAX_WORLD_SIZE} ranks')
+    return None
 
 
 def all_gather_expected(count, world_size, device):
@@ -243,7 +279,8 @@ def get_args_parser():
     parser.add_argument('--warmup-iters', type=int, default=5,
                         help='untimed calls per size (the first checks the values)')
     parser.add_argument('--latency-bytes', type=int, default=8,
-                        help='the small message whose all_reduce time is the latency')
+                        help='the small message whose all_reduce time is the latency (whole '
+                             'elements of 4 bytes, at least one: the result says the size timed)')
     parser.add_argument('--slowdown', type=float, default=0.0,
                         help='fraction of bandwidth to give up on purpose, 0 <= F < 1: every '
                              'timed block lasts 1/(1-F) times as long')
@@ -255,16 +292,17 @@ def main(argv=None):
     if not 0 <= args.slowdown < 1:
         sys.exit(f'--slowdown {args.slowdown}: must be at least 0 and below 1')
     rank, world_size, device = init_distributed(args)
+    if unverifiable_world(world_size):
+        sys.exit(f'collectives.py: error: {unverifiable_world(world_size)}')
     default_max = 1 << 30 if device.type == 'cuda' else 4 << 20
     args.max_bytes = args.max_bytes or default_max
     args.p2p_bytes = args.p2p_bytes or args.max_bytes
     args.bytes_per_size = args.bytes_per_size or 8 * args.max_bytes
     try:
-        sizes = size_sweep(min(args.min_bytes, args.latency_bytes), args.max_bytes, args.factor)
+        sizes, args.latency_bytes = sweep_with_latency(args.min_bytes, args.latency_bytes,
+                                                       args.max_bytes, args.factor)
     except ValueError as err:
         sys.exit(f'collectives.py: error: {err}')
-    if args.latency_bytes not in sizes:
-        sizes = sorted({*sizes, args.latency_bytes})
 
     nodes = [None] * world_size
     dist.all_gather_object(nodes, os.environ.get('SLURMD_NODENAME', os.uname().nodename))

@@ -11,7 +11,8 @@ MNIST/raw/); it is never downloaded here, so ranks do not hammer a web server.
 The learning problem is the same at every node count: each epoch has the same number of
 optimizer steps (--steps, or by default one pass over the data on one node of --ranks-per-node
 ranks), each rank --batch-size samples per step; a rank whose share of the data runs out starts
-another pass. So the test accuracy a healthy run reaches depends on the epochs, not on the
+another pass, and a share smaller than one batch (many nodes) cycles through the data to make
+one (../ddp_common.py RankShare). So the test accuracy a healthy run reaches depends on the epochs, not on the
 number of nodes.
 
 Every fact is printed as one line `MLCHECK {json}` with an "event" key:
@@ -41,8 +42,8 @@ import torch.nn.functional as F
 from torchvision import datasets, transforms
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-from ddp_common import (Throttle, add_epoch_arguments, add_rank_speed_arguments,  # noqa: E402
-                        add_wait_arguments, batches, emit, epoch_summary, finish, init_distributed,
+from ddp_common import (RankShare, Throttle, add_epoch_arguments, add_rank_speed_arguments,  # noqa: E402
+                        add_wait_arguments, emit, endless_batches, epoch_summary, finish, init_distributed,
                         solo_phase, steady_state, steps_per_epoch)
 
 MNIST_MEAN, MNIST_STD = 0.1307, 0.3081
@@ -137,8 +138,8 @@ def main(argv=None):
     rank, world_size, device = init_distributed(args)
     train_set, test_set = load_datasets(args.data_dir)
 
-    train_sampler = torch.utils.data.distributed.DistributedSampler(
-        train_set, num_replicas=world_size, rank=rank, shuffle=True, seed=args.seed)
+    # this rank's share of each pass, never less than a batch (RankShare)
+    train_sampler = RankShare(len(train_set), world_size, rank, args.batch_size, seed=args.seed)
     train_loader = torch.utils.data.DataLoader(
         train_set, batch_size=args.batch_size, sampler=train_sampler, drop_last=True,   # equal steps
         num_workers=args.workers, pin_memory=device.type == 'cuda')
@@ -155,7 +156,7 @@ def main(argv=None):
     scheduler = torch.optim.lr_scheduler.StepLR(optimizer, step_size=1, gamma=args.gamma)
 
     steps = steps_per_epoch(args.steps, len(train_set), args.batch_size, args.ranks_per_node)
-    stream = batches(train_loader, train_sampler)
+    stream = endless_batches(train_loader, train_sampler)
     throttle = Throttle(args, rank)
     summaries = []
     for epoch in range(1, args.epochs + 1):
@@ -179,7 +180,7 @@ def main(argv=None):
     if rank == 0:
         emit('result', test_accuracy=correct / max(total, 1), test_samples=int(total),
              train_seconds=sum(s['seconds'] for s in summaries), epochs=args.epochs, steps=steps,
-             world_size=world_size, **steady_state(summaries, world_size))
+             batch_size=args.batch_size, world_size=world_size, **steady_state(summaries, world_size))
     finish(rank)
 
 
