@@ -22,6 +22,7 @@ from mlcheck.perf import ranks, stack
 from mlcheck.placement import containers, launch
 from mlcheck.errors import ConfigError
 from mlcheck.rfm_config import references_file
+from mlcheck.rfm_telemetry import GPUTelemetry, KNOBS as TELEMETRY_KNOBS
 from mlcheck.site import ImageUnavailable, PartitionSettings, image_parameter
 
 
@@ -66,7 +67,7 @@ def _configured(values_of):
     return sorted(values)
 
 
-class DistributedTrainingCheck(rfm.RunOnlyRegressionTest):
+class DistributedTrainingCheck(rfm.RunOnlyRegressionTest, GPUTelemetry):
     #: Container image: a name configured for the partition (extras.mlcheck.images),
     #: 'host' where the partition has no container runtime, or an image path given with -P.
     #: A path is named by its file name, as configured images are (mlcheck.site.ImageByPath).
@@ -123,6 +124,7 @@ class DistributedTrainingCheck(rfm.RunOnlyRegressionTest):
         'throttle': Knob(0.0, 'fraction of throughput rank throttle_rank gives up on purpose',
                          minimum=0, below=1),
         'throttle_rank': Knob(0, 'the rank -S throttle slows', minimum=0),
+        **TELEMETRY_KNOBS,      # what the GPUs did (mlcheck.rfm_telemetry)
     }
 
     valid_prog_environs = ['builtin']
@@ -269,7 +271,7 @@ class DistributedTrainingCheck(rfm.RunOnlyRegressionTest):
                                              **self.training_promises())
         found = sanity.problems(self.run_output(), expect)
         if set(self.run_output().by_rank('done')) == set(range(expect.world_size)):
-            found += self.program_problems(self.run_output())
+            found += self.program_problems(self.run_output()) + self.telemetry_problems(self.run_output())
         if found and self.expected_failure:
             # ReFrame reports only the expected-failure reason: show how it failed this time
             getlogger().info(f'{self.display_name}: failed as expected: {"; ".join(found)}')
@@ -278,6 +280,7 @@ class DistributedTrainingCheck(rfm.RunOnlyRegressionTest):
         note = locality.unread_note(self.run_output())
         if note:
             self.logger.warning(note)
+        self.say_when_telemetry_is_unavailable(self.run_output())
         return True
 
     def program_problems(self, run):
