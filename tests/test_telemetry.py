@@ -6,6 +6,7 @@ import gzip
 import json
 import os
 import subprocess
+import time
 import sys
 
 import pytest
@@ -221,3 +222,21 @@ def test_a_gpu_is_flagged_exactly_when_below_the_fraction_of_the_median(powers, 
     median = (reported[(len(reported) - 1) // 2] + reported[len(reported) // 2]) / 2
     flagged = {int(line.split()[1]) for line in found}
     assert flagged == {rank for rank, w in enumerate(powers) if w and w < fraction * median}
+
+
+def test_a_slow_reader_is_read_less_often_than_the_interval():
+    class SlowTool:
+        name = 'slow'
+
+        def read(self):
+            time.sleep(0.02)       # as a vendor tool started per sample
+            return {'power_w': 100.0}
+
+    sampler = rank_telemetry.Sampler(torch.device('cpu'), interval=0.001)
+    sampler.source = SlowTool()
+    sampler.start()
+    time.sleep(0.8)
+    fields = sampler.stop().fields()
+    # every 50 x 0.02 s = 1 s at most: the first sample and the last (at stop); not ~40
+    assert 1 <= fields['gpu_samples'] <= 3 and fields['power_w'] == 100.0
+    assert fields['sampling_seconds'] < 0.2

@@ -31,6 +31,7 @@ import time
 import torch
 
 TOOL_TIMEOUT = 10          # seconds one call of a vendor tool may take
+BUDGET = 50                # the sampler waits at least BUDGET times as long as a sample took
 ROCM_SMI_ARGS = ['--showpower', '--showuse', '--showmeminfo', 'vram', '--showtemp', '--json']
 NVIDIA_QUERY = ['index', 'power.draw', 'utilization.gpu', 'memory.used', 'temperature.gpu',
                 'clocks.gr']
@@ -312,7 +313,7 @@ class Sampler:
 
     def __init__(self, device, interval, which=shutil.which):
         self.device, self.interval = device, interval
-        self.samples, self.host_peak, self.errors = [], 0, []
+        self.samples, self.host_peak, self.errors, self.seconds_sampling = [], 0, [], 0.0
         self.source, self.unavailable = (gpu_source(device, which) if interval > 0
                                          else (None, 'telemetry off (--telemetry-interval 0)'))
         self._stop = threading.Event()
@@ -327,17 +328,23 @@ class Sampler:
 
     def _run(self):
         while not self._stop.is_set():
-            self.sample()
-            self._stop.wait(self.interval)
+            took = self.sample()
+            # a slow reader (a vendor tool started per sample: rocm-smi is a Python program)
+            # is read less often, so that sampling keeps below 1/BUDGET of one core
+            self._stop.wait(max(self.interval, BUDGET * took))
 
     def sample(self):
+        """Take one sample; returns the seconds it took."""
+        start = time.perf_counter()
         self.host_peak = max(self.host_peak, host_resident_bytes())
-        if self.source is None:
-            return
-        try:
-            self.samples.append(self.source.read())
-        except Exception as err:      # one failed read is counted, not fatal
-            self.errors.append(str(err)[:120])
+        if self.source is not None:
+            try:
+                self.samples.append(self.source.read())
+            except Exception as err:      # one failed read is counted, not fatal
+                self.errors.append(str(err)[:120])
+        took = time.perf_counter() - start
+        self.seconds_sampling += took
+        return took
 
     def stop(self):
         if self._thread.is_alive():
@@ -349,6 +356,7 @@ class Sampler:
 
     def fields(self):
         figures = {'telemetry_interval': self.interval, 'gpu_samples': len(self.samples),
+                   'sampling_seconds': self.seconds_sampling,
                    'host_memory_gb': max(self.host_peak, host_resident_bytes()) / 1e9}
         if self.interval <= 0:
             return {**figures, 'gpu_telemetry_unavailable': self.unavailable}
