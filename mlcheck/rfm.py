@@ -23,6 +23,7 @@ from mlcheck.perf import ranks, stack
 from mlcheck.placement import containers, launch
 from mlcheck.errors import ConfigError
 from mlcheck.rfm_config import references_file
+from mlcheck.rfm_telemetry import GPUTelemetry, KNOBS as TELEMETRY_KNOBS
 from mlcheck.site import ImageUnavailable, PartitionSettings, image_parameter
 
 
@@ -287,7 +288,7 @@ class DistributedLaunchCheck(rfm.RunOnlyRegressionTest):
         self.software_stack = stack.encode(stack.of_run(self.run_output(), self.image_path))
 
 
-class DistributedTrainingCheck(DistributedLaunchCheck):
+class DistributedTrainingCheck(DistributedLaunchCheck, GPUTelemetry):
     """A program that trains: its dataset, what its training must show (accuracy, falling
     loss), each rank timed alone before the distributed phase (ddp_common.solo_phase) with the
     slow-rank rule and the per-rank figures (docs/per-rank.md), and -S throttle."""
@@ -317,6 +318,7 @@ class DistributedTrainingCheck(DistributedLaunchCheck):
         'throttle': Knob(0.0, 'fraction of throughput rank throttle_rank gives up on purpose',
                          minimum=0, below=1),
         'throttle_rank': Knob(0, 'the rank -S throttle slows', minimum=0),
+        **TELEMETRY_KNOBS,      # what the GPUs did (mlcheck.rfm_telemetry)
     }
 
     def partition_knobs(self):
@@ -342,6 +344,9 @@ class DistributedTrainingCheck(DistributedLaunchCheck):
         if not self.throttle:
             return []
         return ['--throttle', f'{self.throttle:g}', '--throttle-rank', str(self.throttle_rank)]
+
+    def program_problems(self, run):
+        return self.telemetry_problems(run)
 
     def training_promises(self):
         """What the training program's output must show, besides the launch (see Expectations)."""

@@ -193,9 +193,9 @@ def test_unknown_check_knob_in_config_fails_that_check_in_one_line(tmp_path):
                        '-P', 'num_nodes=1', '-P', f'image={image}', '-S', f'data_dir={tmp_path / "data"}')
     assert done.returncode != 0
     assert ('config error: partition lumi:standard-g extras.mlcheck.checks.cifar100: unknown key(s) '
-            'batchsize; allowed: amp, batch_size, channels_last, collective_timeout, epochs, model, '
-            'rendezvous_timeout, slow_rank_fraction, steps, throttle, throttle_rank, warmup_steps, '
-            'workers') in done.stdout
+            'batchsize; allowed: amp, batch_size, channels_last, collective_timeout, epochs, '
+            'low_power_fraction, model, profile_steps, rendezvous_timeout, slow_rank_fraction, steps, '
+            'telemetry_interval, throttle, throttle_rank, warmup_steps, workers') in done.stdout
 
 
 def test_lumi_2026_binding_by_domain_with_one_setting(lumi_scripts):

@@ -18,10 +18,13 @@ from reframe_runner import job_file, perf, report_cases, run_reframe
 IMAGES = ['host', *images.recipe_names()]
 
 PER_RANK_VARS = ('slowest_rank_fraction', 'communication_efficiency')
+# of the telemetry figures (docs/telemetry.md), stand-in GPUs give only the host's
+TELEMETRY_VARS = ('peak_host_memory',)
 PERF_VARS = {
-    'MNISTDistributedCheck': ('samples_per_s', 'samples_per_s_per_gpu', 'train_time', *PER_RANK_VARS),
+    'MNISTDistributedCheck': ('samples_per_s', 'samples_per_s_per_gpu', 'train_time', *PER_RANK_VARS,
+                              *TELEMETRY_VARS),
     'CIFAR100ResNetCheck': ('images_per_s', 'images_per_s_per_gpu', 'scaling_efficiency',
-                            'model_gflop_per_s', *PER_RANK_VARS),
+                            'model_gflop_per_s', *PER_RANK_VARS, *TELEMETRY_VARS),
 }
 
 

@@ -236,14 +236,14 @@ def test_two_sessions_at_once_both_complete(history):
             masters |= set(re.findall(r'"master": "([^"]+)"', f.read()))
     assert len(masters) == 4, masters
 
-    # every job's three figures are in the shared perf log, on whole lines
+    # every job's figures are in the shared perf log, on whole lines
     [log] = history.perflogs.rglob('MNISTDistributedCheck.log')
     header, *lines = log.read_text().splitlines()
     assert all(line.count('|') == header.count('|') for line in lines), lines
     for case in cases:
         mine = [line for line in lines if f'|{case["jobid"]}|' in line]
         assert sorted(line.split('|')[9] for line in mine) == \
-            ['communication_efficiency', 'samples_per_s', 'samples_per_s_per_gpu',
+            ['communication_efficiency', 'peak_host_memory', 'samples_per_s', 'samples_per_s_per_gpu',
              'slowest_rank_fraction', 'train_time'], mine
     assert {name for name, _ in history.sessions_run} >= {'twin-a', 'twin-b'}
 

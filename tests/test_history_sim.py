@@ -100,8 +100,11 @@ def test_report_flags_the_slowed_session(runs, capsys, tmp_path):
     code, out, err = run_report(capsys, '--db', str(db), sessions['unchanged']['uuid'],
                                 sessions['slowed']['uuid'], '-o', str(tmp_path / 'report'))
     assert code == 1, out + err
-    # the throttled rank also trains slower alone, and the others wait for it
-    assert verdicts(out) == {'samples_per_s': 'REGRESSION', 'samples_per_s_per_gpu': 'REGRESSION',
+    # the throttled rank also trains slower alone, and the others wait for it; its memory is
+    # the same (the telemetry figure, docs/telemetry.md)
+    found = verdicts(out)
+    assert found.pop('peak_host_memory') != 'REGRESSION', found
+    assert found == {'samples_per_s': 'REGRESSION', 'samples_per_s_per_gpu': 'REGRESSION',
                              'train_time': 'REGRESSION', 'slowest_rank_fraction': 'REGRESSION',
                              'communication_efficiency': 'REGRESSION'}
     assert '5 regression(s)' in out

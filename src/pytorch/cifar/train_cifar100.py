@@ -41,6 +41,7 @@ from ddp_common import (RankShare, Throttle, add_epoch_arguments, add_rank_speed
                         add_wait_arguments, emit, endless_batches, epoch_summary, finish, init_distributed,
                         pick_device, report_rank, solo_phase, steady_state, steps_per_epoch,
                         synchronize)
+import telemetry  # noqa: E402
 
 MODELS = ('resnet18', 'resnet50', 'resnet101', 'resnet152')
 CIFAR100_MEAN, CIFAR100_STD = (0.5071, 0.4865, 0.4409), (0.2673, 0.2564, 0.2762)
@@ -65,6 +66,7 @@ def get_args_parser():
     parser.add_argument('--seed', type=int, default=1)
     parser.add_argument('--device', choices=['auto', 'gpu', 'cpu'], default='auto')
     add_rank_speed_arguments(parser, solo_steps=10, solo_warmup_steps=2)
+    telemetry.add_arguments(parser)
     return add_epoch_arguments(add_wait_arguments(parser))
 
 
@@ -187,6 +189,7 @@ def main(argv=None):
     stream = endless_batches(loader, sampler)
     train_steps(model, stream, args.warmup_steps, optimizer, criterion, device, args, autocast)
     summaries = []
+    sampler = telemetry.Sampler(device, args.telemetry_interval).start()
     for epoch in range(1, args.epochs + 1):
         if args.mode == 'ddp':
             if args.fault:
@@ -199,6 +202,11 @@ def main(argv=None):
         summaries.append(summary)
         if rank == 0:
             emit('summary', **summary)
+    emit('telemetry', rank=rank, **sampler.stop().fields())
+    if args.profile_steps:
+        emit('trace', rank=rank, steps=args.profile_steps, path=telemetry.profile(
+            lambda: train_step(model, optimizer, criterion, *next(stream), device, args, autocast),
+            args.profile_steps, args.trace_dir, rank))
 
     if rank == 0:
         steady = steady_state(summaries, devices)

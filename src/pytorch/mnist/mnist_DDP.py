@@ -45,6 +45,7 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 from ddp_common import (RankShare, Throttle, add_epoch_arguments, add_rank_speed_arguments,  # noqa: E402
                         add_wait_arguments, emit, endless_batches, epoch_summary, finish, init_distributed,
                         solo_phase, steady_state, steps_per_epoch)
+import telemetry  # noqa: E402
 
 MNIST_MEAN, MNIST_STD = 0.1307, 0.3081
 
@@ -61,6 +62,7 @@ def get_args_parser():
     parser.add_argument('--workers', type=int, default=0, help='data-loader workers per rank')
     parser.add_argument('--device', choices=['auto', 'gpu', 'cpu'], default='auto')
     add_rank_speed_arguments(parser, solo_steps=30, solo_warmup_steps=5)
+    telemetry.add_arguments(parser)
     return add_epoch_arguments(add_wait_arguments(parser))
 
 
@@ -159,6 +161,7 @@ def main(argv=None):
     stream = endless_batches(train_loader, train_sampler)
     throttle = Throttle(args, rank)
     summaries = []
+    sampler = telemetry.Sampler(device, args.telemetry_interval).start()
     for epoch in range(1, args.epochs + 1):
         if args.fault:
             args.fault.at_epoch(rank, epoch)
@@ -175,6 +178,11 @@ def main(argv=None):
         summaries.append(summary)
         if rank == 0:
             emit('summary', **summary)
+    emit('telemetry', rank=rank, **sampler.stop().fields())
+    if args.profile_steps:
+        emit('trace', rank=rank, steps=args.profile_steps, path=telemetry.profile(
+            lambda: train_step(model, optimizer, next(stream), device), args.profile_steps,
+            args.trace_dir, rank))
 
     correct, total = evaluate(model, test_loader, device)
     if rank == 0:

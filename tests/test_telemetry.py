@@ -1,0 +1,242 @@
+"""GPU telemetry: the readers of the vendor tools on their recorded real outputs
+(tests/data/telemetry/SOURCES.md), the sampler without a GPU, the figures, and the low-power and
+throttle rules, each with its broken case (docs/telemetry.md)."""
+
+import gzip
+import json
+import os
+import subprocess
+import time
+import sys
+
+import pytest
+import torch
+from hypothesis import given, settings, strategies as st
+
+import telemetry as rank_telemetry    # src/pytorch/telemetry.py, as the programs import it
+from conftest import DATA
+from mlcheck.judging import output, telemetry as rules
+from mlcheck.perf import telemetry as figures
+
+RECORDED = os.path.join(DATA, 'telemetry')
+
+
+def recorded(name):
+    with open(os.path.join(RECORDED, name)) as stream:
+        return stream.read()
+
+
+# --- readers, on real outputs ---------------------------------------------------------------
+
+def test_rocm_smi_mi250_primary_gives_the_package_power_and_the_secondary_none():
+    readings = rank_telemetry.read_rocm_smi(recorded('rocm_smi_mi250_secondary_die.json'))
+    assert readings[0] == {'power_w': 102.0, 'utilization': 50.0, 'memory_gb': 51.52702464}
+    assert 'power_w' not in readings[1]          # 'N/A (Secondary die)': no power, not 0 W
+    assert readings[1]['power_note'].startswith('secondary die')
+    assert readings[1]['utilization'] == 0.0 and readings[1]['memory_gb'] == pytest.approx(0.0117, abs=1e-4)
+
+
+def test_rocm_smi_takes_the_junction_temperature_and_the_rocm6_power_key():
+    assert rank_telemetry.read_rocm_smi(recorded('rocm_smi_7900xtx.json')) == {0: {
+        'power_w': 19.0, 'utilization': 0.0, 'temperature_c': 49.0, 'memory_gb': 0.794341376}}
+    apu = rank_telemetry.read_rocm_smi(recorded('rocm_smi_780m_rocm62.json'))[0]
+    assert apu['power_w'] == 7.222 and apu['utilization'] == 19.0 and apu['temperature_c'] == 31.0
+
+
+def test_amd_smi_readings_and_not_available_fields():
+    assert rank_telemetry.read_amd_smi(recorded('amd_smi_metric_watch_na.json')) == {0: {}}
+    assert rank_telemetry.read_amd_smi(recorded('amd_smi_metric_usage_w7700.json')) == {0: {'utilization': 42.0}}
+    reading = rank_telemetry.read_amd_smi(recorded('amd_smi_metric_from_text_output.json'))[0]
+    assert reading == {'power_w': 20.0, 'utilization': 0.0, 'clock_mhz': 14.0}   # UNTHROTTLED: no throttle
+
+
+def test_amd_smi_newer_gpu_data_wrapper_and_a_warning_before_the_json():
+    gpus = json.loads(recorded('amd_smi_metric_from_text_output.json'))
+    wrapped = 'WARNING: user is not in the render group\n' + json.dumps({'gpu_data': gpus})
+    assert rank_telemetry.read_amd_smi(wrapped) == rank_telemetry.read_amd_smi(json.dumps(gpus))
+
+
+def test_nvidia_smi_header_driven_with_units_and_without_an_index_column():
+    series = rank_telemetry.read_nvidia_smi(recorded('nvidia_smi_one_gpu_series.csv'))
+    assert series == {0: {'power_w': 78.22, 'utilization': 25.0, 'temperature_c': 55.0,
+                          'clock_mhz': 1470.0}}       # the last row of GPU 0
+    two = rank_telemetry.read_nvidia_smi(recorded('nvidia_smi_two_gpus_no_index.csv'))
+    assert two[0] == {'power_w': 106.56, 'utilization': 36.0, 'temperature_c': 60.0,
+                      'clock_mhz': 1936.0, 'memory_gb': pytest.approx(2856 * 2**20 / 1e9)}
+    assert two[1]['power_w'] == 5.68 and two[1]['memory_gb'] == pytest.approx(4 * 2**20 / 1e9)
+
+
+def test_nvidia_smi_throttle_reasons_name_only_the_slowdowns():
+    # the recorded row with a throttle column added (no recorded output has one): NVML's bits
+    header, row = recorded('nvidia_smi_two_gpus_no_index.csv').splitlines()[:2]
+    for reasons, named in (('0x0000000000000040', 'software thermal slowdown (nvidia-smi 0x0000000000000040)'),
+                           ('0x0000000000000004', None), ('[N/A]', None)):
+        text = f'{header}, clocks_throttle_reasons.active\n{row}, {reasons}\n'
+        assert rank_telemetry.read_nvidia_smi(text)[0].get('throttle') == named
+
+
+# --- sources and the sampler, on this machine (no GPU) ---------------------------------------
+
+def test_no_gpu_says_why_once_and_host_memory_is_still_measured():
+    sampler = rank_telemetry.Sampler(torch.device('cpu'), interval=0.05).start()
+    sum(range(10**6))
+    fields = sampler.stop().fields()
+    assert fields['gpu_telemetry_unavailable'] == 'the rank trains on cpu: no GPU to read'
+    assert 'power_w' not in fields and fields['gpu_samples'] == 0
+    assert fields['host_memory_gb'] > 0.01     # this Python with torch loaded
+
+
+def test_a_gpu_with_no_torch_accessor_and_no_tool_in_the_image():
+    source, why = rank_telemetry.gpu_source(torch.device('cuda', 0), which=lambda name: None)
+    assert source is None
+    assert why.startswith('torch: ') and why.endswith('no amd-smi, rocm-smi or nvidia-smi on PATH')
+
+
+def fake_tool(tmp_path, name, recorded_output):
+    tool = tmp_path / name
+    tool.write_text(f'#!/bin/sh\ncat {os.path.join(RECORDED, recorded_output)}\n')
+    tool.chmod(0o755)
+    return lambda wanted: str(tool) if wanted == name else None
+
+
+def test_rocm_smi_in_the_image_read_for_the_secondary_gcd(tmp_path, monkeypatch):
+    monkeypatch.setenv('ROCR_VISIBLE_DEVICES', '1')      # this rank's GCD: the package's second
+    which = fake_tool(tmp_path, 'rocm-smi', 'rocm_smi_mi250_secondary_die.json')
+    source, why = rank_telemetry.gpu_source(torch.device('cuda', 0), which=which)
+    assert why is None and source.name == 'rocm-smi'
+    sampler = rank_telemetry.Sampler(torch.device('cuda', 0), 0.05, which=which).start()
+    fields = sampler.stop().fields()
+    assert fields['gpu_source'] == 'rocm-smi' and fields['gpu_samples'] >= 1
+    assert 'power_w' not in fields and fields['power_note'].startswith('secondary die')
+
+
+def test_host_memory_counts_the_data_loader_workers():
+    alone = rank_telemetry.host_resident_bytes()
+    worker = subprocess.Popen([sys.executable, '-c', 'import sys, time; b = bytearray(300 * 2**20); '
+                               'b[::4096] = b"x" * len(b[::4096]); print(1, flush=True); time.sleep(30)'],
+                              stdout=subprocess.PIPE)
+    try:
+        worker.stdout.readline()
+        assert rank_telemetry.host_resident_bytes() - alone > 250 * 2**20
+    finally:
+        worker.kill()
+        worker.wait()
+
+
+def test_profile_leaves_a_loadable_chrome_trace(tmp_path):
+    model = torch.nn.Linear(8, 2)
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+
+    def step():
+        optimizer.zero_grad()
+        model(torch.randn(4, 8)).sum().backward()
+        optimizer.step()
+
+    path = rank_telemetry.profile(step, 3, str(tmp_path / 'traces'), rank=1)
+    assert path == str(tmp_path / 'traces' / 'rank1.trace.json.gz')
+    with gzip.open(path) as stream:
+        events = json.load(stream)['traceEvents']
+    assert sorted({e['name'] for e in events if e.get('name', '').startswith('ProfilerStep')}) == \
+        ['ProfilerStep#1', 'ProfilerStep#2', 'ProfilerStep#3']
+
+
+# --- the figures and the rules --------------------------------------------------------------
+
+def run_of(readings_by_rank, node_of=lambda rank: f'nid00{rank // 8}', extra=None):
+    """A run whose ranks report `readings_by_rank[rank]` as their sampler would (summarised)."""
+    lines = []
+    for rank, reading in readings_by_rank.items():
+        lines.append(output.FACT_PREFIX + json.dumps({'event': 'rank', 'rank': rank, 'node': node_of(rank),
+                                                     'local_rank': rank % 8}))
+        fields = {'gpu': rank % 8, 'gpu_source': 'rocm-smi', 'host_memory_gb': 3.5,
+                  **rank_telemetry.summarise([reading]), **(extra or {}).get(rank, {})}
+        lines.append(output.FACT_PREFIX + json.dumps({'event': 'telemetry', 'rank': rank, **fields}))
+    return output.parse('\n'.join(lines), labelled=False)
+
+
+def mi250x_node(package_power):
+    """8 GCDs, 4 packages: each primary from the recorded MI250 primary, at `package_power[p]`
+    watts, each secondary as recorded (no power)."""
+    primary, secondary = (rank_telemetry.read_rocm_smi(recorded('rocm_smi_mi250_secondary_die.json'))[i]
+                          for i in (0, 1))
+    return {2 * p + die: ({**primary, 'power_w': watts} if die == 0 else secondary)
+            for p, watts in enumerate(package_power) for die in (0, 1)}
+
+
+def test_healthy_mi250x_node_never_flags_a_secondary_gcd():
+    run = run_of(mi250x_node([102.0, 98.0, 105.0, 100.0]))
+    assert rules.problems(run, 0.75) == []
+    assert figures.median_power(run) == 101.0
+    assert figures.lowest_power_fraction(run) == pytest.approx(98 / 101)
+    assert figures.peak_gpu_memory(run) == pytest.approx(51.527, abs=1e-3)
+    assert figures.peak_host_memory(run) == 3.5
+
+
+def test_one_mi250x_package_at_half_power_is_named_and_only_it():
+    found = rules.problems(run_of(mi250x_node([102.0, 51.0, 105.0, 100.0])), 0.75)
+    assert found == ['rank 2 on nid000 (GPU 2) drew 51 W, 0.50 of the median package (101 W; limit 0.75); '
+                     'utilization 50 %']
+
+
+def test_one_gpu_at_half_power_among_nvidia_gpus():
+    gpu = rank_telemetry.read_nvidia_smi(recorded('nvidia_smi_two_gpus_no_index.csv'))[0]
+    readings = {rank: {**gpu, 'power_w': 106.56 / 2 if rank == 5 else 106.56} for rank in range(8)}
+    found = rules.problems(run_of(readings), 0.75)
+    assert len(found) == 1 and found[0].startswith('rank 5 on nid000 (GPU 5) drew 53 W, 0.50 of the median GPU')
+    assert 'clock 1936 MHz' in found[0] and 'max temperature 60 °C' in found[0]
+    assert rules.problems(run_of(readings), 0) == []           # the rule off
+
+
+def test_a_throttle_the_tool_reports_is_named():
+    readings = {rank: {'power_w': 100.0, **({'throttle': 'hardware thermal slowdown (nvidia-smi 0x80)'}
+                                            if rank == 3 else {})} for rank in range(4)}
+    assert rules.problems(run_of(readings), 0.75) == [
+        'rank 3 on nid000 (GPU 3) was throttled: hardware thermal slowdown (nvidia-smi 0x80)']
+
+
+def test_absent_telemetry_is_no_failure_and_is_said_once():
+    unavailable = {'gpu_telemetry_unavailable': 'the rank trains on cpu: no GPU to read'}
+    run = run_of({0: {}, 1: {}}, extra={0: unavailable, 1: unavailable})
+    assert rules.problems(run, 0.75) == []
+    assert figures.median_power(run) is None and figures.lowest_power_fraction(run) is None
+    assert figures.peak_host_memory(run) == 3.5
+    assert rules.unavailable_note(run, stand_in=True) == (
+        'GPU telemetry not available on stand-in GPUs (the ranks train on CPUs) (ranks 0-1: the rank '
+        'trains on cpu: no GPU to read); peak host memory is still reported')
+    no_facts = output.parse('', labelled=False)
+    assert rules.problems(no_facts, 0.75) == [] and rules.unavailable_note(no_facts) is None
+    assert figures.peak_host_memory(no_facts) is None
+
+
+@settings(max_examples=100, deadline=None)
+@given(powers=st.lists(st.one_of(st.none(), st.floats(1, 700)), min_size=1, max_size=32),
+       fraction=st.floats(0.05, 1))
+def test_a_gpu_is_flagged_exactly_when_below_the_fraction_of_the_median(powers, fraction):
+    readings = {rank: ({'power_w': watts} if watts else {'power_note': 'secondary die: ...'})
+                for rank, watts in enumerate(powers)}
+    found = rules.problems(run_of(readings), fraction)
+    reported = sorted(w for w in powers if w)
+    if not reported:
+        assert found == []
+        return
+    median = (reported[(len(reported) - 1) // 2] + reported[len(reported) // 2]) / 2
+    flagged = {int(line.split()[1]) for line in found}
+    assert flagged == {rank for rank, w in enumerate(powers) if w and w < fraction * median}
+
+
+def test_a_slow_reader_is_read_less_often_than_the_interval():
+    class SlowTool:
+        name = 'slow'
+
+        def read(self):
+            time.sleep(0.02)       # as a vendor tool started per sample
+            return {'power_w': 100.0}
+
+    sampler = rank_telemetry.Sampler(torch.device('cpu'), interval=0.001)
+    sampler.source = SlowTool()
+    sampler.start()
+    time.sleep(0.8)
+    fields = sampler.stop().fields()
+    # every 50 x 0.02 s = 1 s at most: the first sample and the last (at stop); not ~40
+    assert 1 <= fields['gpu_samples'] <= 3 and fields['power_w'] == 100.0
+    assert fields['sampling_seconds'] < 0.2
