@@ -13,13 +13,13 @@ growth of parse and judge from one size to the next as a ratio (linear: ratio ~ 
 
 import argparse
 import cProfile
-import json
 import os
 import pstats
 import sys
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+from mlcheck.contract import format_fact as fact  # noqa: E402
 from mlcheck.judging import output, sanity  # noqa: E402
 from mlcheck.placement.launch import Layout  # noqa: E402
 from tests.conftest import settings_of  # noqa: E402
@@ -29,10 +29,6 @@ EPOCHS = 5
 NCCL_LINES = 40
 CASES = ('good', 'slow-rank', 'slow-node', 'missing-solo', 'crash', 'hang-rendezvous',
          'wrong-binding', 'socket-fallback')
-
-
-def fact(event, **fields):
-    return 'MLCHECK ' + json.dumps({'event': event, **fields}, sort_keys=True)
 
 
 def nccl_lines(rank, node, world, fallback=False):

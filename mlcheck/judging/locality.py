@@ -7,14 +7,9 @@ them sits on the wrong cores for this node, whatever the config says. That local
 as the hardware reports it: a NUMA domain (on LUMI-G, two CCDs), not an L3 domain.
 """
 
+from mlcheck.contract import format_cpulist
 from mlcheck.judging.ranks import rank_list
-from mlcheck.placement.topology import spans
 from mlcheck.site import STAND_IN_GPUS
-
-
-def cpulist(cpus):
-    """[0, 1, 2, 5] -> '0-2,5' (the kernel's list format)."""
-    return ','.join(spans(cpus))
 
 
 def cores_local_to_gpu(run, expect):
@@ -28,8 +23,8 @@ def cores_local_to_gpu(run, expect):
         if not set(cores) <= set(local):
             numa = fact.get('gpu_numa_node')
             domain = f'NUMA node {numa}: ' if isinstance(numa, int) and numa >= 0 else ''
-            found.append(f'rank {rank} on {fact.get("node")} runs on cores {cpulist(cores)}, not all '
-                         f'local to its GPU {fact.get("gpu_pci")} ({domain}cores {cpulist(local)})')
+            found.append(f'rank {rank} on {fact.get("node")} runs on cores {format_cpulist(cores)}, not all '
+                         f'local to its GPU {fact.get("gpu_pci")} ({domain}cores {format_cpulist(local)})')
     return found
 
 

@@ -13,7 +13,7 @@ from collections import defaultdict
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 
-FACT_PREFIX = 'MLCHECK '
+from mlcheck.contract import FACT_PREFIX
 DECODER = json.JSONDecoder()
 
 

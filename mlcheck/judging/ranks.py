@@ -5,7 +5,7 @@ No module of mlcheck.judging is imported here, so no two of them import each oth
 
 import re
 
-from mlcheck.placement.topology import spans
+from mlcheck.contract import spans
 
 # srun's line about the tasks of a node that ended (`srun: error: nid002: tasks 2-3: Killed`)
 TASK_STATUS = re.compile(r'^srun: error: (?P<node>[^\s:]+): tasks? (?P<tasks>[\d,-]+): (?P<status>.*)')

@@ -13,10 +13,11 @@ import math
 import re
 from dataclasses import dataclass
 
+from mlcheck.contract import spans
 from mlcheck.judging import locality, nccl, output
 from mlcheck.judging.ranks import group_by_error, nodes_of_ranks, rank_list, task_statuses
 from mlcheck.perf import ranks as rank_speed
-from mlcheck.placement.topology import mask_to_cores, spans
+from mlcheck.placement.topology import mask_to_cores
 
 
 @dataclass(frozen=True)

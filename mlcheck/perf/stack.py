@@ -13,6 +13,8 @@ import re
 from collections import Counter
 from datetime import datetime, timezone
 
+from mlcheck.contract import FACT_PREFIX
+
 # in the order a report lists them, with the label it uses
 FACTS = {'image': 'image', 'torch': 'torch', 'torchvision': 'torchvision', 'nccl': 'NCCL',
          'net_plugin': 'network plugin', 'libfabric': 'libfabric', 'rocm': 'ROCm',
@@ -59,7 +61,7 @@ def settings_of(test, names):
 def job_fact_command():
     """A job script line that reports what the ranks cannot know: the Slurm version (the last
     word of `srun --version`, which reads 'slurm 23.02.7' or 'slurm-wlm 22.05.8')."""
-    return (f'printf \'MLCHECK {{"event": "{JOB_EVENT}", "slurm": "%s"}}\\n\' '
+    return (f'printf \'{FACT_PREFIX}{{"event": "{JOB_EVENT}", "slurm": "%s"}}\\n\' '
             '"$(srun --version 2>/dev/null | awk \'{print $NF}\')"')
 
 

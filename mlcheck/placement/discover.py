@@ -17,6 +17,8 @@ import glob
 import os
 import sys
 
+from mlcheck.contract import parse_cpulist
+
 GPU_VENDORS = {'0x10de': 'nvidia', '0x1002': 'amd'}
 GPU_CLASSES = ('0x0300', '0x0302', '0x0380')   # VGA, 3D controller (NVIDIA), display (AMD MI)
 
@@ -26,21 +28,12 @@ def read(path):
         return f.read().strip()
 
 
-def cpulist(text):
-    cpus = []
-    for span in text.split(','):
-        if span:
-            first, _, last = span.partition('-')
-            cpus.extend(range(int(first), int(last or first) + 1))
-    return cpus
-
-
 def physical_cores(sysfs, cpus):
     """The first hardware thread of each core among `cpus` (SMT siblings dropped)."""
     cores = []
     for cpu in cpus:
         path = f'{sysfs}/devices/system/cpu/cpu{cpu}/topology/thread_siblings_list'
-        siblings = cpulist(read(path)) if os.path.exists(path) else [cpu]
+        siblings = parse_cpulist(read(path)) if os.path.exists(path) else [cpu]
         if min(siblings) == cpu:
             cores.append(cpu)
     return cores
@@ -48,7 +41,8 @@ def physical_cores(sysfs, cpus):
 
 def groups(sysfs, pattern, cpus):
     """Distinct CPU groups (as sorted tuples of cores) from the files matching `pattern`."""
-    found = {tuple(c for c in cpulist(read(path)) if c in cpus) for path in glob.glob(f'{sysfs}/{pattern}')}
+    found = {tuple(c for c in parse_cpulist(read(path)) if c in cpus)
+             for path in glob.glob(f'{sysfs}/{pattern}')}
     return sorted(g for g in found if g)
 
 
@@ -63,14 +57,14 @@ def gpus(sysfs):
         if vendor in GPU_VENDORS and klass.startswith(GPU_CLASSES):
             local = f'{device}/local_cpulist'
             found.append((os.path.basename(device), GPU_VENDORS[vendor],
-                          cpulist(read(local)) if os.path.exists(local) else None))
+                          parse_cpulist(read(local)) if os.path.exists(local) else None))
     return found
 
 
 def derive(sysfs='/sys', allowed=None):
     """(topology entry or None, lines of explanation) for the node whose sysfs is `sysfs`;
     `allowed`: the CPUs jobs may use (default: this process's affinity)."""
-    online = cpulist(read(f'{sysfs}/devices/system/cpu/online'))
+    online = parse_cpulist(read(f'{sysfs}/devices/system/cpu/online'))
     cores = physical_cores(sysfs, online)
     allowed = set(os.sched_getaffinity(0) if allowed is None else allowed)
     notes = []
@@ -116,14 +110,14 @@ def derive(sysfs='/sys', allowed=None):
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split('\n\n')[0])
     parser.add_argument('--sysfs', default='/sys', help='root of the sysfs tree to read (default /sys)')
-    parser.add_argument('--allowed', type=cpulist, default=None, metavar='CPULIST',
+    parser.add_argument('--allowed', type=parse_cpulist, default=None, metavar='CPULIST',
                         help="CPUs jobs may use, e.g. 1-7,9-15 (default: this process's affinity "
                              "when reading /sys, else every online CPU)")
     args = parser.parse_args(argv)
     try:
         allowed = args.allowed
         if allowed is None and os.path.realpath(args.sysfs) != '/sys':
-            allowed = cpulist(read(f'{args.sysfs}/devices/system/cpu/online'))
+            allowed = parse_cpulist(read(f'{args.sysfs}/devices/system/cpu/online'))
         entry, notes = derive(args.sysfs, allowed)
     except (OSError, ValueError) as err:
         sys.exit(f'discover: cannot read the node\'s topology from {args.sysfs}: {err}')

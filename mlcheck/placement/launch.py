@@ -4,9 +4,9 @@ Job-wide values are exported by the job script; per-rank values (RANK, LOCAL_RAN
 visible GPU, the MIOpen cache) are set by src/launch/rank-env.sh in each task.
 """
 
-import re
 from dataclasses import dataclass
 
+from mlcheck import contract
 from mlcheck.errors import ConfigError
 from mlcheck.placement.topology import cores_to_mask
 
@@ -71,11 +71,9 @@ class Waits:
 
     The training scripts read these from the environment (MLCHECK_*) as their defaults.
     """
-    rendezvous_timeout: float = 180   # all ranks join the process group
-    collective_timeout: float = 300   # each collective (gloo's timeout; NCCL's watchdog)
-    fault: str = ''                   # e.g. crash:1:2; see docs/faults.md
-
-    FAULTS = re.compile(r'(?:crash|hang-collective):(?P<rank>\d+):\d+|hang-rendezvous:(?P<rank_>\d+)')
+    rendezvous_timeout: float = contract.RENDEZVOUS_TIMEOUT   # all ranks join the process group
+    collective_timeout: float = contract.COLLECTIVE_TIMEOUT   # each collective (gloo, NCCL watchdog)
+    fault: str = ''                                           # e.g. crash:1:2; see docs/faults.md
 
     def check(self, world_size):
         """A ConfigError for a timeout or fault that cannot work in a world of `world_size`."""
@@ -83,20 +81,19 @@ class Waits:
             if not getattr(self, name) > 0:
                 raise ConfigError(f'{name}={getattr(self, name)}: must be a positive number of seconds')
         if self.fault:
-            match = self.FAULTS.fullmatch(self.fault)
-            if not match:
-                raise ConfigError(f'fault={self.fault!r}: expected crash:RANK:EPOCH, '
-                                  f'hang-rendezvous:RANK or hang-collective:RANK:EPOCH')
-            rank = int(match.group('rank') or match.group('rank_'))
+            try:
+                _, rank, _ = contract.parse_fault(self.fault)
+            except contract.FaultError:
+                raise ConfigError(f'fault={self.fault!r}: expected {contract.FAULT_FORMS}') from None
             if rank >= world_size:
                 raise ConfigError(f'fault={self.fault!r}: rank {rank} is not in a world of {world_size} ranks')
         return self
 
     def exports(self):
-        env = {'MLCHECK_RENDEZVOUS_TIMEOUT': f'{self.rendezvous_timeout:g}',
-               'MLCHECK_COLLECTIVE_TIMEOUT': f'{self.collective_timeout:g}'}
+        env = {contract.RENDEZVOUS_TIMEOUT_VAR: f'{self.rendezvous_timeout:g}',
+               contract.COLLECTIVE_TIMEOUT_VAR: f'{self.collective_timeout:g}'}
         if self.fault:
-            env['MLCHECK_FAULT'] = shell_quote(self.fault)
+            env[contract.FAULT_VAR] = shell_quote(self.fault)
         return env
 
 

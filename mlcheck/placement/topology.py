@@ -126,17 +126,3 @@ def cores_to_mask(cores):
 def mask_to_cores(mask):
     value = int(mask, 16)
     return [bit for bit in range(value.bit_length()) if value >> bit & 1]
-
-
-
-def spans(numbers):
-    """[0, 1, 2, 5] -> ['0-2', '5']: runs of consecutive numbers, as the kernel lists CPUs."""
-    found, start = [], None
-    numbers = sorted(numbers)
-    for i, number in enumerate(numbers):
-        if start is None:
-            start = number
-        if i + 1 == len(numbers) or numbers[i + 1] != number + 1:
-            found.append(str(start) if start == number else f'{start}-{number}')
-            start = None
-    return found

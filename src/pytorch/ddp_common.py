@@ -23,7 +23,6 @@ import argparse
 import importlib.util
 import itertools
 import copy
-import json
 import os
 import platform
 import socket
@@ -35,13 +34,14 @@ import torch
 import torch.distributed as dist
 
 import gpu_locality
-
-FACT_PREFIX = 'MLCHECK '
+from mlcheck_contract import (COLLECTIVE_TIMEOUT, COLLECTIVE_TIMEOUT_VAR, FAULT_FORMS, FAULT_VAR,
+                              RENDEZVOUS_TIMEOUT, RENDEZVOUS_TIMEOUT_VAR, FaultError, format_fact,
+                              parse_fault)
 
 
 def emit(event, **fields):
     """One machine-readable fact: `MLCHECK {json}` on a line of its own."""
-    print(FACT_PREFIX + json.dumps({'event': event, **fields}, sort_keys=True), flush=True)
+    print(format_fact(event, **fields), flush=True)
 
 
 def epoch_summary(figures, epoch, world_size, device, distributed=True):
@@ -110,34 +110,27 @@ def add_wait_arguments(parser):
     """--rendezvous-timeout, --timeout and --fault, with defaults from the launcher's MLCHECK_*."""
     env = os.environ.get
     parser.add_argument('--rendezvous-timeout', type=float,
-                        default=env('MLCHECK_RENDEZVOUS_TIMEOUT', '180'),
+                        default=env(RENDEZVOUS_TIMEOUT_VAR, str(RENDEZVOUS_TIMEOUT)),
                         help='seconds to wait for all ranks to join the process group')
-    parser.add_argument('--timeout', type=float, default=env('MLCHECK_COLLECTIVE_TIMEOUT', '300'),
+    parser.add_argument('--timeout', type=float, default=env(COLLECTIVE_TIMEOUT_VAR, str(COLLECTIVE_TIMEOUT)),
                         help='seconds a collective may wait for the other ranks')
-    parser.add_argument('--fault', type=Fault.parse, default=env('MLCHECK_FAULT') or None,
-                        help='inject a failure: crash:RANK:EPOCH, hang-rendezvous:RANK or '
-                             'hang-collective:RANK:EPOCH')
+    parser.add_argument('--fault', type=Fault.parse, default=env(FAULT_VAR) or None,
+                        help=f'inject a failure: {FAULT_FORMS}')
     return parser
 
 
 class Fault:
     """A failure to inject in one rank (--fault), for testing how failures are reported."""
-    KINDS = {'crash': ('rank', 'epoch'), 'hang-rendezvous': ('rank',),
-             'hang-collective': ('rank', 'epoch')}
 
     def __init__(self, kind, rank, epoch=None):
         self.kind, self.rank, self.epoch = kind, rank, epoch
 
     @classmethod
     def parse(cls, spec):
-        kind, *values = spec.split(':')
-        if kind not in cls.KINDS:
-            raise argparse.ArgumentTypeError(f'unknown fault {kind!r}; one of {", ".join(cls.KINDS)}')
-        fields = cls.KINDS[kind]
-        if len(values) != len(fields) or not all(v.isdigit() for v in values):
-            raise argparse.ArgumentTypeError(f'{spec!r}: expected {":".join([kind, *map(str.upper, fields)])} '
-                                             f'with non-negative integers')
-        return cls(kind, *map(int, values))
+        try:
+            return cls(*parse_fault(spec))
+        except FaultError as err:       # argparse shows the message of this type only
+            raise argparse.ArgumentTypeError(str(err)) from None
 
     def at_rendezvous(self, rank):
         if self.kind == 'hang-rendezvous' and self.rank == rank:

@@ -8,6 +8,8 @@ torch only; `sysfs` is a parameter so that tests can read saved trees.
 
 import os
 
+from mlcheck_contract import parse_cpulist
+
 SYSFS = '/sys'
 
 
@@ -16,16 +18,6 @@ def pci_address(device):
     import torch
     props = torch.cuda.get_device_properties(device)
     return f'{props.pci_domain_id:04x}:{props.pci_bus_id:02x}:{props.pci_device_id:02x}.0'
-
-
-def parse_cpulist(text):
-    """'0-3,8,10-11' -> [0, 1, 2, 3, 8, 10, 11] (the kernel's list format)."""
-    cpus = []
-    for span in text.strip().split(','):
-        if span:
-            first, _, last = span.partition('-')
-            cpus.extend(range(int(first), int(last or first) + 1))
-    return cpus
 
 
 def read_locality(pci, sysfs=SYSFS):

@@ -1,0 +1,37 @@
+"""The programs' side of the contract (src/pytorch/mlcheck_contract.py), for the judging side.
+
+That file is the one copy: the programs import it inside the images, where mlcheck is not
+installed, and src/ is no package, so it is loaded here by path and its names re-exported.
+"""
+
+import importlib.util
+import os
+import sys
+
+PATH = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
+                    'src', 'pytorch', 'mlcheck_contract.py')
+
+
+def _load(name='mlcheck_contract'):
+    """The module of PATH: the one the programs' imports already loaded (tests put src/pytorch
+    on sys.path), else loaded now and kept under its name, so that both sides share it."""
+    known = sys.modules.get(name)
+    if known is not None and os.path.realpath(getattr(known, '__file__', '')) == os.path.realpath(PATH):
+        return known
+    spec = importlib.util.spec_from_file_location(name, PATH)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    if known is None:
+        sys.modules[name] = module
+    return module
+
+
+_contract = _load()
+FACT_PREFIX = _contract.FACT_PREFIX
+format_fact = _contract.format_fact
+FAULT_KINDS, FAULT_FORMS, FAULT_VAR = _contract.FAULT_KINDS, _contract.FAULT_FORMS, _contract.FAULT_VAR
+FaultError, parse_fault, format_fault = _contract.FaultError, _contract.parse_fault, _contract.format_fault
+RENDEZVOUS_TIMEOUT, COLLECTIVE_TIMEOUT = _contract.RENDEZVOUS_TIMEOUT, _contract.COLLECTIVE_TIMEOUT
+RENDEZVOUS_TIMEOUT_VAR = _contract.RENDEZVOUS_TIMEOUT_VAR
+COLLECTIVE_TIMEOUT_VAR = _contract.COLLECTIVE_TIMEOUT_VAR
+parse_cpulist, format_cpulist, spans = _contract.parse_cpulist, _contract.format_cpulist, _contract.spans
