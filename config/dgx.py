@@ -36,7 +36,8 @@ site_configuration = {
     'systems': [{
         'name': 'dgx',
         'descr': 'DGX H100 cluster (Pyxis example)',
-        'hostnames': [r'dgx\d+', r'login\d+'],
+        # an example cluster's names: a site puts its own (a bare login\d+ would be Perlmutter's too)
+        'hostnames': [r'dgx-login\d+', r'dgx\d+'],
         'modules_system': 'nomod',     # images bring their software
         'partitions': [{
             'name': 'batch',

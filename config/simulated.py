@@ -17,6 +17,20 @@ from mlcheck.rfm_config import builtin_environment, logging_config, storage_conf
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 DATA_DIR = os.environ.get('MLCHECK_DATA_DIR', os.path.join(REPO, 'var', 'data'))
 
+
+def running_nodes():
+    """Nodes of the running cluster: `bin/simslurm up` writes their number (SIMSLURM_NODES, 2
+    unless set) to SIMSLURM_DIR/nodes, so that no later shell has to export it again."""
+    path = os.path.join(os.environ.get('SIMSLURM_DIR', '/var/tmp/simslurm'), 'nodes')
+    try:
+        with open(path) as f:
+            return int(f.read())
+    except FileNotFoundError:
+        return 2        # bin/simslurm's default; no cluster has been started here
+    except (OSError, ValueError) as err:
+        raise SystemExit(f'mlcheck: config error: {path}: not a node count written by '
+                         f'bin/simslurm up ({err}); run bin/simslurm up again') from None
+
 site_configuration = {
     'systems': [{
         'name': 'sim',
@@ -46,8 +60,7 @@ site_configuration = {
                     'gpu_vendor': 'stand-in',
                     'binding': 'by_domain',     # Slurm 22.05: no --gres-flags=allow-task-sharing
                     'node_counts': [1, 2],
-                    # bin/simslurm starts SIMSLURM_NODES nodes (2 unless set)
-                    'max_nodes': int(os.environ.get('SIMSLURM_NODES', '2')),
+                    'max_nodes': running_nodes(),
                     'images': ['host', *map(images.image_path, images.recipe_names())],
                     'datasets': {'mnist': DATA_DIR, 'cifar100': DATA_DIR},
                     'python': images.VENV_PYTHON,

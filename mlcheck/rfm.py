@@ -44,12 +44,22 @@ def partition_settings(partition):
 
 
 def _configured_partitions():
-    """Partitions of the current system with mlcheck settings (none outside a ReFrame run)."""
+    """Partitions of the current system with mlcheck settings (none outside a ReFrame run).
+
+    In a ReFrame run on a system with none (ReFrame's builtin 'generic' one, when no mlcheck
+    configuration was given), the session ends with one line saying how to give one: every
+    check would otherwise be skipped as having "undefined parameters".
+    """
     try:
-        partitions = runtime().system.partitions
+        system = runtime().system
     except Exception:
         return []
-    return [p for p in partitions if 'mlcheck' in p.extras]
+    partitions = [p for p in system.partitions if 'mlcheck' in p.extras]
+    if not partitions:
+        raise SystemExit(f'mlcheck: system {system.name!r} has no mlcheck configuration: give one '
+                         f'with -C config/<site>.py, or RFM_CONFIG_FILES=<mlcheck>/config/all.py '
+                         f'(`. .venv/bin/activate` sets it)')
+    return partitions
 
 
 def _configured(values_of):

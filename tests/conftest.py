@@ -15,9 +15,41 @@ sys.path.insert(0, os.path.join(REPO, 'src', 'pytorch'))
 
 @pytest.fixture(scope='session')
 def cluster():
-    """The simulated Slurm cluster, started if it is not running (it is never stopped here)."""
-    up = subprocess.run([SIMSLURM, 'up'], capture_output=True, text=True, timeout=180)
-    assert up.returncode == 0, up.stdout + up.stderr
+    """The simulated Slurm cluster, started if it is not running (it is never stopped here:
+    later tests and modules use it). Tests that use it are marked `cluster`."""
+    # an enclosing job's SLURM_* variables (SLURM_JOB_ID, another SLURM_CONF) would redirect it
+    env = {k: v for k, v in os.environ.items() if not k.startswith('SLURM_')}
+    up = subprocess.run([SIMSLURM, 'up'], capture_output=True, text=True, timeout=180, env=env)
+    assert up.returncode == 0, 'bin/simslurm up failed:\n' + up.stdout + up.stderr
+
+
+def pytest_collection_modifyitems(items):
+    """The tier of each test, in one place: a test that needs the simulated cluster, through
+    the `cluster` fixture or a fixture that uses it, is marked `cluster` (bin/run-tests --quick
+    leaves these out)."""
+    for item in items:
+        if 'cluster' in getattr(item, 'fixturenames', ()):
+            item.add_marker(pytest.mark.cluster)
+
+
+@pytest.fixture(scope='session')
+def suite_run(cluster, tmp_path_factory):
+    """The whole suite, as `bin/run-suite` runs it, into a private prefix: every check in the
+    host's Python and in every image, at 1 and 2 nodes. Run once; the tests of several modules
+    read its report and job outputs: (prefix, CompletedProcess)."""
+    from mlcheck.data import images
+    from reframe_runner import run_reframe
+    for name in images.recipe_names():
+        assert images.is_current(name), (f'image {name} is not built (bin/setup builds it): '
+                                          f'{images.unbuilt_reason(images.image_path(name))}')
+    prefix = tmp_path_factory.mktemp('e2e')
+    done = run_reframe('simulated', prefix, '-r', env={'RFM_ENABLE_RESULTS_STORAGE': '0'})
+    return prefix, done
+
+
+def srun_line(script):
+    """The srun command line of a job script."""
+    return next(line for line in script.splitlines() if line.startswith('srun '))
 
 
 def load_site_config(name):

@@ -6,15 +6,11 @@ import sys
 
 import pytest
 
-from conftest import REPO, partition_entry
+from conftest import REPO, partition_entry, srun_line
 from mlcheck.data import images
 from reframe_runner import report_cases, run_reframe
 
 DATA = f'{REPO}/var/data'
-
-
-def srun_line(script):
-    return next(line for line in script.splitlines() if line.startswith('srun '))
 
 
 @pytest.fixture(scope='module')
@@ -195,3 +191,24 @@ def test_a_latency_message_smaller_than_one_element_is_refused_at_setup(tmp_path
     [case] = report_cases(tmp_path / 'rfm')
     assert (case['fail_phase'], case['fail_reason']) == (
         'setup', "config error: -S min_bytes='1': expected an integer >= 4")
+
+
+def test_the_partition_takes_its_node_count_from_the_running_cluster(tmp_path):
+    """After `SIMSLURM_NODES=4 bin/simslurm up`, a shell that did not export SIMSLURM_NODES
+    runs 4-node jobs: the config reads the count `up` wrote to SIMSLURM_DIR/nodes (2 without one)."""
+    state = tmp_path / 'simslurm'
+    state.mkdir()
+    (state / 'nodes').write_text('4\n')
+    four = ('--dry-run', '-n', 'MNIST', '-P', 'image=host', '-P', 'num_nodes=4')
+    done = run_reframe('simulated', tmp_path / 'up4', *four, env={'SIMSLURM_DIR': str(state)})
+    assert done.returncode == 0, done.stdout[-2000:]
+    [case] = report_cases(tmp_path / 'up4')
+    assert case['num_nodes'] == 4
+    none = run_reframe('simulated', tmp_path / 'none', *four, env={'SIMSLURM_DIR': str(tmp_path / 'no')})
+    assert none.returncode != 0
+    assert 'a job there gets at most 2 nodes' in none.stdout, none.stdout[-2000:]
+    (state / 'nodes').write_text('four\n')
+    bad = run_reframe('simulated', tmp_path / 'bad', *four, env={'SIMSLURM_DIR': str(state)})
+    assert bad.returncode != 0
+    assert f'mlcheck: config error: {state}/nodes: not a node count written by bin/simslurm up' in \
+        bad.stdout + bad.stderr, bad.stdout[-2000:] + bad.stderr[-2000:]

@@ -29,18 +29,6 @@ PERF_VARS = {
 
 
 @pytest.fixture(scope='module')
-def suite_run(cluster, tmp_path_factory):
-    """The whole suite, as `bin/run-suite` runs it, into a private prefix: every check in the
-    host's Python and in every image, at 1 and 2 nodes."""
-    for name in images.recipe_names():
-        assert images.is_current(name), (f'image {name} is not built (bin/setup builds it): '
-                                          f'{images.unbuilt_reason(images.image_path(name))}')
-    prefix = tmp_path_factory.mktemp('e2e')
-    done = run_reframe('simulated', prefix, '-r', env={'RFM_ENABLE_RESULTS_STORAGE': '0'})
-    return prefix, done
-
-
-@pytest.fixture(scope='module')
 def references():
     with open(os.path.join(REPO, 'config', 'references', 'sim.yaml')) as f:
         return yaml.safe_load(f)

@@ -14,10 +14,9 @@ import time
 
 import pytest
 
-from conftest import REPO
+from conftest import SIMSLURM
 from reframe_runner import job_file, report_cases, run_reframe, start_reframe
 
-SIMSLURM = os.path.join(REPO, 'bin', 'simslurm')
 SIMSLURM_DIR = os.environ.get('SIMSLURM_DIR', '/var/tmp/simslurm')
 JOB_TIME_LIMIT = 15 * 60            # DistributedLaunchCheck.time_limit
 STARTUP = 40                        # s: more than 4 ranks need to start torch on 2 busy cores
@@ -30,12 +29,6 @@ STORED = re.compile(r'Current session stored with UUID: (\S+)')
 
 def command(*args, timeout=60):
     return subprocess.run(list(args), capture_output=True, text=True, timeout=timeout)
-
-
-@pytest.fixture(scope='module')
-def cluster():
-    up = command(SIMSLURM, 'up', timeout=180)
-    assert up.returncode == 0, up.stdout + up.stderr
 
 
 class History:

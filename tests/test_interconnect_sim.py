@@ -1,35 +1,27 @@
 """The interconnect check end to end on the simulated cluster: real Slurm, srun binding, gloo
-ranks across the slurmd "nodes", in the host's Python and in one Charliecloud image."""
+ranks across the slurmd "nodes", in the host's Python and in every Charliecloud image (the
+cases of the suite run, conftest.suite_run, which test_end_to_end_sim.py checks as a whole)."""
 
 
 import pytest
 
 from mlcheck.data import images
 from mlcheck.judging import output
-from reframe_runner import job_file, perf, report_cases, run_reframe
+from reframe_runner import job_file, perf, report_cases
 
-IMAGE = images.recipe_names()[0]
-
-
-@pytest.fixture(scope='module')
-def interconnect_run(cluster, tmp_path_factory):
-    assert images.is_current(IMAGE), f'image {IMAGE} is not built (bin/setup builds it)'
-    prefix = tmp_path_factory.mktemp('interconnect')
-    done = run_reframe('simulated', prefix, '-r', '-n', 'InterconnectCheck', '-P', f'image=host,{IMAGE}',
-                       env={'RFM_ENABLE_RESULTS_STORAGE': '0'})
-    return prefix, done
+IMAGES = ['host', *images.recipe_names()]
 
 
-def test_passes_at_1_and_2_nodes_in_the_host_and_an_image(interconnect_run):
-    prefix, done = interconnect_run
+def test_passes_at_1_and_2_nodes_in_the_host_and_every_image(suite_run):
+    prefix, done = suite_run
     assert done.returncode == 0, done.stdout[-4000:] + done.stderr[-2000:]
     cases = report_cases(prefix, 'InterconnectCheck')
     assert sorted((c['image'], c['num_nodes'], c['result']) for c in cases) == [
-        (image, nodes, 'pass') for image in sorted(['host', IMAGE]) for nodes in (1, 2)]
+        (image, nodes, 'pass') for image in sorted(IMAGES) for nodes in (1, 2)]
 
 
-def test_figures_against_references_and_the_declared_limit(interconnect_run):
-    prefix, _ = interconnect_run
+def test_figures_against_references_and_the_declared_limit(suite_run):
+    prefix, _ = suite_run
     for case in report_cases(prefix, 'InterconnectCheck'):
         values = perf(case)
         expected = {'busbw', 'latency', 'busbw_of_limit'} | ({'slowest_pair_bw'} if case['num_nodes'] > 1 else set())
@@ -38,8 +30,8 @@ def test_figures_against_references_and_the_declared_limit(interconnect_run):
         assert values['busbw_of_limit'][0] == pytest.approx(100 * values['busbw'][0] / 0.9)
 
 
-def test_every_rank_checked_every_buffer_and_the_pair_crossed_nodes(interconnect_run):
-    prefix, _ = interconnect_run
+def test_every_rank_checked_every_buffer_and_the_pair_crossed_nodes(suite_run):
+    prefix, _ = suite_run
     for case in report_cases(prefix, 'InterconnectCheck'):
         run = output.read(job_file(case))
         world = 2 * case['num_nodes']

@@ -63,14 +63,6 @@ def daemon_lines(status_stdout):
     return [line for line in status_stdout.splitlines() if "running" in line]
 
 
-@pytest.fixture(scope="module")
-def cluster():
-    proc = simslurm("up")
-    assert proc.returncode == 0, "bin/simslurm up failed:\n" + explain(proc)
-    yield
-    # Deliberately no teardown: the cluster stays up for other test modules.
-
-
 def test_status_is_healthy(cluster):
     proc = simslurm("status", timeout=60)
     assert proc.returncode == 0, explain(proc)
@@ -117,6 +109,50 @@ def test_node_names_resolve_to_localhost(cluster):
     assert proc.returncode == 0, explain(proc)
     addrs = {line.split()[1]: line.split()[0] for line in proc.stdout.splitlines()}
     assert addrs == {"nid001": "127.0.0.1", "nid002": "127.0.0.1"}
+
+
+CLUSTER_PROGRAMS = ("slurmctld", "slurmd", "slurmdbd", "slurmstepd", "srun", "mariadbd")
+
+
+def cluster_listeners():
+    """{(program, address)} of every TCP port a program of the cluster listens on."""
+    found = set()
+    for line in run(["ss", "-ltnpH"], timeout=10).stdout.splitlines():
+        fields = line.split()
+        for program in CLUSTER_PROGRAMS:
+            if f'(("{program}",' in line or f'),("{program}",' in line:
+                found.add((program, fields[3].rsplit(":", 1)[0]))
+    return found
+
+
+def test_nothing_of_the_cluster_listens_beyond_loopback(cluster):
+    """slurmctld, slurmdbd and the slurmd's, and srun and slurmstepd while a step runs, listen
+    on loopback addresses only, not on every address of the machine (0.0.0.0, *)."""
+    name = "simslurm-listen-test"
+    step = subprocess.Popen(["srun", "-J", name, "-N", "2", "-w", "nid[001-002]", "sleep", "5"],
+                            env=clean_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.monotonic() + 60
+        while "srun" not in {p for p, _ in cluster_listeners()} and time.monotonic() < deadline:
+            time.sleep(0.2)
+        listeners = cluster_listeners()
+        step.communicate(timeout=120)
+    finally:
+        # a killed srun leaves its job allocated (InactiveLimit=0): end it too
+        if step.poll() is None:
+            step.kill()
+            step.communicate()
+            run(["scancel", "--name", name], timeout=30)
+    # every daemon, and srun, was seen listening: the test looked at them all
+    assert {"slurmctld", "slurmd", "slurmdbd", "srun"} <= {p for p, _ in listeners}, listeners
+    beyond = {(p, a) for p, a in listeners if not (a.startswith("127.") or a == "[::1]")}
+    assert not beyond, f"listening beyond loopback: {sorted(beyond)}"
+
+
+def test_up_records_the_node_count_for_the_config(cluster):
+    """config/simulated.py reads SIMSLURM_DIR/nodes (max_nodes): the running cluster's count."""
+    nodes = Path(os.environ.get("SIMSLURM_DIR", "/var/tmp/simslurm")) / "nodes"
+    assert nodes.read_text() == os.environ.get("SIMSLURM_NODES", "2") + "\n"
 
 
 @pytest.mark.skipif(len(os.sched_getaffinity(0)) < 2, reason="needs at least 2 CPUs")

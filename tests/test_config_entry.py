@@ -1,0 +1,120 @@
+"""config/all.py, the one configuration of every site: `reframe -c checks/ -r` as written."""
+
+import importlib.util
+import os
+import re
+import subprocess
+import sys
+
+import pytest
+
+from conftest import REPO, load_site_config
+from reframe_runner import REFRAME
+
+ALL = os.path.join(REPO, 'config', 'all.py')
+
+
+def load_all():
+    spec = importlib.util.spec_from_file_location('mlcheck_config_all', ALL)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def reframe_list(tmp_path, **env):
+    """`reframe -c checks/ -l` as a user types it, in an empty directory and home."""
+    clean = {k: v for k, v in os.environ.items() if not k.startswith('RFM_')}
+    return subprocess.run([REFRAME, '-c', os.path.join(REPO, 'checks'), '-l'], cwd=tmp_path,
+                          env={**clean, 'HOME': str(tmp_path), **env}, capture_output=True, text=True,
+                          timeout=300)
+
+
+def test_reframe_with_the_entry_point_lists_the_simulated_checks(tmp_path):
+    done = reframe_list(tmp_path, RFM_CONFIG_FILES=ALL)
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
+    assert 'Found 18 check(s)' in done.stdout and "'sim'" in done.stdout
+
+
+def test_reframe_without_an_mlcheck_configuration_says_how_to_give_one(tmp_path):
+    done = reframe_list(tmp_path)
+    assert done.returncode != 0
+    lines = [line for line in (done.stdout + done.stderr).splitlines() if 'mlcheck' in line]
+    assert lines == ["mlcheck: system 'generic' has no mlcheck configuration: give one with "
+                     "-C config/<site>.py, or RFM_CONFIG_FILES=<mlcheck>/config/all.py "
+                     "(`. .venv/bin/activate` sets it)"], done.stdout[-2000:]
+    assert 'parameters are undefined' not in done.stdout + done.stderr
+
+
+def test_every_site_file_is_merged_with_the_catch_all_last():
+    config = load_all().site_configuration
+    names = [system['name'] for system in config['systems']]
+    # sites added later (e.g. config/alps.py) come in too: at least these, the fallback last
+    assert names[-1] == 'sim' and {'frontier', 'lumi', 'perlmutter'} <= set(names[:-1]), names
+    # each site keeps its own results database
+    storage = {tuple(s['target_systems']): s['sqlite_db_file'] for s in config['storage']}
+    for site, system in (('simulated', 'sim'), ('lumi', 'lumi')):
+        assert storage[(system,)] == load_site_config(site)['storage'][0]['sqlite_db_file']
+    assert all(entry['target_systems'] for entry in config['environments'] + config['logging'])
+
+
+def site_file(directory, name, systems, extra=''):
+    entries = ', '.join(f"{{'name': '{s}', 'hostnames': {pats!r}, 'partitions': []}}"
+                        for s, pats in systems.items())
+    (directory / f'{name}.py').write_text(
+        f"site_configuration = {{'systems': [{entries}], "
+        f"'environments': [{{'name': 'builtin'}}]{extra}}}\n")
+
+
+def test_a_site_file_added_later_is_included_and_catch_alls_go_last(tmp_path):
+    all_py = load_all()
+    site_file(tmp_path, 'aaa', {'anywhere': ['.*']})
+    site_file(tmp_path, 'zzz', {'alps': [r'daint-ln\d+']})
+    sites = {path: all_py.load_site(path) for path in all_py.site_files(str(tmp_path))}
+    config = all_py.merged(sites)
+    assert [s['name'] for s in config['systems']] == ['alps', 'anywhere']
+    assert [e['target_systems'] for e in config['environments']] == [['anywhere'], ['alps']]
+
+
+def test_a_system_defined_twice_or_an_unscoped_section_is_a_one_line_error(tmp_path):
+    all_py = load_all()
+    site_file(tmp_path, 'one', {'x': ['a']})
+    site_file(tmp_path, 'two', {'x': ['b']})
+    with pytest.raises(SystemExit, match="system 'x' is defined by two files"):
+        all_py.merged({p: all_py.load_site(p) for p in all_py.site_files(str(tmp_path))})
+    site_file(tmp_path, 'two', {'y': ['b']}, extra=", 'autodetect_methods': ['hostname']")
+    with pytest.raises(SystemExit, match="two.py: section 'autodetect_methods' cannot be merged"):
+        all_py.merged({p: all_py.load_site(p) for p in all_py.site_files(str(tmp_path))})
+
+
+def test_a_host_that_two_sites_match_must_name_its_system():
+    """LUMI's, Perlmutter's and Alps' compute nodes are all nidNNNNNN: the first site would win silently."""
+    all_py = load_all()
+    systems = all_py.site_configuration['systems']
+    with pytest.raises(SystemExit, match=r"hostname 'nid001234' matches systems daint, lumi, perlmutter .*"
+                                         r"--system=<name> or RFM_SYSTEM=<name>"):
+        all_py.check_unambiguous(systems, 'nid001234', argv=['-r'], environ={})
+    all_py.check_unambiguous(systems, 'nid001234', argv=['--system=perlmutter', '-r'], environ={})
+    all_py.check_unambiguous(systems, 'nid001234', argv=['-r'], environ={'RFM_SYSTEM': 'lumi'})
+    for host in ('uan01', 'login12', 'login01.frontier.olcf.ornl.gov', 'daint-ln001', 'dgx-login01', 'vm'):
+        all_py.check_unambiguous(systems, host, argv=['-r'], environ={})
+    # ReFrame takes the first system with a pattern that re.match-es: Frontier's, not Perlmutter's
+    # login\d+, on a Frontier login node
+    [first, *_] = [s['name'] for s in systems if any(re.match(p, 'login01.frontier.olcf.ornl.gov')
+                                                     for p in s['hostnames'])]
+    assert first == 'frontier'
+
+
+def test_setup_makes_activate_export_the_entry_point_once(tmp_path):
+    """bin/setup's line in the venv's activate script: added once, rewritten when the checkout moves."""
+    activate = tmp_path / 'bin' / 'activate'
+    activate.parent.mkdir()
+    activate.write_text('VIRTUAL_ENV=/x\nexport VIRTUAL_ENV\n')
+    function = subprocess.run(['sed', '-n', '/^export_config_in_activate()/,/^}/p',
+                               os.path.join(REPO, 'bin', 'setup')], capture_output=True, text=True).stdout
+    script = (f'say() {{ :; }}\n{function}\nvenv={tmp_path}\nrepo=/old\nexport_config_in_activate\n'
+              f'repo={REPO}\nexport_config_in_activate\nexport_config_in_activate\n'
+              f'. {activate}\necho "$RFM_CONFIG_FILES"')
+    done = subprocess.run(['bash', '-euc', script], capture_output=True, text=True)
+    assert done.stdout.strip() == ALL, done.stderr
+    assert activate.read_text().count('RFM_CONFIG_FILES') == 1
+    assert activate.read_text().startswith('VIRTUAL_ENV=/x\nexport VIRTUAL_ENV\n')
