@@ -30,7 +30,8 @@ def run_program(monkeypatch, capsys, epochs, epoch_steps, solo_steps, solo_warmu
                 first_step_cost=None):
     """A training program's loop, one rank: SoloPhase before each epoch's steps, as the programs
     call it; `costs[epoch]` the seconds per step in that epoch's window (the solo steps before it
-    included), and `first_step_cost` that of the solo phase's first step. Returns (solo fact, steady-state samples/s, batches each phase trained on)."""
+    included), and `first_step_cost` that of the solo phase's first step. Returns (solo facts,
+    steady-state samples/s, batches each phase trained on)."""
     clock = Clock()
     monkeypatch.setattr(ddp_common, 'time', clock)
     trained = {'solo': [], 'epochs': []}

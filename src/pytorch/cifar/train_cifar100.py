@@ -37,10 +37,10 @@ import torchvision
 from torchvision import datasets, transforms
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-from ddp_common import (RankShare, SoloPhase, Throttle, add_epoch_arguments, add_rank_speed_arguments,  # noqa: E402
-                        add_wait_arguments, emit, endless_batches, epoch_summary, finish, init_distributed,
-                        pick_device, report_rank, steady_state, steps_per_epoch,
-                        synchronize)
+from ddp_common import (RankShare, SoloPhase, Throttle, add_epoch_arguments,  # noqa: E402
+                        add_rank_speed_arguments, add_wait_arguments, emit, endless_batches,
+                        epoch_summary, finish, init_distributed, pick_device, report_rank,
+                        steady_state, steps_per_epoch, synchronize)
 
 MODELS = ('resnet18', 'resnet50', 'resnet101', 'resnet152')
 CIFAR100_MEAN, CIFAR100_STD = (0.5071, 0.4865, 0.4409), (0.2673, 0.2564, 0.2762)
