@@ -300,7 +300,7 @@ class DistributedLaunchCheck(rfm.RunOnlyRegressionTest):
 
 class DistributedTrainingCheck(DistributedLaunchCheck, GPUTelemetry):
     """A program that trains: its dataset, what its training must show (accuracy, falling
-    loss), each rank timed alone before the distributed phase (ddp_common.solo_phase) with the
+    loss), each rank timed alone beside the timed epochs (ddp_common.SoloPhase) with the
     slow-rank rule and the per-rank figures (docs/per-rank.md), and -S throttle."""
 
     #: Name of the dataset in extras.mlcheck.datasets, and a path it must contain; '' for a

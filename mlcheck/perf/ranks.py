@@ -1,8 +1,9 @@
 """Per-rank speed: each rank's throughput training alone (its `solo` fact), against the ranks'
 upper quartile.
 
-The solo phase of the training programs (src/pytorch/ddp_common.py) times every rank alone, with
-no communication, before the distributed phase. Two figures come from it:
+The solo phase of the training programs (src/pytorch/ddp_common.py SoloPhase) times every rank
+alone, with no communication, right before each timed epoch of the distributed phase: the same
+steps, batches and load as the throughput it is compared with. Two figures come from it:
 
 - the slowest rank's solo throughput as a fraction of the upper quartile's: a slow GPU or node
   shows here, and the ranks below the partition's fraction are named (mlcheck.judging.sanity).

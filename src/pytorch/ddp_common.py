@@ -14,8 +14,8 @@ fails raises, so its exception ends in stderr; under `srun --kill-on-bad-exit` t
   hang-rendezvous:RANK        RANK never arrives at the rendezvous
   hang-collective:RANK:EPOCH  RANK stops before the first collective of EPOCH
 
-Before the distributed phase, solo_phase() times every rank alone (a `solo` fact each), so that
-a slow GPU or node shows by name; --throttle F --throttle-rank R slows rank R on purpose in both
+Before each timed epoch, SoloPhase times every rank alone (a `solo` fact each, after the last), so
+that a slow GPU or node shows by name; --throttle F --throttle-rank R slows rank R on purpose in both
 phases, to test that it is named (see docs/per-rank.md).
 """
 
@@ -65,7 +65,7 @@ def steady_state(summaries, devices):
     """Throughput over the epochs after the first (warm-up: allocation, kernel caches), or over
     the first if it is the only one: samples/s in total and per device, and seconds per step
     where the epochs counted their steps."""
-    steady = summaries[1:] if len(summaries) > 1 else summaries
+    steady = [s for epoch, s in enumerate(summaries, 1) if timed_epoch(epoch, len(summaries))]
     seconds = sum(s['seconds'] for s in steady)
     samples_per_s = sum(s['samples'] for s in steady) / seconds if seconds > 0 else 0.0
     figures = {'samples_per_s': samples_per_s, 'samples_per_s_per_device': samples_per_s / devices}
@@ -152,9 +152,10 @@ class Fault:
 def add_rank_speed_arguments(parser, solo_steps, solo_warmup_steps):
     """--solo-steps and --solo-warmup-steps of the solo phase, --throttle and --throttle-rank."""
     parser.add_argument('--solo-steps', type=int, default=solo_steps,
-                        help='timed steps of the solo phase, each rank alone (0: no solo phase)')
+                        help='timed steps of the solo phase before each timed epoch, at most the '
+                             "epoch's steps, each rank alone (0: no solo phase)")
     parser.add_argument('--solo-warmup-steps', type=int, default=solo_warmup_steps,
-                        help='untimed steps before them')
+                        help='untimed steps before the first of them')
     parser.add_argument('--throttle', type=throttle_fraction, default=0.0,
                         help='fraction of throughput to give up on purpose, 0 <= F < 1: the throttled '
                              'rank idles after every step for F/(1-F) of the time its step took')
@@ -185,32 +186,60 @@ class Throttle:
             time.sleep((time.perf_counter() - started) * self.idle_per_busy)
 
 
-def solo_phase(model, make_optimizer, train_step, loader, device, rank, args, distributed=True):
-    """Train a copy of `model` alone on this rank, no communication: --solo-warmup-steps untimed
-    steps, then --solo-steps timed ones, begun by all ranks at once (a barrier before the clock
-    starts). Emits this rank's `solo` fact. `train_step(model, optimizer, batch)` returns the
-    batch's sample count; `make_optimizer(model)` a fresh optimizer."""
-    if args.solo_steps <= 0:
-        return
-    solo = copy.deepcopy(model)
-    optimizer = make_optimizer(solo)
-    throttle = Throttle(args, rank)
-    batches = endless_batches(loader)
-    for _ in range(args.solo_warmup_steps):
-        train_step(solo, optimizer, next(batches))
-    synchronize(device)
-    if distributed:
-        dist.barrier()
-    start = time.perf_counter()
-    samples = 0
-    for _ in range(args.solo_steps):
-        step_start = time.perf_counter()
-        samples += train_step(solo, optimizer, next(batches))
-        throttle.after_step(step_start, device)
-    synchronize(device)
-    seconds = time.perf_counter() - start
-    emit('solo', rank=rank, steps=args.solo_steps, samples=samples, seconds=seconds,
-         samples_per_s=samples / seconds if seconds > 0 else 0.0)
+def timed_epoch(epoch, epochs):
+    """Whether `epoch` (from 1) counts in the steady-state throughput (steady_state): every epoch
+    after the first, or the first if it is the only one."""
+    return epoch > 1 or epochs == 1
+
+
+class SoloPhase:
+    """Each rank's throughput training alone, measured beside the distributed phase it is compared
+    with. A copy of `model` (before DDP wraps it) trains with no communication: right before each
+    timed epoch, begun by all ranks at once (a barrier before the clock starts), min(--solo-steps,
+    the epoch's steps) timed steps from the epoch's own stream of batches, the first time after
+    --solo-warmup-steps untimed ones. So the solo steps are the epochs' steps, on the same batches'
+    path, warm-up excluded as the first epoch is, and timed in the same minutes under the same load:
+    timed as one block before the distributed phase, they ran under a different load than the
+    epochs they were compared with (docs/per-rank.md). After the last timed epoch's steps it emits
+    this rank's `solo` fact. `train_step(model, optimizer, batch)` returns the batch's sample
+    count; `make_optimizer(model)` a fresh optimizer."""
+
+    def __init__(self, model, make_optimizer, train_step, device, rank, args, distributed=True):
+        self.enabled = args.solo_steps > 0
+        if not self.enabled:
+            return
+        self.model = copy.deepcopy(model)
+        self.optimizer = make_optimizer(self.model)
+        self.train_step, self.device, self.rank, self.args = train_step, device, rank, args
+        self.distributed = distributed
+        self.throttle = Throttle(args, rank)
+        self.warm = False
+        self.steps, self.samples, self.seconds = 0, 0, 0.0
+
+    def before_epoch(self, epoch, epochs, stream, epoch_steps):
+        """Train alone before `epoch` of `epochs` if it is timed; every rank must call it."""
+        if not self.enabled or not timed_epoch(epoch, epochs):
+            return
+        if not self.warm:
+            for _ in range(self.args.solo_warmup_steps):
+                self.train_step(self.model, self.optimizer, next(stream))
+            self.warm = True
+        count = min(self.args.solo_steps, epoch_steps)
+        synchronize(self.device)
+        if self.distributed:
+            dist.barrier()
+        start = time.perf_counter()
+        for _ in range(count):
+            batch = next(stream)
+            step_start = time.perf_counter()
+            self.samples += self.train_step(self.model, self.optimizer, batch)
+            self.throttle.after_step(step_start, self.device)
+        synchronize(self.device)
+        self.seconds += time.perf_counter() - start
+        self.steps += count
+        if epoch == epochs:
+            emit('solo', rank=self.rank, steps=self.steps, samples=self.samples, seconds=self.seconds,
+                 samples_per_s=self.samples / self.seconds if self.seconds > 0 else 0.0)
 
 
 def init_distributed(args):

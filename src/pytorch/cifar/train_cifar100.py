@@ -17,7 +17,7 @@ selection and caches.
 
 Facts, one `MLCHECK {json}` line each (see ../ddp_common.py): `rendezvous` and `rank` per rank
 (arriving at, and having joined, the process group); `solo` per rank (its images/s training
-alone, before the distributed phase, see ../ddp_common.py); `epoch` per
+alone, beside the timed epochs, see ../ddp_common.py SoloPhase); `epoch` per
 rank and epoch; `summary` per epoch from rank 0 (all ranks' samples, the slowest rank's
 seconds); `result` from rank 0 (steady-state and first-epoch samples/s, per device, step
 time, model FLOPs per sample and achieved FLOP/s); `done` per rank.
@@ -37,10 +37,10 @@ import torchvision
 from torchvision import datasets, transforms
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-from ddp_common import (RankShare, Throttle, add_epoch_arguments, add_rank_speed_arguments,  # noqa: E402
-                        add_wait_arguments, emit, endless_batches, epoch_summary, finish, init_distributed,
-                        pick_device, report_rank, solo_phase, steady_state, steps_per_epoch,
-                        synchronize)
+from ddp_common import (RankShare, SoloPhase, Throttle, add_epoch_arguments,  # noqa: E402
+                        add_rank_speed_arguments, add_wait_arguments, emit, endless_batches,
+                        epoch_summary, finish, init_distributed, pick_device, report_rank,
+                        steady_state, steps_per_epoch, synchronize)
 import telemetry  # noqa: E402
 
 MODELS = ('resnet18', 'resnet50', 'resnet101', 'resnet152')
@@ -173,12 +173,12 @@ def main(argv=None):
     probe_batch = next(iter(loader))
     flops = flops_per_sample(model, [t.to(device) for t in probe_batch], criterion, autocast)
 
-    def solo_step(solo, solo_optimizer, batch):
-        train_step(solo, solo_optimizer, criterion, *batch, device, args, autocast)
+    def solo_step(alone, alone_optimizer, batch):
+        train_step(alone, alone_optimizer, criterion, *batch, device, args, autocast)
         return len(batch[1])
 
+    solo = SoloPhase(model, make_optimizer, solo_step, device, rank, args) if args.mode == 'ddp' else None
     if args.mode == 'ddp':
-        solo_phase(model, make_optimizer, solo_step, loader, device, rank, args)
         model = nn.parallel.DistributedDataParallel(
             model, device_ids=[device.index] if device.type == 'cuda' else None)
     elif args.mode == 'dp' and devices > 1:
@@ -194,6 +194,7 @@ def main(argv=None):
         if args.mode == 'ddp':
             if args.fault:
                 args.fault.at_epoch(rank, epoch)
+            solo.before_epoch(epoch, args.epochs, stream, steps)
             dist.barrier()
         figures = train_steps(model, stream, steps, optimizer, criterion, device, args, autocast,
                               throttle)

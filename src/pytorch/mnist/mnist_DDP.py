@@ -18,7 +18,7 @@ number of nodes.
 Every fact is printed as one line `MLCHECK {json}` with an "event" key:
   rendezvous  each rank, before it joins the process group: where it waits and how long
   rank     each rank, once it joined: layout, host, Slurm node, CPU affinity, device, versions
-  solo     each rank, before the distributed phase: its samples/s training alone
+  solo     each rank, after its solo steps before the last timed epoch: its samples/s training alone
   epoch    each rank, each epoch: samples it trained, seconds, mean loss
   summary  rank 0, each epoch: samples over all ranks, slowest rank's seconds, mean loss, samples/s
   result   rank 0: test accuracy over the whole test set, total training seconds, and the
@@ -44,7 +44,7 @@ from torchvision import datasets, transforms
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 from ddp_common import (RankShare, Throttle, add_epoch_arguments, add_rank_speed_arguments,  # noqa: E402
                         add_wait_arguments, emit, endless_batches, epoch_summary, finish, init_distributed,
-                        solo_phase, steady_state, steps_per_epoch)
+                        SoloPhase, steady_state, steps_per_epoch)
 import telemetry  # noqa: E402
 
 MNIST_MEAN, MNIST_STD = 0.1307, 0.3081
@@ -150,8 +150,8 @@ def main(argv=None):
     test_loader = torch.utils.data.DataLoader(test_shard, batch_size=1000)
 
     model = Net().to(device)
-    solo_phase(model, lambda m: torch.optim.Adadelta(m.parameters(), lr=args.lr),
-               lambda m, o, batch: train_step(m, o, batch, device)[0], train_loader, device, rank, args)
+    solo = SoloPhase(model, lambda m: torch.optim.Adadelta(m.parameters(), lr=args.lr),
+                     lambda m, o, batch: train_step(m, o, batch, device)[0], device, rank, args)
     model = nn.parallel.DistributedDataParallel(
         model, device_ids=[device.index] if device.type == 'cuda' else None)
     optimizer = torch.optim.Adadelta(model.parameters(), lr=args.lr)
@@ -165,6 +165,7 @@ def main(argv=None):
     for epoch in range(1, args.epochs + 1):
         if args.fault:
             args.fault.at_epoch(rank, epoch)
+        solo.before_epoch(epoch, args.epochs, stream, steps)
         dist.barrier()
         start = time.perf_counter()
         samples, loss_sum = train_one_epoch(model, stream, steps, optimizer, device, throttle)

@@ -1,0 +1,106 @@
+"""The solo phase measures the work the distributed phase's timed epochs do, under the same
+conditions (issue 18, communication efficiency above 100 %): the same steps and batches, warm-up
+excluded from both, and timed in the same windows. Timing is faked: each step advances a clock by
+the cost of the window it runs in, as a machine whose load changes between epochs would."""
+
+import argparse
+import itertools
+import json
+
+import pytest
+import torch
+
+import ddp_common
+from ddp_common import SoloPhase, steady_state
+
+
+class Clock:
+    def __init__(self):
+        self.now = 0.0
+        self.cost = 1.0     # seconds per step in the current window
+
+    def perf_counter(self):
+        return self.now
+
+    def sleep(self, seconds):
+        self.now += seconds
+
+
+def run_program(monkeypatch, capsys, epochs, epoch_steps, solo_steps, solo_warmup_steps, costs,
+                first_step_cost=None):
+    """A training program's loop, one rank: SoloPhase before each epoch's steps, as the programs
+    call it; `costs[epoch]` the seconds per step in that epoch's window (the solo steps before it
+    included), and `first_step_cost` that of the solo phase's first step. Returns (solo facts,
+    steady-state samples/s, batches each phase trained on)."""
+    clock = Clock()
+    monkeypatch.setattr(ddp_common, 'time', clock)
+    trained = {'solo': [], 'epochs': []}
+    solo_calls = itertools.count()
+
+    def step(phase):
+        def train_step(model, optimizer, batch):
+            first_solo = phase == 'solo' and next(solo_calls) == 0
+            clock.now += first_step_cost if first_solo and first_step_cost else clock.cost
+            trained[phase].append(batch)
+            return len(batch)
+        return train_step
+
+    args = argparse.Namespace(solo_steps=solo_steps, solo_warmup_steps=solo_warmup_steps,
+                              throttle=0.0, throttle_rank=0)
+    model = torch.nn.Linear(2, 2)
+    solo = SoloPhase(model, lambda m: None, step('solo'), torch.device('cpu'), 0, args,
+                     distributed=False)
+    stream = iter([batch] * 4 for batch in itertools.count())   # batches of 4 samples
+    summaries = []
+    for epoch in range(1, epochs + 1):
+        clock.cost = costs[epoch]
+        solo.before_epoch(epoch, epochs, stream, epoch_steps)
+        start = clock.now
+        samples = sum(step('epochs')(model, None, next(stream)) for _ in range(epoch_steps))
+        summaries.append({'samples': samples, 'seconds': clock.now - start})
+    facts = [json.loads(line.split(' ', 1)[1]) for line in capsys.readouterr().out.splitlines()]
+    solo_facts = [f for f in facts if f['event'] == 'solo']
+    return solo_facts, steady_state(summaries, 1)['samples_per_s'], trained
+
+
+def test_solo_steps_are_the_timed_epochs_steps_in_their_windows(monkeypatch, capsys):
+    """The load differs in every epoch's window: epoch 1 (not timed) slow, then 1 and 3 s per step.
+    Timed apart from the epochs, the solo steps saw another load than the epochs they were compared
+    with; beside each timed epoch, alone throughput equals distributed throughput without
+    communication."""
+    solo, steady, trained = run_program(monkeypatch, capsys, epochs=3, epoch_steps=5, solo_steps=30,
+                                        solo_warmup_steps=2, costs={1: 9.0, 2: 1.0, 3: 3.0})
+    assert len(solo) == 1
+    assert solo[0]['steps'] == 10 and solo[0]['samples'] == 40    # the two timed epochs' steps
+    assert solo[0]['samples_per_s'] == pytest.approx(steady)       # efficiency 1: no communication
+    assert solo[0]['samples_per_s'] == pytest.approx(40 / (5 * 1.0 + 5 * 3.0))
+
+
+def test_solo_steps_train_on_the_epochs_stream_and_no_more_than_an_epoch(monkeypatch, capsys):
+    solo, _, trained = run_program(monkeypatch, capsys, epochs=2, epoch_steps=5, solo_steps=3,
+                                   solo_warmup_steps=1, costs={1: 1.0, 2: 1.0})
+    assert solo[0]['steps'] == 3
+    # one stream, in order: epoch 1's 5 batches, 1 warm-up and 3 solo batches, epoch 2's 5
+    batches = sorted(b[0] for b in trained['solo'] + trained['epochs'])
+    assert batches == list(range(14)) and [b[0] for b in trained['solo']] == [5, 6, 7, 8]
+
+
+def test_a_slow_first_solo_step_is_warm_up_and_not_counted(monkeypatch, capsys):
+    """A cold first step (allocator, first touch, thread pools) costs 100 s here: the warm-up step
+    takes it, as the distributed phase's first epoch takes its own."""
+    solo, steady, _ = run_program(monkeypatch, capsys, epochs=2, epoch_steps=4, solo_steps=4,
+                                  solo_warmup_steps=1, costs={1: 1.0, 2: 1.0}, first_step_cost=100.0)
+    assert solo[0]['seconds'] == pytest.approx(4.0)
+    assert solo[0]['samples_per_s'] == pytest.approx(steady) == pytest.approx(1 / 1.0 * 4)
+
+
+def test_a_single_epoch_is_timed_with_its_solo_steps(monkeypatch, capsys):
+    solo, steady, _ = run_program(monkeypatch, capsys, epochs=1, epoch_steps=3, solo_steps=8,
+                                  solo_warmup_steps=0, costs={1: 2.0})
+    assert solo[0]['steps'] == 3 and solo[0]['samples_per_s'] == pytest.approx(steady)
+
+
+def test_no_solo_steps_no_solo_fact(monkeypatch, capsys):
+    solo, _, trained = run_program(monkeypatch, capsys, epochs=2, epoch_steps=2, solo_steps=0,
+                                   solo_warmup_steps=2, costs={1: 1.0, 2: 1.0})
+    assert solo == [] and trained['solo'] == []
