@@ -2,13 +2,16 @@
 
 The LUMI AI course's benchmark (ResNet-152 on CIFAR-100, DDP across GPUs) as a check: does it
 still train (every rank finishes, the loss is finite and falls), wired right (binding, one GPU
-per rank, network plugin), and how many images/s, per GPU, and how well it scales.
+per rank, network plugin), and how many images/s, per GPU, and how well it scales. The course
+also compares DataParallel in one process and a single device: -S mode=dp, -S mode=single
+(docs/cifar-benchmark.md).
 """
 
 import reframe as rfm
 from reframe.core.builtins import performance_function, run_before
 from reframe.core.logging import getlogger
 
+from mlcheck.errors import ConfigError
 from mlcheck.knobs import Knob, knob_variable
 from mlcheck.perf import scaling
 from mlcheck.rfm import DistributedTrainingCheck
@@ -35,6 +38,8 @@ class CIFAR100ResNetCheck(DistributedTrainingCheck):
         'workers': Knob(4, 'data-loader workers per rank', minimum=0),
         'amp': Knob(False, 'bf16 autocast'),
         'channels_last': Knob(False, 'channels_last memory format'),
+        'mode': Knob('ddp', 'ddp: one rank per GPU; dp: one process, DataParallel over the '
+                            "node's GPUs; single: one process, one GPU", choices=('ddp', 'dp', 'single')),
     }
     figure_settings = tuple(knobs)
     model = knob_variable()
@@ -45,6 +50,7 @@ class CIFAR100ResNetCheck(DistributedTrainingCheck):
     workers = knob_variable()
     amp = knob_variable()
     channels_last = knob_variable()
+    mode = knob_variable()
 
     def script_arguments(self):
         args = ['--model', self.model, '--batch-size', str(self.batch_size),
@@ -55,7 +61,21 @@ class CIFAR100ResNetCheck(DistributedTrainingCheck):
             args.append('--amp')
         if self.channels_last:
             args.append('--channels-last')
+        if self.mode != 'ddp':
+            args += ['--mode', self.mode]
         return args
+
+    def task_shape(self):
+        if self.mode == 'ddp':
+            return {}
+        if self.num_nodes > 1:
+            raise ConfigError(f'-S mode={self.mode} runs one process: it takes one node, '
+                              f'not num_nodes={self.num_nodes}')
+        gpus = self.settings.topology.gpus_per_node if self.mode == 'dp' else 1
+        return {'tasks_per_node': 1, 'gpus_per_task': gpus}
+
+    def times_ranks_alone(self):
+        return self.mode == 'ddp'
 
     def training_promises(self):
         return {'epochs': self.epochs, 'loss_must_fall': True}
@@ -63,6 +83,10 @@ class CIFAR100ResNetCheck(DistributedTrainingCheck):
     @run_before('performance')
     def compare_with_one_node(self):
         if self.is_dry_run():
+            return
+        if self.mode != 'ddp':
+            # one process: nothing scales across ranks (and no DDP baseline compares with it)
+            self.perf_variables.pop('scaling_efficiency')
             return
         per_gpu = self.per_gpu()
         scaling.record(self, per_gpu)

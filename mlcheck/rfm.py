@@ -161,12 +161,12 @@ class DistributedLaunchCheck(rfm.RunOnlyRegressionTest):
         self.settings = partition_settings(self.current_partition)
         self.settings.check_node_count(self.num_nodes)
         self.resolve_knobs()
-        self.layout = self.settings.layout(self.num_nodes, self.binding)
+        self.layout = self.settings.layout(self.num_nodes, self.binding, **self.task_shape())
         self.num_tasks = self.layout.num_tasks
         self.num_tasks_per_node = self.layout.tasks_per_node
         self.num_cpus_per_task = self.layout.cores_per_task
         if self.settings.slurm_gpus:
-            self.num_gpus_per_node = self.layout.tasks_per_node
+            self.num_gpus_per_node = self.layout.gpus_per_node
         self.job.launcher.options += self.layout.srun_options()
         if self.current_partition.scheduler.registered_name in ('slurm', 'squeue'):
             # a job that lost a node fails, and is not silently run again
@@ -218,6 +218,12 @@ class DistributedLaunchCheck(rfm.RunOnlyRegressionTest):
 
     def partition_knobs(self):
         """Knobs whose default is a setting of the whole partition (extras.mlcheck), not a constant."""
+        return {}
+
+    def task_shape(self):
+        """How tasks meet GPUs, as settings.layout() arguments: {} for one task per GPU (a
+        torch.distributed rank each); a one-process program asks for tasks_per_node=1 and its
+        gpus_per_task. Called after resolve_knobs(), so it may depend on knobs."""
         return {}
 
     def data_of_run(self):
@@ -362,10 +368,21 @@ class DistributedTrainingCheck(DistributedLaunchCheck, GPUTelemetry):
         """What the training program's output must show, besides the launch (see Expectations)."""
         return {'min_accuracy': self.min_accuracy}
 
+    def times_ranks_alone(self):
+        """The program runs its ranks' solo phase (ddp_common.solo_phase): the slow-rank rule
+        and the per-rank figures apply. A one-process mode has no solo phase."""
+        return True
+
     def expectations(self):
+        solo = {'slow_rank_fraction': self.slow_rank_fraction} if self.times_ranks_alone() else {}
         return sanity.Expectations.for_run(self.settings, self.layout, fault=self.fault,
-                                           slow_rank_fraction=self.slow_rank_fraction,
-                                           **self.training_promises())
+                                           **solo, **self.training_promises())
+
+    @run_before('performance')
+    def drop_per_rank_figures_without_solo_phase(self):
+        if not self.times_ranks_alone():
+            for name in ('slowest_rank_fraction', 'communication_efficiency'):
+                self.perf_variables.pop(name, None)
 
     # --- per rank: each rank alone, and what the distributed phase keeps of it (docs/per-rank.md)
 

@@ -179,15 +179,16 @@ class PartitionSettings:
         """Slurm schedules GPUs here: jobs ask for them, and --gpu-bind works."""
         return self.gpu_vendor != 'none'
 
-    def layout(self, num_nodes, binding=''):
+    def layout(self, num_nodes, binding='', tasks_per_node=None, gpus_per_task=1):
         """The task layout of a job of `num_nodes` nodes, in the partition's binding style
-        unless `binding` (-S binding=STYLE) names another."""
+        unless `binding` (-S binding=STYLE) names another; one task per GPU unless the check
+        asks for another shape (DistributedLaunchCheck.task_shape)."""
         style = check_binding_style(binding, f'binding={binding}') if binding else self.binding
         if style == 'by_domain' and not self.slurm_gpus:
             raise ConfigError(f'binding {style!r} needs GPUs that Slurm schedules, and partition '
                               f'{self.partition} has gpu_vendor {self.gpu_vendor!r}')
-        return Layout.for_nodes(self.topology, num_nodes, style=style,
-                                gpu_task_sharing=self.gpu_task_sharing)
+        return Layout.for_nodes(self.topology, num_nodes, tasks_per_node, style=style,
+                                gpu_task_sharing=self.gpu_task_sharing, gpus_per_task=gpus_per_task)
 
     def check_node_count(self, num_nodes):
         """A ConfigError unless a job of `num_nodes` nodes fits the partition."""

@@ -194,7 +194,7 @@ def test_unknown_check_knob_in_config_fails_that_check_in_one_line(tmp_path):
     assert done.returncode != 0
     assert ('config error: partition lumi:standard-g extras.mlcheck.checks.cifar100: unknown key(s) '
             'batchsize; allowed: amp, batch_size, channels_last, collective_timeout, epochs, '
-            'low_power_fraction, model, profile_steps, rendezvous_timeout, slow_rank_fraction, steps, '
+            'low_power_fraction, mode, model, profile_steps, rendezvous_timeout, slow_rank_fraction, steps, '
             'telemetry_interval, throttle, throttle_rank, warmup_steps, workers') in done.stdout
 
 
@@ -222,3 +222,49 @@ def test_unknown_binding_style_is_a_one_line_error(lumi_scripts):
                        '-S', f'data_dir={tmp / "data"}', '-S', 'binding=linear')
     assert done.returncode != 0
     assert "binding=linear: unknown binding style 'linear'; one of by_gpu, by_domain" in done.stdout
+
+
+def cifar_mode_script(lumi_scripts, mode, nodes):
+    """The job script (or the failed run) of the CIFAR-100 check with -S mode=`mode`."""
+    image, tmp, _ = lumi_scripts
+    out = tmp / f'rfm-mode-{mode}-{nodes}'
+    done = run_reframe('lumi', out, '--system', 'lumi:standard-g', '--dry-run', '-n', 'CIFAR',
+                       '-P', f'image={image}', '-P', f'num_nodes={nodes}',
+                       '-S', f'data_dir={tmp / "data"}', '-S', f'mode={mode}')
+    scripts = [p.read_text() for p in (out / 'stage').rglob('rfm_job.sh')]
+    return done, scripts[0] if scripts else None
+
+
+def test_cifar_dp_is_one_task_seeing_the_eight_gcds_on_all_their_cores(lumi_scripts):
+    done, script = cifar_mode_script(lumi_scripts, 'dp', 1)
+    assert done.returncode == 0, done.stdout[-3000:]
+    assert '#SBATCH --ntasks=1\n' in script and '#SBATCH --ntasks-per-node=1\n' in script
+    # the union of the eight GCDs' masks: every CCD but its reserved core 0
+    union = hex(sum(int(mask, 16) for mask in LUMI_MASKS.split(',')))
+    assert union == '0xfefefefefefefefe'
+    assert '#SBATCH --cpus-per-task=56\n' in script and '#SBATCH --gpus-per-node=8\n' in script
+    srun = next(line for line in script.splitlines() if line.startswith('srun '))
+    assert f' --cpu-bind=mask_cpu:{union} ' in srun and '--gpu-bind' not in srun
+    # the rank wrapper makes GCDs 0-7 visible to the one task (src/launch/rank-env.sh)
+    assert re.search(r'^export MLCHECK_GPUS_PER_TASK=8$', script, re.M)
+    assert re.search(r'^export MLCHECK_VISIBLE_DEVICES_VARS=ROCR_VISIBLE_DEVICES', script, re.M)
+    assert srun.endswith(' --ranks-per-node 1 --mode dp')
+
+
+def test_cifar_single_is_one_task_on_one_gcd(lumi_scripts):
+    done, script = cifar_mode_script(lumi_scripts, 'single', 1)
+    assert done.returncode == 0, done.stdout[-3000:]
+    assert '#SBATCH --ntasks=1\n' in script and '#SBATCH --cpus-per-task=7\n' in script
+    assert '#SBATCH --gpus-per-node=1\n' in script
+    srun = next(line for line in script.splitlines() if line.startswith('srun '))
+    assert f' --cpu-bind=mask_cpu:{LUMI_MASKS.split(",")[0]} ' in srun     # GCD 0's cores
+    assert 'MLCHECK_GPUS_PER_TASK' not in script
+    assert srun.endswith(' --ranks-per-node 1 --mode single')
+
+
+@pytest.mark.parametrize('mode', ['dp', 'single'])
+def test_cifar_one_process_mode_on_two_nodes_is_a_one_line_error(lumi_scripts, mode):
+    done, script = cifar_mode_script(lumi_scripts, mode, 2)
+    assert done.returncode != 0 and script is None
+    assert (f'config error: -S mode={mode} runs one process: it takes one node, '
+            f'not num_nodes=2') in done.stdout, done.stdout[-3000:]

@@ -212,3 +212,21 @@ def test_the_partition_takes_its_node_count_from_the_running_cluster(tmp_path):
     assert bad.returncode != 0
     assert f'mlcheck: config error: {state}/nodes: not a node count written by bin/simslurm up' in \
         bad.stdout + bad.stderr, bad.stdout[-2000:] + bad.stderr[-2000:]
+
+
+@pytest.mark.parametrize('mode, tasks_line, srun_tail', [
+    # dp: one task on both stand-in GPUs' cores, which the rank wrapper makes visible to it
+    ('dp', '--cpus-per-task=2 --label --kill-on-bad-exit=1 --cpu-bind=mask_cpu:0x3 sh ', 'dp'),
+    # single: one task on one stand-in GPU (by_domain: the GPU of domain 0), Slurm binding it
+    ('single', '--cpus-per-task=1 --label --kill-on-bad-exit=1 --cpu-bind=mask_cpu:0x1 '
+               '--gpu-bind=map_gpu:1 sh ', 'single')])
+def test_cifar_one_process_modes_are_one_task_on_one_node(tmp_path, mode, tasks_line, srun_tail):
+    done = run_reframe('simulated', tmp_path / 'rfm', '--dry-run', '-n', 'CIFAR', '-P', 'image=host',
+                       '-P', 'num_nodes=1', '-S', f'mode={mode}')
+    assert done.returncode == 0, done.stdout[-3000:]
+    script = next((tmp_path / 'rfm' / 'stage').rglob('rfm_job.sh')).read_text()
+    assert '#SBATCH --ntasks=1\n' in script and '#SBATCH --ntasks-per-node=1\n' in script
+    assert f'#SBATCH --gpus-per-node={2 if mode == "dp" else 1}\n' in script
+    assert srun_line(script).startswith(f'srun {tasks_line}')
+    assert srun_line(script).endswith(f' --ranks-per-node 1 --mode {srun_tail}')
+    assert ('export MLCHECK_GPUS_PER_TASK=2\n' in script) == (mode == 'dp')

@@ -96,11 +96,28 @@ def test_the_interconnect_sweep_declares_its_sizes_in_order():
                for node in ast.walk(check))
 
 
+def knob_choices(check):
+    """{knob name: choices} of the Knob(...) entries of a check's `knobs` dict literal."""
+    return {key.value: ast.literal_eval(keyword.value)
+            for node in ast.walk(check) if isinstance(node, ast.Dict)
+            for key, value in zip(node.keys, node.values)
+            if isinstance(key, ast.Constant) and isinstance(value, ast.Call)
+            for keyword in value.keywords if keyword.arg == 'choices'}
+
+
 def test_cifar_model_choices_are_the_training_scripts():
     script = ast.parse(pathlib.Path(REPO, 'src/pytorch/cifar/train_cifar100.py').read_text())
     check = ast.parse(pathlib.Path(REPO, 'checks/cifar100_resnet.py').read_text())
     [models] = [ast.literal_eval(node.value) for node in ast.walk(script)
                 if isinstance(node, ast.Assign) and getattr(node.targets[0], 'id', None) == 'MODELS']
-    [choices] = [ast.literal_eval(node.value) for node in ast.walk(check)
-                 if isinstance(node, ast.keyword) and node.arg == 'choices']
+    choices = knob_choices(check)['model']
     assert choices == models
+
+
+def test_cifar_mode_choices_are_the_training_scripts():
+    script = ast.parse(pathlib.Path(REPO, 'src/pytorch/cifar/train_cifar100.py').read_text())
+    check = ast.parse(pathlib.Path(REPO, 'checks/cifar100_resnet.py').read_text())
+    [modes] = [ast.literal_eval(keyword.value) for node in ast.walk(script)
+               if isinstance(node, ast.Call) and node.args and getattr(node.args[0], 'value', None) == '--mode'
+               for keyword in node.keywords if keyword.arg == 'choices']
+    assert sorted(knob_choices(check)['mode']) == sorted(modes)

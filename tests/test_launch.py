@@ -19,9 +19,10 @@ WRAPPER = os.path.join(REPO, 'src', launch.RANK_WRAPPER)
 
 
 def rank_environment(settings, partition_env, task, tmp_path, job_id=4242, nodelist='nid[005001-005002]',
-                     extra=None, waits=launch.Waits(), shell='sh'):
-    """`env` as seen by task (node, local id) of a 2-node job on `settings`' partition."""
-    layout = settings.layout(num_nodes=2)
+                     extra=None, waits=launch.Waits(), shell='sh', layout=None):
+    """`env` as seen by task (node, local id) of a 2-node job on `settings`' partition (or of
+    a job of `layout`)."""
+    layout = layout or settings.layout(num_nodes=2)
     node, local = task
     conf = tmp_path / 'slurm.conf'
     conf.write_text('ClusterName=unit\nSlurmctldHost=localhost\n')
@@ -59,6 +60,22 @@ def test_lumi_rank_gets_layout_gpu_and_network_settings(lumi, tmp_path):
     assert env['NCCL_SOCKET_IFNAME'] == 'hsn0,hsn1,hsn2,hsn3'
     assert 'NCCL_NET_GDR_LEVEL' not in env             # each image generation sets its own
     assert env['CONDA_ACTIVATED'] == 'yes'             # the site's prelude ran in the rank
+
+
+@pytest.mark.parametrize('shell', ['dash', 'bash'])
+@pytest.mark.parametrize('binding', ['by_gpu', 'by_domain'])
+@pytest.mark.parametrize('per_task, task, visible', [(8, 0, '0,1,2,3,4,5,6,7'), (4, 1, '4,5,6,7'),
+                                                     (1, 5, '5')])
+def test_a_rank_of_several_gcds_sees_exactly_them(lumi, tmp_path, shell, binding, per_task, task, visible):
+    """-S mode=dp: one task driving every GCD of the node sees all eight, under either binding
+    (--gpu-bind maps one GPU per task, so the rank wrapper names them)."""
+    layout = lumi.layout(1, binding, tasks_per_node=8 // per_task, gpus_per_task=per_task)
+    env = lumi_env(lumi, (0, task), tmp_path, shell=shell, layout=layout)
+    if per_task == 1 and binding == 'by_domain':
+        assert 'ROCR_VISIBLE_DEVICES' not in env       # Slurm sets it per task (--gpu-bind)
+    else:
+        assert env['ROCR_VISIBLE_DEVICES'] == visible
+    assert env['OMP_NUM_THREADS'] == str(7 * per_task)
 
 
 def conda_like_activate(tmp_path):

@@ -26,7 +26,7 @@ class Expectations:
     tasks_per_node: int
     masks: tuple                 # masks[local_rank]: the CPU mask the launcher was asked for
     min_accuracy: float = None   # None: the program reports no accuracy
-    gpus: bool = False           # each rank must see exactly one GPU
+    gpus: bool = False           # each rank must see exactly gpus_per_rank GPUs
     net_plugin: object = None    # mlcheck.site.NetPlugin, when the partition declares one
     epochs: int = None           # every rank reports every epoch 1..epochs, with samples
     loss_must_fall: bool = False # the loss stays finite and is lower in the last epoch
@@ -34,6 +34,7 @@ class Expectations:
     gpus_of_tasks: tuple = ()    # gpus_of_tasks[local_rank]: the GPU the binding meant for it
     slow_rank_fraction: float = None  # every rank times itself alone, none below this fraction
                                       # of the upper quartile (None: the program has no solo phase)
+    gpus_per_rank: int = 1       # >1: one process drives several GPUs (DataParallel)
 
     @property
     def world_size(self):
@@ -45,7 +46,7 @@ class Expectations:
         `training` sets what the training program promises (min_accuracy, epochs, ...)."""
         return cls(num_nodes=layout.num_nodes, tasks_per_node=layout.tasks_per_node,
                    masks=layout.masks, gpus=settings.has_gpus, net_plugin=settings.net_plugin,
-                   gpus_of_tasks=layout.gpus, **training)
+                   gpus_of_tasks=layout.gpus, gpus_per_rank=layout.gpus_per_task, **training)
 
 
 @output.cyclic_gc_paused()
@@ -276,9 +277,11 @@ def one_gpu_per_rank(run, expect):
         return []
     found = []
     for rank, fact in sorted(run.by_rank('rank').items()):
-        if not str(fact.get('device', '')).startswith('cuda') or fact.get('visible_devices') != 1:
+        if not str(fact.get('device', '')).startswith('cuda') or \
+                fact.get('visible_devices') != expect.gpus_per_rank:
+            want = 'one GPU' if expect.gpus_per_rank == 1 else f'{expect.gpus_per_rank} GPUs'
             found.append(f'rank {rank} uses device {fact.get("device")!r} and sees '
-                         f'{fact.get("visible_devices")} GPU(s); expected exactly one GPU')
+                         f'{fact.get("visible_devices")} GPU(s); expected exactly {want}')
     return found
 
 

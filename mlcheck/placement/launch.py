@@ -29,26 +29,45 @@ class Layout:
     gpus: tuple = ()      # gpus[i]: the GPU local task i drives (default: GPU i)
     style: str = 'by_gpu'         # mlcheck.placement.topology.BINDING_STYLES
     gpu_task_sharing: bool = False   # every task may reach all GPUs of the node (NCCL's P2P)
+    gpus_per_task: int = 1        # >1: one process drives GPUs i*n..i*n+n-1 (DataParallel)
 
     @classmethod
     def for_nodes(cls, topology, num_nodes, tasks_per_node=None, style='by_gpu',
-                  gpu_task_sharing=False):
-        """One task per GPU on every node, each bound to the cores nearest its GPU."""
-        tasks = tasks_per_node or topology.gpus_per_node
-        gpus = topology.gpus_of_tasks(style, tasks)
-        return cls(num_nodes=num_nodes, tasks_per_node=tasks,
-                   cores_per_task=topology.cores_per_task(tasks),
-                   masks=tuple(cores_to_mask(topology.cores_of_gpu(g)) for g in gpus),
-                   gpus=tuple(gpus), style=style, gpu_task_sharing=gpu_task_sharing)
+                  gpu_task_sharing=False, gpus_per_task=1):
+        """One task per GPU on every node, each bound to the cores nearest its GPU; or, with
+        `gpus_per_task` > 1, tasks of several consecutive GPUs, each bound to all their cores."""
+        if gpus_per_task == 1:
+            tasks = tasks_per_node or topology.gpus_per_node
+            gpus = topology.gpus_of_tasks(style, tasks)
+            return cls(num_nodes=num_nodes, tasks_per_node=tasks,
+                       cores_per_task=topology.cores_per_task(tasks),
+                       masks=tuple(cores_to_mask(topology.cores_of_gpu(g)) for g in gpus),
+                       gpus=tuple(gpus), style=style, gpu_task_sharing=gpu_task_sharing)
+        tasks = tasks_per_node or topology.gpus_per_node // gpus_per_task
+        topology.check_fits(tasks * gpus_per_task)
+        cores = [topology.cores_of_gpus(range(t * gpus_per_task, (t + 1) * gpus_per_task))
+                 for t in range(tasks)]
+        if len({len(c) for c in cores}) != 1:
+            raise ConfigError(f'{topology.where}: tasks of {gpus_per_task} GPUs get unequal core '
+                              f'counts {sorted({len(c) for c in cores})}')
+        return cls(num_nodes=num_nodes, tasks_per_node=tasks, cores_per_task=len(cores[0]),
+                   masks=tuple(map(cores_to_mask, cores)),
+                   gpus=tuple(t * gpus_per_task for t in range(tasks)), style=style,
+                   gpu_task_sharing=gpu_task_sharing, gpus_per_task=gpus_per_task)
 
     @property
     def num_tasks(self):
         return self.num_nodes * self.tasks_per_node
 
     @property
+    def gpus_per_node(self):
+        return self.tasks_per_node * self.gpus_per_task
+
+    @property
     def slurm_binds_gpus(self):
-        """Slurm, not the rank wrapper, gives each task its GPU (--gpu-bind)."""
-        return self.style == 'by_domain'
+        """Slurm, not the rank wrapper, gives each task its GPU (--gpu-bind); a task of several
+        GPUs gets them from the rank wrapper, as --gpu-bind=map_gpu maps one GPU per task."""
+        return self.style == 'by_domain' and self.gpus_per_task == 1
 
     def srun_options(self):
         # --label prefixes every output line with its task id, so each line is attributable;
@@ -118,6 +137,8 @@ def job_exports(settings, layout, waits=Waits(), image_path=None):
                                         else ' '.join(vendor['visible_devices_vars']),
         **waits.exports(),
     }
+    if layout.gpus_per_task > 1:
+        env['MLCHECK_GPUS_PER_TASK'] = str(layout.gpus_per_task)
     if settings.has_gpus:
         # a collective that times out aborts the NCCL/RCCL communicator and ends the rank with
         # the reason, instead of leaving it blocked on the GPU

@@ -69,6 +69,10 @@ class NodeTopology:
         index = sharers.index(gpu)
         return free[index * share:(index + 1) * share]
 
+    def cores_of_gpus(self, gpus):
+        """The cores of a task driving all of `gpus` (one process over several GPUs): the union."""
+        return sorted({core for gpu in gpus for core in self.cores_of_gpu(gpu)})
+
     def cores_per_task(self, tasks_per_node):
         self.check_fits(tasks_per_node)
         counts = {len(self.cores_of_gpu(g)) for g in range(tasks_per_node)}

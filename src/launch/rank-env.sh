@@ -4,6 +4,7 @@
 # (MASTER_ADDR, MASTER_PORT, NCCL_*, MLCHECK_*) are exported by the job script; what differs
 # per rank is derived here from the variables Slurm gives each task.
 #   MLCHECK_VISIBLE_DEVICES_VARS  names of the variables that select this rank's one GPU
+#   MLCHECK_GPUS_PER_TASK         if above 1, each rank drives that many GPUs (DataParallel)
 #   MLCHECK_MIOPEN_CACHE_ROOT     if set, MIOpen caches go to a private directory below it
 #   MLCHECK_RANK_PRELUDE          site shell code run first (e.g. activate the image's Python)
 set -eu
@@ -28,9 +29,17 @@ export RANK="$SLURM_PROCID"
 export LOCAL_RANK="$SLURM_LOCALID"
 export WORLD_SIZE="$SLURM_NTASKS"
 
-# one GPU per rank: local task i drives GPU i, the one its CPU mask was derived for
+# one GPU per rank: local task i drives GPU i, the one its CPU mask was derived for; with
+# n GPUs per task, task i drives GPUs i*n..i*n+n-1, whose cores its mask covers
+per_task=${MLCHECK_GPUS_PER_TASK:-1}
+gpus=$((SLURM_LOCALID * per_task))
+i=1
+while [ "$i" -lt "$per_task" ]; do
+    gpus="$gpus,$((SLURM_LOCALID * per_task + i))"
+    i=$((i + 1))
+done
 for var in ${MLCHECK_VISIBLE_DEVICES_VARS:-}; do
-    export "$var=$SLURM_LOCALID"
+    export "$var=$gpus"
 done
 
 # MIOpen must not keep its databases on a shared file system; the directory is private to this
