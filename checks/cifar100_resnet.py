@@ -9,7 +9,7 @@ import reframe as rfm
 from reframe.core.builtins import performance_function, run_before
 from reframe.core.logging import getlogger
 
-from mlcheck.knobs import Knob, knob_variable
+from mlcheck.knobs import Knob, declare_knobs
 from mlcheck.perf import scaling
 from mlcheck.rfm import DistributedTrainingCheck
 
@@ -37,25 +37,7 @@ class CIFAR100ResNetCheck(DistributedTrainingCheck):
         'channels_last': Knob(False, 'channels_last memory format'),
     }
     figure_settings = tuple(knobs)
-    model = knob_variable()
-    batch_size = knob_variable()
-    epochs = knob_variable()
-    steps = knob_variable()
-    warmup_steps = knob_variable()
-    workers = knob_variable()
-    amp = knob_variable()
-    channels_last = knob_variable()
-
-    def script_arguments(self):
-        args = ['--model', self.model, '--batch-size', str(self.batch_size),
-                '--epochs', str(self.epochs), '--steps', str(self.steps),
-                '--warmup-steps', str(self.warmup_steps), '--workers', str(self.workers),
-                '--ranks-per-node', str(self.layout.tasks_per_node)]
-        if self.amp:
-            args.append('--amp')
-        if self.channels_last:
-            args.append('--channels-last')
-        return args
+    declare_knobs(locals(), knobs)      # each a variable; the program's flags (knob_arguments)
 
     def training_promises(self):
         return {'epochs': self.epochs, 'loss_must_fall': True}
