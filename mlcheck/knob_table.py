@@ -12,6 +12,7 @@ import importlib.util
 import os
 import sys
 
+from mlcheck import generated_docs
 from mlcheck.knobs import TRUE
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -69,15 +70,8 @@ def tables():
 
 def page_with_tables(text):
     """`text` (docs/checks.md) with the tables between the markers replaced by tables()."""
-    start, end = text.index(BEGIN) + len(BEGIN), text.index(END)
-    return text[:start] + tables() + text[end:]
+    return generated_docs.with_section(text, BEGIN, END, tables())
 
 
 if __name__ == '__main__':
-    if sys.argv[1:] == ['--write']:
-        with open(PAGE) as f:
-            text = f.read()
-        with open(PAGE, 'w') as f:
-            f.write(page_with_tables(text))
-    else:
-        sys.stdout.write(tables())
+    generated_docs.main(PAGE, BEGIN, END, tables)

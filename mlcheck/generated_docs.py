@@ -1,0 +1,21 @@
+"""Tables in docs/ generated from the code, between two marker lines of their page, each
+printed by `python -m <module>` and rewritten in place by `python -m <module> --write`."""
+
+import sys
+
+
+def with_section(text, begin, end, body):
+    """`text` with what lies between the lines `begin` and `end` replaced by `body`."""
+    start, stop = text.index(begin) + len(begin), text.index(end)
+    return text[:start] + body + text[stop:]
+
+
+def main(page, begin, end, make):
+    """Print make(), or with --write put it in `page` between the markers."""
+    if sys.argv[1:] == ['--write']:
+        with open(page) as f:
+            text = f.read()
+        with open(page, 'w') as f:
+            f.write(with_section(text, begin, end, make()))
+    else:
+        sys.stdout.write(make())
