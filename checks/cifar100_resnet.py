@@ -12,7 +12,7 @@ from reframe.core.builtins import performance_function, run_before
 from reframe.core.logging import getlogger
 
 from mlcheck.errors import ConfigError
-from mlcheck.knobs import Knob, knob_variable
+from mlcheck.knobs import Knob, declare_knobs
 from mlcheck.perf import scaling
 from mlcheck.rfm import DistributedTrainingCheck
 
@@ -39,31 +39,11 @@ class CIFAR100ResNetCheck(DistributedTrainingCheck):
         'amp': Knob(False, 'bf16 autocast'),
         'channels_last': Knob(False, 'channels_last memory format'),
         'mode': Knob('ddp', 'ddp: one rank per GPU; dp: one process, DataParallel over the '
-                            "node's GPUs; single: one process, one GPU", choices=('ddp', 'dp', 'single')),
+                            "node's GPUs; single: one process, one GPU", choices=('ddp', 'dp', 'single'),
+                     omit_default=True),
     }
     figure_settings = tuple(knobs)
-    model = knob_variable()
-    batch_size = knob_variable()
-    epochs = knob_variable()
-    steps = knob_variable()
-    warmup_steps = knob_variable()
-    workers = knob_variable()
-    amp = knob_variable()
-    channels_last = knob_variable()
-    mode = knob_variable()
-
-    def script_arguments(self):
-        args = ['--model', self.model, '--batch-size', str(self.batch_size),
-                '--epochs', str(self.epochs), '--steps', str(self.steps),
-                '--warmup-steps', str(self.warmup_steps), '--workers', str(self.workers),
-                '--ranks-per-node', str(self.layout.tasks_per_node)]
-        if self.amp:
-            args.append('--amp')
-        if self.channels_last:
-            args.append('--channels-last')
-        if self.mode != 'ddp':
-            args += ['--mode', self.mode]
-        return args
+    declare_knobs(locals(), knobs)      # each a variable; the program's flags (knob_arguments)
 
     def task_shape(self):
         if self.mode == 'ddp':

@@ -12,7 +12,7 @@ from reframe.core.builtins import performance_function, run_after, run_before
 from reframe.core.logging import getlogger
 
 from mlcheck.judging import interconnect
-from mlcheck.knobs import Knob, knob_variable
+from mlcheck.knobs import Knob, declare_knobs
 from mlcheck.errors import ConfigError
 from mlcheck.rfm import DistributedLaunchCheck, reported_by_reframe
 
@@ -28,7 +28,8 @@ class InterconnectCheck(DistributedLaunchCheck):
     checks_key = 'interconnect'
     knobs = {
         'min_bytes': Knob(8, 'smallest message of the sweep, and the one whose all_reduce time is '
-                             'the latency (bytes; at least one float32 element)', minimum=4),
+                             'the latency (bytes; at least one float32 element)', minimum=4,
+                          flag=('--min-bytes', '--latency-bytes')),
         'max_bytes': Knob(1 << 30, 'largest message of the sweep (bytes)', minimum=1, at_least='min_bytes'),
         'factor': Knob(4, 'size step of the sweep', minimum=2),
         'p2p_bytes': Knob(1 << 28, 'message of the node-pair exchange (bytes)', minimum=1),
@@ -38,27 +39,19 @@ class InterconnectCheck(DistributedLaunchCheck):
                        minimum=1),
         'warmup_iters': Knob(5, 'untimed calls per size', minimum=0),
         'fabric_limit': Knob(0.0, 'GB/s one node can inject into the fabric (the reference of '
-                                  'busbw across nodes)', minimum=0),
+                                  'busbw across nodes)', minimum=0, flag=None),
         'node_limit': Knob(0.0, "GB/s between the GPUs of one node (the reference of busbw on "
-                                'one node)', minimum=0),
+                                'one node)', minimum=0, flag=None),
         'slow_pair_fraction': Knob(0.5, 'a node pair (or every pair of one node) below this fraction '
-                                        'of the others fails, naming the nodes', minimum=0, below=1),
+                                        'of the others fails, naming the nodes', minimum=0, below=1,
+                                   flag=None),
         # every timed block lasts 1/(1-slowdown) times as long: a known loss, to show what the
         # performance history flags
-        'slowdown': Knob(0.0, 'fraction of bandwidth given up on purpose', minimum=0, below=1),
+        'slowdown': Knob(0.0, 'fraction of bandwidth given up on purpose', minimum=0, below=1,
+                         omit_default=True),
     }
     figure_settings = ('min_bytes', 'max_bytes', 'factor', 'p2p_bytes')
-    min_bytes = knob_variable()
-    max_bytes = knob_variable()
-    factor = knob_variable()
-    p2p_bytes = knob_variable()
-    max_iters = knob_variable()
-    blocks = knob_variable()
-    warmup_iters = knob_variable()
-    fabric_limit = knob_variable()
-    node_limit = knob_variable()
-    slow_pair_fraction = knob_variable()
-    slowdown = knob_variable()
+    declare_knobs(locals(), knobs)      # each a variable; the program's flags (knob_arguments)
 
     #: The most ranks whose all_reduce values the program checks exactly in float32 (its
     #: MAX_WORLD_SIZE: 2**24 // PATTERN_PERIOD; a test keeps them equal)
@@ -70,15 +63,6 @@ class InterconnectCheck(DistributedLaunchCheck):
         if self.num_tasks > self.max_checked_ranks:
             raise ConfigError(f'{self.num_nodes} nodes: {self.num_tasks} ranks; the all_reduce '
                               f'values can be checked exactly for at most {self.max_checked_ranks}')
-
-    def script_arguments(self):
-        args = ['--min-bytes', self.min_bytes, '--latency-bytes', self.min_bytes,
-                '--max-bytes', self.max_bytes, '--factor', self.factor,
-                '--p2p-bytes', self.p2p_bytes, '--max-iters', self.max_iters,
-                '--blocks', self.blocks, '--warmup-iters', self.warmup_iters]
-        if self.slowdown:
-            args += ['--slowdown', self.slowdown]
-        return [str(a) for a in args]
 
     def program_problems(self, run):
         return interconnect.problems(run, self.num_tasks, self.slow_pair_fraction)

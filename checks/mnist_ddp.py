@@ -10,7 +10,7 @@ from reframe.core.logging import getlogger
 
 from mlcheck.data.datasets import check_mnist
 from mlcheck.judging.accuracy import mnist_bar, unjudged_reason
-from mlcheck.knobs import Knob, knob_variable
+from mlcheck.knobs import Knob, declare_knobs
 from mlcheck.rfm import DistributedTrainingCheck
 
 
@@ -25,16 +25,11 @@ class MNISTDistributedCheck(DistributedTrainingCheck):
                        minimum=1),
         'batch_size': Knob(64, 'samples per rank and step', minimum=1),
     }
-    epochs = knob_variable()
-    batch_size = knob_variable()
+    declare_knobs(locals(), knobs)      # each a variable; the program's flags (knob_arguments)
     dataset = 'mnist'
     dataset_marker = 'MNIST/raw'
     # not throttle: a run slowed on purpose is compared with its unthrottled baseline
     figure_settings = ('epochs', 'batch_size')
-
-    def script_arguments(self):
-        return ['--epochs', str(self.epochs), '--batch-size', str(self.batch_size),
-                '--ranks-per-node', str(self.layout.tasks_per_node)]
 
     def training_promises(self):
         if self.min_accuracy is not None:

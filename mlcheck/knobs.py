@@ -6,6 +6,10 @@ ends the session with a traceback. A knob's variable therefore takes any text; t
 at setup into the default's type and reports a bad value in one line, naming what it accepts.
 A knob may also name another it must not be below (`at_least`): both are checked together, once
 every knob has its value, so `-S min_bytes=4096 -S max_bytes=1024` fails at setup, not in the job.
+
+A knob is written once, in its check's `knobs` dict: declare_knobs() makes its variables and
+knob_arguments() the program's flags from it; `python -m mlcheck.knobs --write` puts the tables of
+docs/checks.md (mlcheck.knob_table) together from the same dicts.
 """
 
 import math
@@ -18,9 +22,44 @@ from mlcheck.errors import ConfigError
 TRUE, FALSE = ('true', 'yes', 'on', '1'), ('false', 'no', 'off', '0')
 
 
-def knob_variable():
-    """The ReFrame variable of a knob: unset (None) until -S sets it, to any text or value."""
-    return variable(str, int, float, bool, type(None), value=None)
+class Unset:
+    """The value of a knob's variable that -S did not set: its default, as ReFrame's --describe
+    shows it (`__rfm_json_encode__`), kept apart from any value -S gives."""
+
+    def __init__(self, default):
+        self.default = default
+
+    def __rfm_json_encode__(self):
+        return self.default
+
+    def __repr__(self):
+        return f'{self.default!r} (default)'
+
+
+def knob_variable(knob=None):
+    """The ReFrame variable of a knob: Unset (showing the knob's default; None for a knob whose
+    default is the partition's) until -S sets it, to any text or value."""
+    return variable(str, int, float, bool, type(None), Unset,
+                    value=Unset(knob.default) if knob else None)
+
+
+def declare_knobs(namespace, knobs, partition_wide=False):
+    """Declare the variable of each knob in a class body: `declare_knobs(locals(), knobs)`
+    (`partition_wide`: knobs whose default is the partition's, unknown until setup).
+
+    ReFrame registers a variable when it is assigned in the class namespace (its metaclass's
+    __setitem__), so the assignment happens here, item by item, and not after the class exists.
+    """
+    for name, knob in knobs.items():
+        namespace[name] = knob_variable(None if partition_wide else knob)
+
+
+def is_given(value):
+    """Whether a knob's variable holds a value given with -S (not None, not Unset)."""
+    return value is not None and not isinstance(value, Unset)
+
+
+DERIVED = 'derived'     # Knob.flag: the program's flag is the knob's name, `--batch-size` for batch_size
 
 
 @dataclass(frozen=True)
@@ -32,10 +71,31 @@ class Knob:
     maximum: float = None
     below: float = None             # values must be smaller than this
     at_least: str = None            # the name of a knob of the same check this one is never below
+    # the program's flag(s) in the check's script_arguments(): DERIVED, a flag, a tuple of flags
+    # (each given the value) or None: not passed to the program (a limit used by judging, a
+    # setting the base classes pass their own way). A bool knob is its flag alone when true.
+    flag: object = DERIVED
+    omit_default: bool = False      # the default is not passed (it is the program's own default too)
 
     @property
     def kind(self):
         return type(self.default)
+
+    def flags(self, name):
+        """The program's flags of the knob called `name` (a tuple, empty when not passed)."""
+        if self.flag == DERIVED:
+            return ('--' + name.replace('_', '-'),)
+        if self.flag is None:
+            return ()
+        return (self.flag,) if isinstance(self.flag, str) else tuple(self.flag)
+
+    def arguments(self, name, value):
+        """The program's arguments for `value` of the knob called `name`."""
+        if self.kind is bool:
+            return list(self.flags(name)) if value else []
+        if self.omit_default and value == self.default:
+            return []
+        return [word for flag in self.flags(name) for word in (flag, str(value))]
 
     def accepts(self):
         """What the knob accepts, in words."""
@@ -75,8 +135,13 @@ class Knob:
         return value if isinstance(value, kind) else None
 
 
+def knob_arguments(knobs, values):
+    """The program's arguments of `knobs` (in their order) for their `values` (a check)."""
+    return [word for name, knob in knobs.items() for word in knob.arguments(name, getattr(values, name))]
+
+
 def knob_values(knobs, given, configured, where_configured):
-    """{name: value} of every knob: as given with -S (`given[name]` not None), else as
+    """{name: value} of every knob: as given with -S (`given[name]` is_given), else as
     configured for the partition, else its default. Unknown configured names are an error."""
     unknown = sorted(set(configured) - set(knobs))
     if unknown:
@@ -84,7 +149,7 @@ def knob_values(knobs, given, configured, where_configured):
                           f'allowed: {", ".join(sorted(knobs))}')
     values, where = {}, {}
     for name, knob in knobs.items():
-        if given.get(name) is not None:
+        if is_given(given.get(name)):
             where[name] = f'-S {name}'
             values[name] = knob.parse(given[name], where[name], from_text=True)
         elif name in configured:

@@ -6,6 +6,7 @@ container command, launch sanity and the software stack; DistributedTrainingChec
 training program needs besides (dataset, accuracy and loss, solo phase, throttle).
 """
 
+import dataclasses
 import functools
 import os
 import shlex
@@ -18,7 +19,7 @@ from reframe.core.logging import getlogger
 from reframe.core.runtime import runtime
 
 from mlcheck.judging import locality, output, references, sanity
-from mlcheck.knobs import Knob, knob_values, knob_variable
+from mlcheck.knobs import Knob, declare_knobs, knob_arguments, knob_values
 from mlcheck.perf import ranks, stack
 from mlcheck.placement import containers, launch
 from mlcheck.errors import ConfigError
@@ -95,11 +96,6 @@ class DistributedLaunchCheck(rfm.RunOnlyRegressionTest):
     #: Program, relative to src/; its arguments come from script_arguments().
     script = variable(str)
 
-    #: Seconds the ranks wait for all of them to join, and for each collective: a rank that
-    #: died or hangs ends the job this long after, far below its time limit (knobs, below).
-    rendezvous_timeout = knob_variable()
-    collective_timeout = knob_variable()
-
     #: How tasks meet GPUs, instead of the partition's extras.mlcheck.binding
     #: (-S binding=by_gpu or by_domain; docs/placement.md).
     binding = variable(str, value='')
@@ -109,15 +105,19 @@ class DistributedLaunchCheck(rfm.RunOnlyRegressionTest):
 
     #: Knobs (mlcheck.knobs) a site may set per partition in extras.mlcheck.checks.<checks_key>
     #: and a user with -S: the check's own `knobs`, these common ones and partition_knobs(). Each
-    #: is also a variable of the check, declared with knob_variable(); resolve_knobs() sets it.
+    #: is also a variable of the check (declare_knobs); resolve_knobs() sets it. The check's own
+    #: knobs are its program's flags (script_arguments); these common ones reach the ranks in
+    #: the environment or launch_arguments().
     checks_key = ''
     knobs = {}
+    # a rank that died or hangs ends the job this long after, far below its time limit
     common_knobs = {
         'rendezvous_timeout': Knob(float(launch.Waits.rendezvous_timeout),
-                                   'seconds the ranks wait for all of them to join'),
+                                   'seconds the ranks wait for all of them to join', flag=None),
         'collective_timeout': Knob(float(launch.Waits.collective_timeout),
-                                   'seconds each collective may take'),
+                                   'seconds each collective may take', flag=None),
     }
+    declare_knobs(locals(), common_knobs)
 
     valid_prog_environs = ['builtin']
     sourcesdir = '../src'     # relative to checks/
@@ -216,9 +216,13 @@ class DistributedLaunchCheck(rfm.RunOnlyRegressionTest):
         for name, value in values.items():
             setattr(self, name, value)
 
+    #: Knobs whose default is a setting of the whole partition, extras.mlcheck.<name>.
+    partition_wide_knobs = {}
+
     def partition_knobs(self):
-        """Knobs whose default is a setting of the whole partition (extras.mlcheck), not a constant."""
-        return {}
+        """partition_wide_knobs, each with the partition's setting as its default."""
+        return {name: dataclasses.replace(knob, default=getattr(self.settings, name))
+                for name, knob in self.partition_wide_knobs.items()}
 
     def task_shape(self):
         """How tasks meet GPUs, as settings.layout() arguments: {} for one task per GPU (a
@@ -231,8 +235,8 @@ class DistributedLaunchCheck(rfm.RunOnlyRegressionTest):
         return None
 
     def script_arguments(self):
-        """Arguments of the program besides --data-dir."""
-        return []
+        """Arguments of the program besides --data-dir: the flags of the check's own knobs."""
+        return knob_arguments(self.knobs, self)
 
     def launch_arguments(self):
         """Arguments every program of this kind takes, after script_arguments()."""
@@ -320,27 +324,28 @@ class DistributedTrainingCheck(DistributedLaunchCheck, GPUTelemetry):
     #: Lowest acceptable final test accuracy; None when the script reports none.
     min_accuracy = variable(float, type(None), value=None)
 
-    #: A rank training alone below this fraction of the ranks' upper quartile fails the check (a knob
-    #: whose default is the partition's extras.mlcheck.slow_rank_fraction: partition_knobs()).
-    slow_rank_fraction = knob_variable()
-    #: Fraction of throughput rank `throttle_rank` gives up on purpose (knobs, below), in the
-    #: solo and the distributed phase: it idles after each step and all ranks wait for it, as
-    #: for one slower GPU (docs/per-rank.md, docs/performance-history.md).
-    throttle = knob_variable()
-    throttle_rank = knob_variable()
+    #: Knobs whose default is the partition's extras.mlcheck.<name> (partition_knobs()).
+    partition_wide_knobs = {
+        'slow_rank_fraction': Knob(PartitionSettings.slow_rank_fraction,
+                                   "a rank training alone below this fraction of the ranks' upper "
+                                   'quartile fails (0: off)', minimum=0, maximum=1, flag=None),
+    }
+    declare_knobs(locals(), partition_wide_knobs, partition_wide=True)
 
+    #: throttle: the fraction of throughput rank `throttle_rank` gives up on purpose, in the
+    #: solo and the distributed phase: it idles after each step and all ranks wait for it, as
+    #: for one slower GPU (docs/per-rank.md, docs/performance-history.md; launch_arguments()).
+    throttle_knobs = {
+        'throttle': Knob(0.0, 'fraction of throughput rank throttle_rank gives up on purpose',
+                         minimum=0, below=1, flag=None),
+        'throttle_rank': Knob(0, 'the rank -S throttle slows', minimum=0, flag=None),
+    }
+    declare_knobs(locals(), throttle_knobs)
     common_knobs = {
         **DistributedLaunchCheck.common_knobs,
-        'throttle': Knob(0.0, 'fraction of throughput rank throttle_rank gives up on purpose',
-                         minimum=0, below=1),
-        'throttle_rank': Knob(0, 'the rank -S throttle slows', minimum=0),
-        **TELEMETRY_KNOBS,      # what the GPUs did (mlcheck.rfm_telemetry)
+        **throttle_knobs,
+        **TELEMETRY_KNOBS,      # what the GPUs did (mlcheck.rfm_telemetry), declared there
     }
-
-    def partition_knobs(self):
-        return {'slow_rank_fraction': Knob(self.settings.slow_rank_fraction,
-                                           "a rank training alone below this fraction of the ranks' "
-                                           "upper quartile fails (0: off)", minimum=0, maximum=1)}
 
     def data_of_run(self):
         if not self.dataset:
@@ -357,9 +362,10 @@ class DistributedTrainingCheck(DistributedLaunchCheck, GPUTelemetry):
         if self.throttle_rank >= self.layout.num_tasks:
             raise ConfigError(f'-S throttle_rank={self.throttle_rank}: no such rank among the '
                               f'{self.layout.num_tasks} ranks of {self.num_nodes} node(s)')
+        ranks_per_node = ['--ranks-per-node', str(self.layout.tasks_per_node)]
         if not self.throttle:
-            return []
-        return ['--throttle', f'{self.throttle:g}', '--throttle-rank', str(self.throttle_rank)]
+            return ranks_per_node
+        return [*ranks_per_node, '--throttle', f'{self.throttle:g}', '--throttle-rank', str(self.throttle_rank)]
 
     def program_problems(self, run):
         return self.telemetry_problems(run)

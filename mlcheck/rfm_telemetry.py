@@ -8,7 +8,7 @@ import reframe as rfm
 from reframe.core.builtins import performance_function, run_after, run_before
 
 from mlcheck.judging import telemetry as rules
-from mlcheck.knobs import Knob, knob_variable
+from mlcheck.knobs import Knob, declare_knobs
 from mlcheck.perf import telemetry as figures
 from mlcheck.site import STAND_IN_GPUS
 
@@ -16,11 +16,12 @@ TRACE_DIR = 'traces'     # relative to the stage directory, the ranks' working d
 
 KNOBS = {
     'telemetry_interval': Knob(1.0, 'seconds between telemetry samples of each rank (0: off)',
-                               minimum=0),
+                               minimum=0, flag=None),
     'low_power_fraction': Knob(0.75, "a GPU drawing less than this fraction of the median GPU's "
-                                     'power fails (0: off)', minimum=0, maximum=1),
+                                     'power fails (0: off)', minimum=0, maximum=1, flag=None),
     'profile_steps': Knob(0, 'steady-state steps to profile on every rank after the timed '
-                             'epochs, one trace per rank kept in the output directory', minimum=0),
+                             'epochs, one trace per rank kept in the output directory', minimum=0,
+                  flag=None),     # all three reach the ranks in the environment (below)
 }
 
 # each performance figure of the class below, by the function that reads it from the run
@@ -34,9 +35,7 @@ FIGURES = {'gpu_power': figures.median_power,
 class GPUTelemetry(rfm.RegressionTestPlugin):
     """Needs of the check: run_output(), settings, display_name, logger (DistributedTrainingCheck)."""
 
-    telemetry_interval = knob_variable()
-    low_power_fraction = knob_variable()
-    profile_steps = knob_variable()
+    declare_knobs(locals(), KNOBS)
 
     @run_before('run')
     def ask_for_telemetry(self):

@@ -122,8 +122,6 @@ class PartitionSettings:
     gpu_task_sharing: bool = False # --gres-flags=allow-task-sharing with --gpu-bind (Slurm >= 23.11)
     slow_rank_fraction: float = 0.8   # a rank alone below this of the ranks' upper quartile fails
 
-    KEYS = site_schema.keys()
-
     @classmethod
     def from_extras(cls, partition, extras, container_runtime=None):
         where = f'partition {partition} extras.mlcheck'

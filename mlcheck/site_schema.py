@@ -13,10 +13,10 @@ the value is used (mlcheck.placement.topology, mlcheck.site).
 """
 
 import os
-import sys
 
 import jsonschema
 
+from mlcheck import generated_docs
 from mlcheck.errors import ConfigError
 
 STRING_LIST = {'type': 'array', 'items': {'type': 'string'}}
@@ -245,15 +245,8 @@ END = '<!-- end of generated key table -->\n'
 
 def readme_with_table(text):
     """`text` (docs/sites.md) with the table between the markers replaced by readme_table()."""
-    start, end = text.index(BEGIN) + len(BEGIN), text.index(END)
-    return text[:start] + readme_table() + text[end:]
+    return generated_docs.with_section(text, BEGIN, END, readme_table())
 
 
 if __name__ == '__main__':
-    if sys.argv[1:] == ['--write']:
-        with open(KEY_TABLE_PAGE) as f:
-            text = f.read()
-        with open(KEY_TABLE_PAGE, 'w') as f:
-            f.write(readme_with_table(text))
-    else:
-        sys.stdout.write(readme_table())
+    generated_docs.main(KEY_TABLE_PAGE, BEGIN, END, readme_table)

@@ -248,7 +248,7 @@ def test_cifar_dp_is_one_task_seeing_the_eight_gcds_on_all_their_cores(lumi_scri
     # the rank wrapper makes GCDs 0-7 visible to the one task (src/launch/rank-env.sh)
     assert re.search(r'^export MLCHECK_GPUS_PER_TASK=8$', script, re.M)
     assert re.search(r'^export MLCHECK_VISIBLE_DEVICES_VARS=ROCR_VISIBLE_DEVICES', script, re.M)
-    assert srun.endswith(' --ranks-per-node 1 --mode dp')
+    assert srun.endswith(' --mode dp --ranks-per-node 1')   # the knobs' flags, then the launch's
 
 
 def test_cifar_single_is_one_task_on_one_gcd(lumi_scripts):
@@ -259,7 +259,7 @@ def test_cifar_single_is_one_task_on_one_gcd(lumi_scripts):
     srun = next(line for line in script.splitlines() if line.startswith('srun '))
     assert f' --cpu-bind=mask_cpu:{LUMI_MASKS.split(",")[0]} ' in srun     # GCD 0's cores
     assert 'MLCHECK_GPUS_PER_TASK' not in script
-    assert srun.endswith(' --ranks-per-node 1 --mode single')
+    assert srun.endswith(' --mode single --ranks-per-node 1')
 
 
 @pytest.mark.parametrize('mode', ['dp', 'single'])

@@ -228,5 +228,5 @@ def test_cifar_one_process_modes_are_one_task_on_one_node(tmp_path, mode, tasks_
     assert '#SBATCH --ntasks=1\n' in script and '#SBATCH --ntasks-per-node=1\n' in script
     assert f'#SBATCH --gpus-per-node={2 if mode == "dp" else 1}\n' in script
     assert srun_line(script).startswith(f'srun {tasks_line}')
-    assert srun_line(script).endswith(f' --ranks-per-node 1 --mode {srun_tail}')
+    assert srun_line(script).endswith(f' --mode {srun_tail} --ranks-per-node 1')   # knobs' flags, then the launch's
     assert ('export MLCHECK_GPUS_PER_TASK=2\n' in script) == (mode == 'dp')

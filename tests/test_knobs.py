@@ -7,7 +7,10 @@ import pytest
 
 from conftest import REPO
 from mlcheck.errors import ConfigError
-from mlcheck.knobs import Knob, knob_values
+import reframe as rfm
+
+from mlcheck import knob_table
+from mlcheck.knobs import Knob, Unset, declare_knobs, knob_arguments, knob_values
 
 EPOCHS = Knob(3, minimum=1)
 THROTTLE = Knob(0.0, minimum=0, below=1)
@@ -58,6 +61,58 @@ def test_given_beats_configured_beats_default():
     values = knob_values(knobs, {'epochs': '7', 'amp': None, 'model': None},
                          {'epochs': 5, 'amp': True}, 'partition p extras.mlcheck.checks.c')
     assert values == {'epochs': 7, 'amp': True, 'model': 'resnet152'}
+
+
+def test_a_value_given_with_S_beats_the_config_even_when_it_is_the_default():
+    """An unset variable holds Unset(default), so --describe shows the default; -S 3 still wins."""
+    assert knob_values({'epochs': EPOCHS}, {'epochs': '3'}, {'epochs': 5}, 'c') == {'epochs': 3}
+    assert knob_values({'epochs': EPOCHS}, {'epochs': Unset(3)}, {'epochs': 5}, 'c') == {'epochs': 5}
+    assert knob_values({'epochs': EPOCHS}, {'epochs': Unset(3)}, {}, 'c') == {'epochs': 3}
+
+
+def test_program_flags_come_from_the_knob_name_unless_given():
+    knobs = {'batch_size': Knob(64), 'min_bytes': Knob(8, flag=('--min-bytes', '--latency-bytes')),
+             'limit': Knob(0.0, flag=None), 'channels_last': Knob(False),
+             'slowdown': Knob(0.0, omit_default=True), 'model': Knob('resnet18', flag='--arch')}
+    values = dict(batch_size=32, min_bytes=16, limit=9.5, channels_last=True, slowdown=0.0, model='resnet50')
+    assert knob_arguments(knobs, type('Check', (), values)) == [
+        '--batch-size', '32', '--min-bytes', '16', '--latency-bytes', '16', '--channels-last', '--arch', 'resnet50']
+    values.update(channels_last=False, slowdown=0.25)
+    assert knob_arguments(knobs, type('Check', (), values)) == [
+        '--batch-size', '32', '--min-bytes', '16', '--latency-bytes', '16', '--slowdown', '0.25', '--arch', 'resnet50']
+
+
+def test_declared_knobs_are_reframe_variables_holding_their_default():
+    class Check(rfm.RunOnlyRegressionTest):
+        knobs = {'epochs': EPOCHS, 'amp': AMP}
+        declare_knobs(locals(), knobs)
+        declare_knobs(locals(), {'fraction': FRACTION}, partition_wide=True)
+
+    variables = Check._rfm_var_space
+    assert isinstance(variables['epochs'].default_value, Unset) and variables['epochs'].default_value.default == 3
+    assert variables['amp'].default_value.__rfm_json_encode__() is False       # what --describe shows
+    assert variables['fraction'].default_value is None       # the partition's, unknown until setup
+
+
+def _program_flags(*scripts):
+    flags = set()
+    for script in scripts:
+        for node in ast.walk(ast.parse(pathlib.Path(REPO, 'src', script).read_text())):
+            if isinstance(node, ast.Call) and getattr(node.func, 'attr', None) == 'add_argument':
+                flags |= {arg.value for arg in node.args if isinstance(arg, ast.Constant)}
+    return flags
+
+
+@pytest.mark.parametrize('check', knob_table.check_classes(), ids=lambda check: check.__name__)
+def test_every_knob_flag_is_one_its_program_takes(check):
+    taken = _program_flags(str(check.script), 'pytorch/ddp_common.py')
+    flags = {flag for name, knob in check.knobs.items() for flag in knob.flags(name)}
+    assert flags and flags <= taken, f'{check.__name__}: {sorted(flags - taken)} not arguments of {check.script}'
+
+
+def test_the_knob_tables_are_the_ones_generated_from_the_checks():
+    page = pathlib.Path(knob_table.PAGE).read_text()
+    assert knob_table.page_with_tables(page) == page, 'run: python -m mlcheck.knob_table --write'
 
 
 def test_configured_values_are_named_by_their_key():

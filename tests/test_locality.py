@@ -142,7 +142,7 @@ def test_topology_derived_from_lumi_g_gives_the_documented_masks(lumi_tree):
                      'reserved_cores_per_domain': [0, 8]}
     derived = NodeTopology.from_config(entry, 'derived')
     documented = NodeTopology.from_config(LUMI, 'lumi')
-    assert derived.cpu_masks(8) == documented.cpu_masks(8)
+    assert Layout.for_nodes(derived, 1, 8).masks == Layout.for_nodes(documented, 1, 8).masks
     assert 'GPU 0: 0000:c1:00.0 (amd), domain 3' in notes
 
 

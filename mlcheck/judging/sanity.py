@@ -347,7 +347,7 @@ def slow_ranks(run, expect):
     missing = set(range(expect.world_size)) - set(rank_speed.solo_throughputs(run))
     if missing:
         found.append(f'{rank_list(missing)} reported no solo throughput (no solo line)')
-    slow, reference = rank_speed.slow_ranks(run, expect.slow_rank_fraction)
+    slow, reference = rank_speed.below_upper_quartile(run, expect.slow_rank_fraction)
     placed = run.by_rank('rank')
     on_node = {}
     for rank, speed in slow:

@@ -51,7 +51,7 @@ def communication_efficiency(run):
     return per_device / median
 
 
-def slow_ranks(run, fraction):
+def below_upper_quartile(run, fraction):
     """[(rank, samples/s)] of the ranks below `fraction` of the upper quartile, slowest first, and
     the upper quartile. When every rank is equally slow, none is: that is a regression, not an
     outlier."""

@@ -89,11 +89,6 @@ class NodeTopology:
             raise ConfigError(f'{self.where}: {tasks_per_node} tasks per node do not fit '
                               f'{self.gpus_per_node} GPUs per node (one task per GPU)')
 
-    def cpu_masks(self, tasks_per_node):
-        """Hex masks for `srun --cpu-bind=mask_cpu:`, one per local task (task i drives GPU i)."""
-        self.check_fits(tasks_per_node)
-        return [cores_to_mask(self.cores_of_gpu(g)) for g in range(tasks_per_node)]
-
     def gpus_of_tasks(self, style, tasks_per_node):
         """GPU driven by each local task under binding `style` (see BINDING_STYLES).
 

@@ -1,0 +1,79 @@
+"""docs/checks.md's tables of knobs, one per check, put together from the checks' `knobs` dicts:
+
+    python -m mlcheck.knob_table            # print the tables
+    python -m mlcheck.knob_table --write    # rewrite them in docs/checks.md
+
+The checks are read as ReFrame loads them, under the simulated system (config/simulated.py): a
+system with no mlcheck settings ends the loading with one line (mlcheck.rfm). Only the checks'
+own `knobs` make the tables, so no site setting shows up in a default.
+"""
+
+import glob
+import importlib.util
+import os
+import sys
+
+from mlcheck import generated_docs
+from mlcheck.knobs import TRUE
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+PAGE = os.path.join(REPO, 'docs', 'checks.md')
+BEGIN = '<!-- knob tables: generated from the checks (python -m mlcheck.knob_table --write) -->\n'
+END = '<!-- end of generated knob tables -->\n'
+
+
+def check_classes():
+    """The check classes of checks/*.py that have knobs, in file order."""
+    from reframe.core import config, runtime
+    try:
+        runtime.runtime()
+    except BaseException:       # ReFrame's "no runtime" error is no Exception
+        site = config.load_config(os.path.join(REPO, 'config', 'simulated.py'))
+        site.select_subconfig('sim')
+        runtime.init_runtime(site)
+    classes = []
+    for path in sorted(glob.glob(os.path.join(REPO, 'checks', '*.py'))):
+        name = 'mlcheck_checks.' + os.path.basename(path)[:-3]
+        module = sys.modules.get(name)
+        if module is None:
+            spec = importlib.util.spec_from_file_location(name, path)
+            module = importlib.util.module_from_spec(spec)
+            sys.modules[name] = module      # ReFrame finds a class's file through its module
+            spec.loader.exec_module(module)
+        classes += [cls for cls in vars(module).values()
+                    if isinstance(cls, type) and cls.__module__ == name and getattr(cls, 'checks_key', '')]
+    return classes
+
+
+def shown(value):
+    """A default as -S writes it."""
+    return TRUE[0] if value is True else 'false' if value is False else str(value)
+
+
+def table(cls):
+    """The knobs of one check: its own, those of its kind, those defaulting to the partition's."""
+    rows = [f'### {cls.__name__}: `-S <knob>=<value>`, or `extras.mlcheck.checks.{cls.checks_key}.<knob>`', '',
+            '| knob | default | accepts | meaning | program flag |', '|---|---|---|---|---|']
+    partition_wide = getattr(cls, 'partition_wide_knobs', {})
+    for name, knob in {**cls.knobs, **cls.common_knobs, **partition_wide}.items():
+        default = (f'`extras.mlcheck.{name}` (unset there: `{shown(knob.default)}`)' if name in partition_wide
+                   else f'`{shown(knob.default)}`')
+        flags = ' '.join(f'`{flag}`' for flag in knob.flags(name))
+        when = (' when true' if knob.kind is bool
+                else f' when not {knob.default}' if knob.omit_default else '')
+        flag = f'{flags}{when}' if flags else 'none' if name in cls.knobs else 'none (the launch)'
+        rows.append(f'| `{name}` | {default} | {knob.accepts()} | {knob.help} | {flag} |')
+    return '\n'.join(rows) + '\n'
+
+
+def tables():
+    return '\n'.join(table(cls) for cls in check_classes())
+
+
+def page_with_tables(text):
+    """`text` (docs/checks.md) with the tables between the markers replaced by tables()."""
+    return generated_docs.with_section(text, BEGIN, END, tables())
+
+
+if __name__ == '__main__':
+    generated_docs.main(PAGE, BEGIN, END, tables)
