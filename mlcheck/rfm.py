@@ -18,7 +18,7 @@ from reframe.core.exceptions import ConfigError as ReframeConfigError, SanityErr
 from reframe.core.logging import getlogger
 from reframe.core.runtime import runtime
 
-from mlcheck.judging import locality, output, references, sanity
+from mlcheck.judging import locality, notes, output, references, sanity
 from mlcheck.knobs import Knob, declare_knobs, knob_arguments, knob_values
 from mlcheck.perf import ranks, stack
 from mlcheck.placement import containers, launch
@@ -270,7 +270,7 @@ class DistributedLaunchCheck(rfm.RunOnlyRegressionTest):
             getlogger().info(f'{self.display_name}: failed as expected: {"; ".join(found)}')
         if found:
             raise SanityError('; '.join(found))
-        note = locality.note_to_say(self.settings, locality.unread_note(self.run_output()))
+        note = notes.to_say(self.settings, 'locality', locality.unread_note(self.run_output()))
         if note:
             self.logger.warning(note)
         return True

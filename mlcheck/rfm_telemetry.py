@@ -7,7 +7,7 @@ mlcheck.perf.telemetry and mlcheck.judging.telemetry read their facts. See docs/
 import reframe as rfm
 from reframe.core.builtins import performance_function, run_after, run_before
 
-from mlcheck.judging import telemetry as rules
+from mlcheck.judging import notes, telemetry as rules
 from mlcheck.knobs import Knob, declare_knobs
 from mlcheck.perf import telemetry as figures
 from mlcheck.site import STAND_IN_GPUS
@@ -56,7 +56,8 @@ class GPUTelemetry(rfm.RegressionTestPlugin):
     def say_when_telemetry_is_unavailable(self):
         if self.is_dry_run():
             return
-        note = rules.unavailable_note(self.run_output(), stand_in=self.settings.gpu_vendor == STAND_IN_GPUS)
+        note = notes.to_say(self.settings, 'telemetry', rules.unavailable_note(
+            self.run_output(), stand_in=self.settings.gpu_vendor == STAND_IN_GPUS))
         if note:
             self.logger.warning(f'{self.display_name}: {note}')
 

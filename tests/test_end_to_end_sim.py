@@ -48,6 +48,15 @@ def test_every_check_passes_in_every_image_at_1_and_2_nodes(suite_run):
         assert all(c['result'] == 'pass' for c in cases), [c.get('fail_reason') for c in cases]
 
 
+def test_stand_in_gpus_are_noted_once_per_session(suite_run):
+    """The simulated partition's GPUs are stand-ins: the locality note and the telemetry note
+    were printed by every training test (18 and 12 times a session); each is said once."""
+    _, done = suite_run
+    for words in ('GPU locality could not be read', 'GPU telemetry not available'):
+        said = [line for line in done.stdout.splitlines() if words in line]
+        assert len(said) == 1 and 'said once per session' in said[0], said
+
+
 def test_every_figure_reported_is_judged_against_a_reference(suite_run):
     """sim.yaml has a reference for every figure the checks report, so no test may say that its
     performance was not judged, except CIFAR-100's scaling efficiency at one node (100 by

@@ -10,7 +10,7 @@ from types import SimpleNamespace
 import pytest
 
 from conftest import REPO
-from mlcheck.judging import locality, sanity
+from mlcheck.judging import locality, notes, sanity
 from mlcheck.judging.output import RunOutput
 from mlcheck.placement import discover
 from mlcheck.placement.launch import Layout
@@ -169,12 +169,14 @@ def test_discover_on_this_machine_runs():
     assert done.returncode == 0 and done.stdout.startswith('# '), done.stdout + done.stderr
 
 
-def test_stand_in_gpus_note_is_said_once_per_session_real_gpus_each_test(sim, lumi, monkeypatch):
-    """Every simulated test printed the same note (18 per session) on a partition whose GPUs the
-    config declares stand-ins; on a real GPU partition each test still says it."""
-    monkeypatch.setattr(locality, '_NOTED_STAND_IN_PARTITIONS', set())
-    note = 'GPU locality could not be read (ranks 0-1: no GPU in use)'
-    said = [locality.note_to_say(sim, note) for _ in range(18)]
-    assert said[0].startswith(note) and 'stand-ins' in said[0] and said[1:] == [None] * 17
-    assert [locality.note_to_say(lumi, note) for _ in range(3)] == [note] * 3
-    assert locality.note_to_say(sim, None) is None
+def test_stand_in_gpus_notes_are_said_once_per_session_and_kind_real_gpus_each_test(sim, lumi, monkeypatch):
+    """Every simulated test printed the same locality note (18 per session), and then the same
+    telemetry note, on a partition whose GPUs the config declares stand-ins; on a real GPU
+    partition each test still says them."""
+    monkeypatch.setattr(notes, '_SAID_ON_STAND_INS', set())
+    for kind, note in (('locality', 'GPU locality could not be read (ranks 0-1: no GPU in use)'),
+                       ('telemetry', 'GPU telemetry not available on stand-in GPUs (ranks 0-1: ...)')):
+        said = [notes.to_say(sim, kind, note) for _ in range(18)]
+        assert said[0].startswith(note) and 'stand-ins' in said[0] and said[1:] == [None] * 17
+        assert [notes.to_say(lumi, kind, note) for _ in range(3)] == [note] * 3
+        assert notes.to_say(sim, kind, None) is None

@@ -9,7 +9,6 @@ as the hardware reports it: a NUMA domain (on LUMI-G, two CCDs), not an L3 domai
 
 from mlcheck.contract import format_cpulist
 from mlcheck.judging.ranks import rank_list
-from mlcheck.site import STAND_IN_GPUS
 
 
 def cores_local_to_gpu(run, expect):
@@ -57,20 +56,3 @@ def unread_note(run):
     why = '; '.join(f'{rank_list(ranks)}: {reason}' for reason, ranks in reasons.items())
     return (f'GPU locality could not be read ({why}); CPU placement was checked against the '
             f'configured topology only')
-
-
-#: Partitions whose unread-locality note was said in this session (this process: ReFrame runs
-#: every test of a session in it)
-_NOTED_STAND_IN_PARTITIONS = set()
-
-
-def note_to_say(settings, note):
-    """The locality note to log for one test, or None. Where the GPUs are stand-ins
-    (gpu_vendor 'stand-in'), no rank ever uses one, every test reads the same note: it is said
-    once per session; on real GPUs a test whose locality could not be read says so each time."""
-    if not note or settings.gpu_vendor != STAND_IN_GPUS:
-        return note
-    if settings.partition in _NOTED_STAND_IN_PARTITIONS:
-        return None
-    _NOTED_STAND_IN_PARTITIONS.add(settings.partition)
-    return f'{note} (the partition\'s GPUs are stand-ins: said once per session)'
