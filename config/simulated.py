@@ -67,8 +67,12 @@ site_configuration = {
                     'host_python': sys.executable,   # the suite's own venv, which has torch
                     'data_mount': images.DATA_MOUNT,  # a bind target must exist in the image
                     # unthrottled ranks trained alone at 0.92 of the median or better (26 runs on the
-                    # shared, loaded cores); a rank throttled by half ended at 0.69 (docs/per-rank.md)
-                    'slow_rank_fraction': 0.8,
+                    # shared, loaded cores); a rank throttled by half ended at 0.69 (docs/per-rank.md).
+                    # Against the upper quartile (the faster rank of a 1-node job's two) a fraction r
+                    # of the median is r/(2-r): 0.92 -> 0.85, 0.69 -> 0.53, and the old limit of 0.8
+                    # of the median is 0.67. CI's loaded cores gave healthy runs at 0.77 and 0.80:
+                    # 0.7 still names the half-throttled rank and is stricter than the old limit.
+                    'slow_rank_fraction': 0.7,
                     # 2 shared cores: a small ResNet for a few steps, no loader processes
                     'checks': {
                         # 3 epochs of 11 steps: the suite within ~6 minutes (10 epochs took 380 s

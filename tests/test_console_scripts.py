@@ -33,7 +33,8 @@ def test_python_dash_m_still_works():
 def setup_says(venv):
     """bin/setup's project_installed, for a venv directory."""
     done = subprocess.run(['bash', '-c', 'source bin/setup && project_installed'], cwd=REPO,
-                          env={**os.environ, 'MLCHECK_VENV': str(venv)}, capture_output=True, text=True)
+                          env={**os.environ, 'MLCHECK_VENV': str(venv), 'PYTHONPATH': REPO},
+                          capture_output=True, text=True)
     return done.returncode == 0
 
 
@@ -42,7 +43,9 @@ def test_setup_reinstalls_when_a_console_script_is_missing(tmp_path):
     scripts were declared) is reinstalled; one with every script is left alone."""
     bin_dir = tmp_path / 'bin'
     bin_dir.mkdir()
-    (bin_dir / 'python').symlink_to(sys.executable)    # imports this checkout (PYTHONPATH)
+    # a link to the venv's python outside the venv is the base interpreter: it imports this
+    # checkout through PYTHONPATH (setup_says), as CI's fresh clone has no PYTHONPATH of its own
+    (bin_dir / 'python').symlink_to(sys.executable)
     assert not setup_says(tmp_path)
     for name in SCRIPTS:
         (bin_dir / name).write_text('#!/bin/sh\n')

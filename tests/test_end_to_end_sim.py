@@ -214,3 +214,24 @@ def test_image_without_the_mount_points_fails_with_ch_runs_error(cluster, tmp_pa
     [case] = report_cases(tmp_path)
     assert (f"ranks 0-1 on nid001 failed: ch-run: error: can't mkdir: {bare}/mlcheck: "
             f"Read-only file system") in case['fail_reason']
+
+
+def test_profile_steps_leave_a_loadable_trace_per_rank_in_the_output(cluster, tmp_path):
+    """-S profile_steps=3 on a 1-node MNIST run: one Chrome trace per rank, of three profiled
+    steps, kept by ReFrame in the test's output directory; the setting is recorded with the
+    figures, so a profiled run is never compared with an unprofiled one."""
+    import gzip
+    import json
+    done = run_reframe('simulated', tmp_path / 'rfm', '-r', '-n', 'MNIST', '-P', 'image=host',
+                       '-P', 'num_nodes=1', '-S', 'epochs=1', '-S', 'profile_steps=3')
+    [case] = report_cases(tmp_path / 'rfm')
+    assert case['fail_phase'] in (None, 'performance'), done.stdout[-3000:]
+    directory = os.path.dirname(job_file(case))
+    for rank in (0, 1):
+        with gzip.open(os.path.join(directory, 'traces', f'rank{rank}.trace.json.gz')) as stream:
+            steps = {e['name'] for e in json.load(stream)['traceEvents']
+                     if e.get('name', '').startswith('ProfilerStep')}
+        assert steps == {'ProfilerStep#1', 'ProfilerStep#2', 'ProfilerStep#3'}, (rank, steps)
+    perflog = open(next(os.path.join(root, name) for root, _, names in os.walk(tmp_path / 'rfm' / 'perflogs')
+                        for name in names if name.startswith('MNISTDistributedCheck'))).read()
+    assert 'profile_steps=3' in perflog

@@ -3,6 +3,8 @@ generic resources (bin/simslurm: gres.conf with stand-in devices, GPU 0 nearest 
 nearest core 0): --gpus-per-node, --gpu-bind=map_gpu and the per-task variables Slurm sets."""
 
 
+import re
+
 import pytest
 
 from conftest import load_site_config
@@ -48,5 +50,5 @@ def test_binding_style_on_the_simulated_cluster(suite_run, tmp_path, style):
             for r in ranks.values()}
     assert seen == {(node, local): want for node in ('nid001', 'nid002')
                     for local, want in EXPECTED[style].items()}
-    # no GPU to read a locality from: said once, not failed
-    assert 'GPU locality could not be read (ranks 0-3: no GPU in use)' in stdout
+    # no GPU to read a locality from: said (once a session, by its first test), not failed
+    assert re.search(r'GPU locality could not be read \(ranks 0-[13]: no GPU in use\)', stdout), stdout[-3000:]

@@ -195,14 +195,17 @@ def timed_epoch(epoch, epochs):
 class SoloPhase:
     """Each rank's throughput training alone, measured beside the distributed phase it is compared
     with. A copy of `model` (before DDP wraps it) trains with no communication: right before each
-    timed epoch, begun by all ranks at once (a barrier before the clock starts), min(--solo-steps,
-    the epoch's steps) timed steps from the epoch's own stream of batches, the first time after
-    --solo-warmup-steps untimed ones. So the solo steps are the epochs' steps, on the same batches'
-    path, warm-up excluded as the first epoch is, and timed in the same minutes under the same load:
-    timed as one block before the distributed phase, they ran under a different load than the
-    epochs they were compared with (docs/per-rank.md). After the last timed epoch's steps it emits
-    this rank's `solo` fact. `train_step(model, optimizer, batch)` returns the batch's sample
-    count; `make_optimizer(model)` a fresh optimizer."""
+    timed epoch, begun by all ranks at once (a barrier before the clock starts), its share of
+    --solo-steps (spread evenly over the timed epochs, so a short run times as many as a long one),
+    the first time after --solo-warmup-steps untimed ones. So the solo steps are the epochs' steps,
+    on the same data path, warm-up excluded as the first epoch is, and timed in the same minutes
+    under the same load: timed as one block before the distributed phase, they ran under a
+    different load than the epochs they were compared with (docs/per-rank.md). They read their own
+    stream of batches (private_batches) and run with the random state forked, so the distributed
+    model sees the batches and random numbers it would see without them: what it learns is the
+    same. After the last timed epoch's steps it emits this rank's `solo` fact.
+    `train_step(model, optimizer, batch)` returns the batch's sample count; `make_optimizer(model)`
+    a fresh optimizer."""
 
     def __init__(self, model, make_optimizer, train_step, device, rank, args, distributed=True):
         self.enabled = args.solo_steps > 0
@@ -216,30 +219,45 @@ class SoloPhase:
         self.warm = False
         self.steps, self.samples, self.seconds = 0, 0, 0.0
 
-    def before_epoch(self, epoch, epochs, stream, epoch_steps):
-        """Train alone before `epoch` of `epochs` if it is timed; every rank must call it."""
+    def before_epoch(self, epoch, epochs, batches):
+        """Train alone on `batches` (the solo phase's own stream) before `epoch` of `epochs` if it
+        is timed; every rank must call it."""
         if not self.enabled or not timed_epoch(epoch, epochs):
             return
+        timed_epochs = sum(timed_epoch(e, epochs) for e in range(1, epochs + 1))
+        devices = [self.device] if self.device.type == 'cuda' else []
+        with torch.random.fork_rng(devices=devices):
+            self._train_alone(batches, -(-self.args.solo_steps // timed_epochs))
+        if epoch == epochs:
+            emit('solo', rank=self.rank, steps=self.steps, samples=self.samples, seconds=self.seconds,
+                 samples_per_s=self.samples / self.seconds if self.seconds > 0 else 0.0)
+
+    def _train_alone(self, batches, count):
         if not self.warm:
             for _ in range(self.args.solo_warmup_steps):
-                self.train_step(self.model, self.optimizer, next(stream))
+                self.train_step(self.model, self.optimizer, next(batches))
             self.warm = True
-        count = min(self.args.solo_steps, epoch_steps)
         synchronize(self.device)
         if self.distributed:
             dist.barrier()
         start = time.perf_counter()
         for _ in range(count):
-            batch = next(stream)
+            batch = next(batches)
             step_start = time.perf_counter()
             self.samples += self.train_step(self.model, self.optimizer, batch)
             self.throttle.after_step(step_start, self.device)
         synchronize(self.device)
         self.seconds += time.perf_counter() - start
         self.steps += count
-        if epoch == epochs:
-            emit('solo', rank=self.rank, steps=self.steps, samples=self.samples, seconds=self.seconds,
-                 samples_per_s=self.samples / self.seconds if self.seconds > 0 else 0.0)
+
+
+def private_batches(loader):
+    """An endless stream of batches on `loader`'s data path (dataset, batch size, transforms,
+    workers) with a copy of its sampler: reading it leaves `loader`'s own order untouched."""
+    sampler = copy.copy(loader.sampler)
+    return endless_batches(torch.utils.data.DataLoader(
+        loader.dataset, batch_size=loader.batch_size, sampler=sampler, drop_last=loader.drop_last,
+        num_workers=loader.num_workers, pin_memory=loader.pin_memory), sampler)
 
 
 def init_distributed(args):

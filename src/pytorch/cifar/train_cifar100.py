@@ -39,7 +39,7 @@ from torchvision import datasets, transforms
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 from ddp_common import (RankShare, SoloPhase, Throttle, add_epoch_arguments,  # noqa: E402
                         add_rank_speed_arguments, add_wait_arguments, emit, endless_batches,
-                        epoch_summary, finish, init_distributed, pick_device, report_rank,
+                        epoch_summary, finish, init_distributed, pick_device, private_batches, report_rank,
                         steady_state, steps_per_epoch, synchronize)
 import telemetry  # noqa: E402
 
@@ -187,6 +187,7 @@ def main(argv=None):
     throttle = Throttle(args, rank)
 
     stream = endless_batches(loader, sampler)
+    solo_batches = private_batches(loader) if solo else None
     train_steps(model, stream, args.warmup_steps, optimizer, criterion, device, args, autocast)
     summaries = []
     sampler = telemetry.Sampler(device, args.telemetry_interval).start()
@@ -194,7 +195,7 @@ def main(argv=None):
         if args.mode == 'ddp':
             if args.fault:
                 args.fault.at_epoch(rank, epoch)
-            solo.before_epoch(epoch, args.epochs, stream, steps)
+            solo.before_epoch(epoch, args.epochs, solo_batches)
             dist.barrier()
         figures = train_steps(model, stream, steps, optimizer, criterion, device, args, autocast,
                               throttle)

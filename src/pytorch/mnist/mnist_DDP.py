@@ -44,7 +44,7 @@ from torchvision import datasets, transforms
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 from ddp_common import (RankShare, Throttle, add_epoch_arguments, add_rank_speed_arguments,  # noqa: E402
                         add_wait_arguments, emit, endless_batches, epoch_summary, finish, init_distributed,
-                        SoloPhase, steady_state, steps_per_epoch)
+                        SoloPhase, private_batches, steady_state, steps_per_epoch)
 import telemetry  # noqa: E402
 
 MNIST_MEAN, MNIST_STD = 0.1307, 0.3081
@@ -159,13 +159,14 @@ def main(argv=None):
 
     steps = steps_per_epoch(args.steps, len(train_set), args.batch_size, args.ranks_per_node)
     stream = endless_batches(train_loader, train_sampler)
+    solo_batches = private_batches(train_loader)
     throttle = Throttle(args, rank)
     summaries = []
     sampler = telemetry.Sampler(device, args.telemetry_interval).start()
     for epoch in range(1, args.epochs + 1):
         if args.fault:
             args.fault.at_epoch(rank, epoch)
-        solo.before_epoch(epoch, args.epochs, stream, steps)
+        solo.before_epoch(epoch, args.epochs, solo_batches)
         dist.barrier()
         start = time.perf_counter()
         samples, loss_sum = train_one_epoch(model, stream, steps, optimizer, device, throttle)
