@@ -21,9 +21,12 @@ SIMSLURM_DIR = os.environ.get('SIMSLURM_DIR', '/var/tmp/simslurm')
 JOB_TIME_LIMIT = 15 * 60            # DistributedLaunchCheck.time_limit
 STARTUP = 40                        # s: more than 4 ranks need to start torch on 2 busy cores
 SHORT_WAITS = ['-S', 'rendezvous_timeout=10', '-S', 'collective_timeout=10']
-# Good runs: enough epochs for the accuracy threshold; throughput is logged but not judged
+# Good runs: 2 epochs, judged against the accuracy bar of their 22 steps (0.7; healthy 2-epoch
+# runs reached 0.78-0.92, docs/mnist-accuracy.md); throughput is logged but not judged
 # (strict_check): these tests are about failures, and concurrent jobs share the 2 cores.
-GOOD = ['-S', 'epochs=5', '-S', 'strict_check=false']
+GOOD = ['-S', 'epochs=2', '-S', 'strict_check=false']
+# a session whose 2-node job must still be training when its node is killed after its first epoch
+LONG_ENOUGH_TO_KILL = ['-S', 'epochs=5', '-S', 'strict_check=false']
 STORED = re.compile(r'Current session stored with UUID: (\S+)')
 
 
@@ -180,7 +183,7 @@ def descendants(pids):
 
 
 def test_lost_node_fails_its_check_cleanly_and_the_session_goes_on(history):
-    prefix, session = history.start('node-loss', '-P', 'num_nodes=1,2', *GOOD)
+    prefix, session = history.start('node-loss', '-P', 'num_nodes=1,2', *LONG_ENOUGH_TO_KILL)
     try:
         jobid = running_job(prefix, num_nodes=2, timeout=300)
         crash_node('nid002')
@@ -233,9 +236,12 @@ def test_two_sessions_at_once_both_complete(history):
     [log] = history.perflogs.rglob('MNISTDistributedCheck.log')
     header, *lines = log.read_text().splitlines()
     assert all(line.count('|') == header.count('|') for line in lines), lines
+    columns = header.split('|')
+    jobid, variable = columns.index('jobid'), columns.index('perf_var')
     for case in cases:
-        mine = [line for line in lines if f'|{case["jobid"]}|' in line]
-        assert sorted(line.split('|')[9] for line in mine) == \
+        # by the jobid column (a reference value can read like a job id: 330 samples/s)
+        mine = [line for line in lines if line.split('|')[jobid] == str(case['jobid'])]
+        assert sorted(line.split('|')[variable] for line in mine) == \
             ['communication_efficiency', 'peak_host_memory', 'samples_per_s', 'samples_per_s_per_gpu',
              'slowest_rank_fraction', 'train_time'], mine
     assert {name for name, _ in history.sessions_run} >= {'twin-a', 'twin-b'}
