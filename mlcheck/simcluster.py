@@ -11,11 +11,12 @@ it then compares them with the installed ones and moves them into /etc/slurm. Th
 them with golden files (tests/data/simslurm/) without root or a running cluster.
 
     python3 -I mlcheck/simcluster.py generate OUTDIR --nodes 2 --cpus 2 --memory-mb 1024 ...
-    python3 -I mlcheck/simcluster.py shell --nodes 2 ...   # the facts, as bash assignments
+    SIMSLURM_NODES=4 python3 -I mlcheck/simcluster.py shell   # settings and facts, for bash
 """
 
 import argparse
 import os
+import re
 import shlex
 import sys
 from dataclasses import dataclass
@@ -225,14 +226,55 @@ def config_files(s):
             'slurmdbd.conf': slurmdbd_conf(s), 'my.cnf': my_cnf(s)}
 
 
-def shell_facts(nodes, directory, slurmd_port_base):
-    """The facts bin/simslurm uses, as bash declarations (global, for `eval` in a function)."""
-    scalars = {'CLUSTER': CLUSTER, 'ACCT_DB': ACCT_DB, 'ACCT_DB_USER': ACCT_DB_USER,
-               'MARKER': MARKER, **paths(directory)}
-    ports = Settings(0, 0, '', nodes, directory, slurmd_port_base=slurmd_port_base).node_ports()
+def settings_from_env(environ):
+    """bin/simslurm's settings from its SIMSLURM_* variables, an empty one as unset (bash's
+    ${VAR:-default}): {'NODES': 2, 'DIR': ..., 'CTLD_PORT', 'PORT_BASE', 'DBD_PORT', 'TIMEOUT'}.
+    ValueError naming the variable that is wrong, and what would do."""
+    def number(var, default):
+        raw = environ.get(var) or str(default)
+        return raw, int(raw) if re.fullmatch('[0-9]+', raw) else None
+
+    raw, nodes = number('SIMSLURM_NODES', DEFAULT_NODES)
+    if nodes is None or not 1 <= nodes <= 999:
+        raise ValueError(f"SIMSLURM_NODES='{raw}' is not a number between 1 and 999; "
+                         f"set it to e.g. {DEFAULT_NODES}")
+    raw, ctld = number('SIMSLURM_CTLD_PORT', DEFAULT_CTLD_PORT)
+    if ctld is None or not 1 <= ctld <= 65535:
+        raise ValueError(f"SIMSLURM_CTLD_PORT='{raw}' is not a valid port; set it to e.g. {DEFAULT_CTLD_PORT}")
+    raw, base = number('SIMSLURM_SLURMD_PORT_BASE', DEFAULT_SLURMD_PORT_BASE)
+    if base is None or not 1 <= base <= 65535 - nodes + 1:
+        raise ValueError(f"SIMSLURM_SLURMD_PORT_BASE='{raw}' is not a valid port base for {nodes} nodes; "
+                         f"set it to e.g. {DEFAULT_SLURMD_PORT_BASE}")
+    slurmd_ports = range(base, base + nodes)
+    if ctld in slurmd_ports:
+        raise ValueError(f'SIMSLURM_CTLD_PORT={ctld} lies inside the slurmd port range {base}-{base + nodes - 1}; '
+                         f'choose ports that do not overlap')
+    raw, dbd = number('SIMSLURM_DBD_PORT', DEFAULT_DBD_PORT)
+    if dbd is None or not 1 <= dbd <= 65535:
+        raise ValueError(f"SIMSLURM_DBD_PORT='{raw}' is not a valid port; set it to e.g. {DEFAULT_DBD_PORT}")
+    if dbd == ctld or dbd in slurmd_ports:
+        raise ValueError(f'SIMSLURM_DBD_PORT={dbd} is the slurmctld port or inside the slurmd port range '
+                         f'{base}-{base + nodes - 1}; choose ports that do not overlap')
+    raw, timeout = number('SIMSLURM_TIMEOUT', 30)
+    if timeout is None:
+        raise ValueError(f"SIMSLURM_TIMEOUT='{raw}' is not a number of seconds")
+    directory = environ.get('SIMSLURM_DIR') or DEFAULT_DIR
+    if not directory.startswith('/'):
+        raise ValueError(f"SIMSLURM_DIR='{directory}' must be an absolute path")
+    return {'NODES': nodes, 'DIR': directory, 'CTLD_PORT': ctld, 'PORT_BASE': base, 'DBD_PORT': dbd,
+            'TIMEOUT': timeout}
+
+
+def shell_declarations(environ):
+    """bin/simslurm's settings and the facts it shares, as bash declarations (global, so that a
+    function can `eval` them)."""
+    settings = settings_from_env(environ)
+    scalars = {**settings, 'CLUSTER': CLUSTER, 'ACCT_DB': ACCT_DB, 'ACCT_DB_USER': ACCT_DB_USER,
+               'MARKER': MARKER, **paths(settings['DIR'])}
+    ports = Settings(0, 0, '', settings['NODES'], slurmd_port_base=settings['PORT_BASE']).node_ports()
     q = shlex.quote
     return ''.join([
-        *(f'declare -g {name}={q(value)}\n' for name, value in scalars.items()),
+        *(f'declare -g {name}={q(str(value))}\n' for name, value in scalars.items()),
         f"declare -ga GPU_DEVICES=({' '.join(map(q, GPU_DEVICES))})\n",
         f"declare -ga NODE_NAMES=({' '.join(map(q, ports))})\n",
         f"declare -gA NODE_PORTS=({' '.join(f'[{q(n)}]={p}' for n, p in ports.items())})\n",
@@ -261,20 +303,23 @@ def main(argv=None):
     parser = argparse.ArgumentParser(prog='simcluster', description=__doc__.split('\n\n')[0])
     sub = parser.add_subparsers(dest='command', required=True)
     gen = sub.add_parser('generate', help='write slurm.conf, gres.conf, slurmdbd.conf, my.cnf into OUTDIR')
-    facts = sub.add_parser('shell', help='print the shared facts as bash declarations')
-    for p in (gen, facts):
-        p.add_argument('--nodes', type=int, default=DEFAULT_NODES)
-        p.add_argument('--dir', default=DEFAULT_DIR)
-        p.add_argument('--slurmd-port-base', type=int, default=DEFAULT_SLURMD_PORT_BASE)
+    sub.add_parser('shell', help="print bin/simslurm's settings (SIMSLURM_*) and the shared facts as bash "
+                                 'declarations')
     gen.add_argument('outdir')
+    gen.add_argument('--nodes', type=int, default=DEFAULT_NODES)
+    gen.add_argument('--dir', default=DEFAULT_DIR)
     gen.add_argument('--ctld-port', type=int, default=DEFAULT_CTLD_PORT)
+    gen.add_argument('--slurmd-port-base', type=int, default=DEFAULT_SLURMD_PORT_BASE)
     gen.add_argument('--dbd-port', type=int, default=DEFAULT_DBD_PORT)
     gen.add_argument('--cpus', type=int, required=True)
     gen.add_argument('--memory-mb', type=int, required=True)
     gen.add_argument('--db-password-file', help="default: the cluster's own (paths()['DB_PASSWORD_FILE'])")
     args = parser.parse_args(argv)
     if args.command == 'shell':
-        sys.stdout.write(shell_facts(args.nodes, args.dir, args.slurmd_port_base))
+        try:
+            sys.stdout.write(shell_declarations(os.environ))
+        except ValueError as err:
+            sys.exit(f'simslurm: error: {err}')
         return
     password = read_password(args.db_password_file or paths(args.dir)['DB_PASSWORD_FILE'])
     settings = Settings(cpus=args.cpus, memory_mb=args.memory_mb, db_password=password,
