@@ -292,7 +292,9 @@ def read_password(path):
 
 
 def write_files(outdir, files):
-    """Each file, mode 0600 (slurmdbd.conf holds a password; bin/simslurm sets the final modes)."""
+    """Each file, mode 0600 (slurmdbd.conf holds a password; bin/simslurm sets the final modes),
+    into `outdir`, made private if it is new."""
+    os.makedirs(outdir, mode=0o700, exist_ok=True)
     for name, text in files.items():
         fd = os.open(os.path.join(outdir, name), os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
         with open(fd, 'w') as f:
