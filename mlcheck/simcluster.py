@@ -74,7 +74,7 @@ def paths(directory):
 def running_nodes(environ=os.environ):
     """Nodes of the running cluster, from SIMSLURM_DIR/nodes (DEFAULT_NODES if no cluster has been
     started here). ValueError if the file holds no count."""
-    path = os.path.join(environ.get('SIMSLURM_DIR', DEFAULT_DIR), NODES_FILE)
+    path = os.path.join(environ.get('SIMSLURM_DIR') or DEFAULT_DIR, NODES_FILE)   # empty: unset, as in bash
     try:
         with open(path) as f:
             return int(f.read())
@@ -271,7 +271,8 @@ def shell_declarations(environ):
     settings = settings_from_env(environ)
     scalars = {**settings, 'CLUSTER': CLUSTER, 'ACCT_DB': ACCT_DB, 'ACCT_DB_USER': ACCT_DB_USER,
                'MARKER': MARKER, **paths(settings['DIR'])}
-    ports = Settings(0, 0, '', settings['NODES'], slurmd_port_base=settings['PORT_BASE']).node_ports()
+    ports = Settings(cpus=0, memory_mb=0, db_password='', nodes=settings['NODES'],
+                     slurmd_port_base=settings['PORT_BASE']).node_ports()
     q = shlex.quote
     return ''.join([
         *(f'declare -g {name}={q(str(value))}\n' for name, value in scalars.items()),
