@@ -6,11 +6,15 @@ Each node has two "GPU slots" of one core each, so the masks are 0x1 and 0x2 and
 runs four ranks, as a LUMI-G node runs eight. Slurm schedules the slots as GPUs (bin/simslurm's
 gres.conf: stand-in devices, GPU 0 nearest core 1 and GPU 1 nearest core 0, numbered across the
 cores as LUMI-G's GCDs are across its CCDs), so --gpus-per-node and --gpu-bind are Slurm's own.
+That topology, the partition's name and the node count's file are mlcheck.simcluster's, which
+also writes bin/simslurm's slurm.conf and gres.conf: the two cannot disagree.
 """
 
+import copy
 import os
 import sys
 
+from mlcheck import simcluster
 from mlcheck.data import images
 from mlcheck.rfm_config import builtin_environment, logging_config, storage_config
 
@@ -21,15 +25,10 @@ DATA_DIR = os.environ.get('MLCHECK_DATA_DIR', os.path.join(REPO, 'var', 'data'))
 def running_nodes():
     """Nodes of the running cluster: `bin/simslurm up` writes their number (SIMSLURM_NODES, 2
     unless set) to SIMSLURM_DIR/nodes, so that no later shell has to export it again."""
-    path = os.path.join(os.environ.get('SIMSLURM_DIR', '/var/tmp/simslurm'), 'nodes')
     try:
-        with open(path) as f:
-            return int(f.read())
-    except FileNotFoundError:
-        return 2        # bin/simslurm's default; no cluster has been started here
-    except (OSError, ValueError) as err:
-        raise SystemExit(f'mlcheck: config error: {path}: not a node count written by '
-                         f'bin/simslurm up ({err}); run bin/simslurm up again') from None
+        return simcluster.running_nodes()
+    except ValueError as err:
+        raise SystemExit(f'mlcheck: config error: {err}') from None
 
 site_configuration = {
     'systems': [{
@@ -44,7 +43,7 @@ site_configuration = {
             # runs slurmdbd with a MariaDB of its own)
             'scheduler': 'slurm',
             'launcher': 'srun',
-            'access': ['--partition=sim'],
+            'access': [f'--partition={simcluster.PARTITION}'],
             'environs': ['builtin'],
             'max_jobs': 1,              # 2 cores: concurrent jobs would distort the throughput
             'env_vars': [['GLOO_SOCKET_IFNAME', 'lo']],
@@ -55,8 +54,8 @@ site_configuration = {
             'container_platforms': [{'type': 'Charliecloud'}],
             'extras': {
                 'mlcheck': {
-                    # as bin/simslurm's gres.conf declares the GPU slots
-                    'topology': {'cores_per_domain': 1, 'gpu_domains': [1, 0]},
+                    # the GPU slots as bin/simslurm's gres.conf declares them (both from here)
+                    'topology': copy.deepcopy(simcluster.TOPOLOGY),
                     'gpu_vendor': 'stand-in',
                     'binding': 'by_domain',     # Slurm 22.05: no --gres-flags=allow-task-sharing
                     'node_counts': [1, 2],

@@ -16,6 +16,8 @@ from pathlib import Path
 
 import pytest
 
+from mlcheck import simcluster
+
 REPO = Path(__file__).resolve().parents[1]
 SIMSLURM = REPO / "bin" / "simslurm"
 
@@ -151,8 +153,8 @@ def test_nothing_of_the_cluster_listens_beyond_loopback(cluster):
 
 def test_up_records_the_node_count_for_the_config(cluster):
     """config/simulated.py reads SIMSLURM_DIR/nodes (max_nodes): the running cluster's count."""
-    nodes = Path(os.environ.get("SIMSLURM_DIR", "/var/tmp/simslurm")) / "nodes"
-    assert nodes.read_text() == os.environ.get("SIMSLURM_NODES", "2") + "\n"
+    nodes = Path(os.environ.get("SIMSLURM_DIR", simcluster.DEFAULT_DIR)) / simcluster.NODES_FILE
+    assert nodes.read_text() == os.environ.get("SIMSLURM_NODES", str(simcluster.DEFAULT_NODES)) + "\n"
 
 
 @pytest.mark.skipif(len(os.sched_getaffinity(0)) < 2, reason="needs at least 2 CPUs")
