@@ -4,12 +4,11 @@ scripts and environment definition files of a ReFrame dry run. Neither needs a c
 
 import importlib.util
 import pathlib
-import re
 import tomllib
 
 import pytest
 
-from conftest import REPO, partition_entry
+from conftest import REPO, exports, partition_entry, srun_line
 from mlcheck.data.staging import stage_mnist
 from reframe_runner import report_cases, run_reframe
 
@@ -42,14 +41,6 @@ def dry_run(config, system, tmp, *args):
     return {(case['name'].split()[0], case['num_nodes']):
             ((pathlib.Path(case['stagedir']) / 'rfm_job.sh').read_text(), pathlib.Path(case['stagedir']))
             for case in report_cases(prefix)}
-
-
-def srun_line(script):
-    return next(line for line in script.splitlines() if line.startswith('srun '))
-
-
-def exports(script):
-    return dict(re.findall(r'^export (\w+)=(.*)$', script, re.M))
 
 
 @pytest.fixture(scope='module')

@@ -8,7 +8,7 @@ import re
 
 import pytest
 
-from conftest import srun_line
+from conftest import exports, srun_line
 from mlcheck.data.staging import stage_mnist
 from reframe_runner import report_cases, run_reframe
 
@@ -22,10 +22,6 @@ def dry_run_scripts(config, tmp):
     assert done.returncode == 0, done.stdout + done.stderr
     return {(case['name'].split()[0], case['num_nodes']): open(f"{case['stagedir']}/rfm_job.sh").read()
             for case in report_cases(tmp / 'rfm')}
-
-
-def exports(script):
-    return dict(re.findall(r'^export (\w+)=(.*)$', script, re.M))
 
 
 TRAINING_CHECKS = ['MNISTDistributedCheck', 'CIFAR100ResNetCheck']   # they read a dataset
