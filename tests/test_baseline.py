@@ -7,6 +7,7 @@ import statistics
 import pytest
 import yaml
 
+from command_line import one_line_error, run_main
 from test_history import BASELINE, CAMPAIGN, samples, sha256, spec
 from conftest import REPO
 from mlcheck import baseline
@@ -16,9 +17,12 @@ SIM_REFERENCES = f'{REPO}/config/references/sim.yaml'
 
 
 def record(tmp_path, capsys, *args):
-    code = baseline.main([*args, '--references-dir', str(tmp_path)])
-    out = capsys.readouterr()
-    return code, out.out, out.err
+    return run_main(capsys, baseline.main, *args, '--references-dir', str(tmp_path))
+
+
+def record_error(tmp_path, capsys, *args):
+    """The one-line error with which mlcheck.baseline refuses `args`."""
+    return one_line_error(capsys, baseline.main, *args, '--references-dir', str(tmp_path))
 
 
 def entry_of(path, nodes=1):
@@ -81,17 +85,11 @@ def test_dry_run_writes_nothing(tmp_path, capsys):
     assert list(tmp_path.iterdir()) == []
 
 
-def one_line_error(tmp_path, capsys, *args):
-    code, out, err = record(tmp_path, capsys, *args)
-    assert code == 2 and err.count('\n') == 1 and err.startswith('mlcheck.baseline: error: ')
-    return err
-
-
 def test_references_of_another_layout_are_left_alone(tmp_path, capsys):
     path = tmp_path / 'sim.yaml'
     path.write_text("MNISTDistributedCheck:\n  $index: ['$partition', 'num_tasks']\n")
     before = sha256(path)
-    err = one_line_error(tmp_path, capsys, spec(BASELINE))
+    err = record_error(tmp_path, capsys, spec(BASELINE))
     assert "references of MNISTDistributedCheck are not indexed by ['$partition', 'image', " in err
     assert sha256(path) == before
 
@@ -100,17 +98,17 @@ def test_unreadable_references_are_left_alone(tmp_path, capsys):
     path = tmp_path / 'sim.yaml'
     path.write_text('MNISTDistributedCheck: [unclosed\n')
     before = sha256(path)
-    assert f'references file {path} cannot be read' in one_line_error(tmp_path, capsys, spec(BASELINE))
+    assert f'references file {path} cannot be read' in record_error(tmp_path, capsys, spec(BASELINE))
     assert sha256(path) == before
 
 
 def test_selection_without_rates(tmp_path, capsys):
-    err = one_line_error(tmp_path, capsys, spec(BASELINE), '--var', 'bandwidth')
+    err = record_error(tmp_path, capsys, spec(BASELINE), '--var', 'bandwidth')
     assert 'holds no value of bandwidth' in err
 
 
 def test_missing_perf_log(tmp_path, capsys):
-    assert 'perf log not found: ' in one_line_error(tmp_path, capsys, CAMPAIGN + '.gone')
+    assert 'perf log not found: ' in record_error(tmp_path, capsys, CAMPAIGN + '.gone')
 
 
 def test_tolerance_as_a_person_types_it(tmp_path, capsys):
@@ -120,7 +118,7 @@ def test_tolerance_as_a_person_types_it(tmp_path, capsys):
 
 @pytest.mark.parametrize('typed', ['-0.1', '10', '0', 'ten'])
 def test_tolerance_that_is_no_bound_is_refused(tmp_path, capsys, typed):
-    err = one_line_error(tmp_path, capsys, spec(BASELINE), '--tolerance', typed)
+    err = record_error(tmp_path, capsys, spec(BASELINE), '--tolerance', typed)
     assert f'--tolerance {typed}: expected a fraction between 0 and 1' in err
     assert list(tmp_path.iterdir()) == []
 

@@ -18,6 +18,7 @@ import sqlite3
 
 import pytest
 
+from command_line import one_line_error, run_main
 from conftest import DATA, load_site_config
 from mlcheck import report
 from mlcheck.errors import InputError
@@ -206,22 +207,14 @@ def test_a_test_on_one_side_only_is_listed():
 # --- the command -----------------------------------------------------------------------------
 
 def run(capsys, *args):
-    code = report.main(list(args))
-    out = capsys.readouterr()
-    return code, out.out, out.err
+    """(exit status, stdout, stderr) of mlcheck.report with `args`."""
+    return run_main(capsys, report.main, *args)
 
 
 def test_command_exit_status_follows_the_verdicts(capsys):
     assert run(capsys, spec(BASELINE), spec(UNCHANGED[0]))[0] == 0
     code, out, _ = run(capsys, spec(BASELINE), spec(SLOWED))
     assert code == 1 and 'REGRESSION' in out
-
-
-def one_line_error(capsys, *args):
-    code, out, err = run(capsys, *args)
-    assert code == 2 and out == ''
-    assert err.count('\n') == 1 and err.startswith('mlcheck.report: error: ')
-    return err
 
 
 @pytest.mark.parametrize('typed', ['5%', '0.05', '5.0%'])
@@ -233,7 +226,7 @@ def test_threshold_as_a_person_types_it(capsys, typed):
 @pytest.mark.parametrize('typed', ['5', '1', '-0.05', '0', '150%', 'five'])
 def test_threshold_that_turns_the_detector_off_is_refused(capsys, typed):
     """'--threshold 5' once meant 500 %: a -50 % drop was 'unchanged' and the gate green."""
-    err = one_line_error(capsys, spec(BASELINE), spec(SLOWED), '--threshold', typed)
+    err = one_line_error(capsys, report.main, spec(BASELINE), spec(SLOWED), '--threshold', typed)
     assert f'--threshold {typed}: expected a fraction between 0 and 1 (0.05) or a percentage (5%)' in err
 
 
@@ -242,7 +235,7 @@ def test_min_repeats_below_what_the_noise_needs_is_one_line(capsys, repeats):
     """--min-repeats 1 with one value a side once divided by zero degrees of freedom, exit 1."""
     one = [s for s in samples(SLOWED) if s.jobid == samples(SLOWED)[0].jobid]
     assert len({s.jobid for s in one}) == 1
-    err = one_line_error(capsys, spec(BASELINE), spec(SLOWED), '--min-repeats', repeats)
+    err = one_line_error(capsys, report.main, spec(BASELINE), spec(SLOWED), '--min-repeats', repeats)
     assert f'--min-repeats {repeats}: the noise estimate needs at least 2 repetitions' in err
 
 
@@ -280,16 +273,17 @@ def test_a_test_that_stopped_producing_results_fails_the_gate(capsys, tmp_path):
 
 
 def test_missing_perf_log(capsys, tmp_path):
-    err = one_line_error(capsys, str(tmp_path / 'gone.log'), CAMPAIGN)
+    err = one_line_error(capsys, report.main, str(tmp_path / 'gone.log'), CAMPAIGN)
     assert f'perf log not found: {tmp_path / "gone.log"}' in err
 
 
 def test_directory_without_perf_logs(capsys, tmp_path):
-    assert f'no perf log (*.log) in directory {tmp_path}' in one_line_error(capsys, str(tmp_path), CAMPAIGN)
+    err = one_line_error(capsys, report.main, str(tmp_path), CAMPAIGN)
+    assert f'no perf log (*.log) in directory {tmp_path}' in err
 
 
 def test_empty_selection(capsys):
-    err = one_line_error(capsys, f'{CAMPAIGN}@20200101:20200102', CAMPAIGN)
+    err = one_line_error(capsys, report.main, f'{CAMPAIGN}@20200101:20200102', CAMPAIGN)
     assert f"selection '{CAMPAIGN}@20200101:20200102' holds no performance values" in err
 
 
@@ -300,7 +294,7 @@ def test_perf_log_with_an_older_header(capsys, tmp_path):
         rows = [line.rstrip('\n').split('|') for line in f]
     old.write_text(''.join('|'.join(r[:4] + r[6:]) + '\n' for r in rows))
     before = sha256(old)
-    err = one_line_error(capsys, str(old), CAMPAIGN)
+    err = one_line_error(capsys, report.main, str(old), CAMPAIGN)
     assert f'perf log {old} has an older or foreign header: no column image, num_nodes' in err
     assert sha256(old) == before
 
@@ -311,7 +305,8 @@ def test_perf_log_with_a_broken_line(capsys, tmp_path):
         lines = f.readlines()
     broken.write_text(''.join(lines[:3]) + lines[3][:60] + '\n')     # cut short
     fields = len(lines[3][:60].split('|'))
-    assert f'{broken}:4: {fields} fields where the header has 16' in one_line_error(capsys, str(broken), CAMPAIGN)
+    err = one_line_error(capsys, report.main, str(broken), CAMPAIGN)
+    assert f'{broken}:4: {fields} fields where the header has 16' in err
 
 
 def test_database_file_that_is_not_one(capsys, tmp_path):
@@ -319,7 +314,7 @@ def test_database_file_that_is_not_one(capsys, tmp_path):
     with open(CAMPAIGN, 'rb') as f:
         garbage.write_bytes(f.read())
     before = sha256(garbage)
-    err = one_line_error(capsys, '--db', str(garbage), 'latest', CAMPAIGN)
+    err = one_line_error(capsys, report.main, '--db', str(garbage), 'latest', CAMPAIGN)
     assert f'{garbage} is not a ReFrame results database (file is not a database)' in err
     assert sha256(garbage) == before and sorted(os.listdir(tmp_path)) == ['results.db']
 
@@ -328,7 +323,7 @@ def test_database_given_as_a_perf_log(capsys, tmp_path):
     db = tmp_path / 'results.db'
     with sqlite3.connect(db) as connection:
         connection.execute('CREATE TABLE sessions (uuid TEXT)')
-    err = one_line_error(capsys, str(db), CAMPAIGN)
+    err = one_line_error(capsys, report.main, str(db), CAMPAIGN)
     assert f'{db} is a database, not a perf log: give it with --db' in err
 
 
@@ -337,13 +332,13 @@ def test_sqlite_database_of_something_else(capsys, tmp_path):
     with sqlite3.connect(other) as connection:
         connection.execute('CREATE TABLE sessions (uuid TEXT)')
     before = sha256(other)
-    err = one_line_error(capsys, '--db', str(other), 'now-1d:now', CAMPAIGN)
+    err = one_line_error(capsys, report.main, '--db', str(other), 'now-1d:now', CAMPAIGN)
     assert f'{other} is not a ReFrame results database (no table metadata, testcases)' in err
     assert sha256(other) == before
 
 
 def test_missing_database_is_not_created(capsys, tmp_path):
-    err = one_line_error(capsys, '--db', str(tmp_path / 'results.db'), 'latest', CAMPAIGN)
+    err = one_line_error(capsys, report.main, '--db', str(tmp_path / 'results.db'), 'latest', CAMPAIGN)
     assert f'results database not found: {tmp_path / "results.db"}' in err
     assert os.listdir(tmp_path) == []
 
@@ -447,7 +442,7 @@ def test_a_named_test_that_broke_is_no_result_not_bad_input(capsys):
 
 
 def test_a_name_that_matches_nothing_is_still_bad_input(capsys):
-    err = one_line_error(capsys, FAILED, FAILED, '-n', 'NoSuchCheck')
+    err = one_line_error(capsys, report.main, FAILED, FAILED, '-n', 'NoSuchCheck')
     assert "no test named like 'NoSuchCheck' in either selection" in err
 
 
