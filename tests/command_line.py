@@ -1,12 +1,19 @@
 """The project's commands (mlcheck.report, mlcheck.baseline) run in this process, as a test reads
 them: their exit status and what they printed."""
 
+from mlcheck import report
+
 
 def run_main(capsys, main, *args):
     """(exit status, stdout, stderr) of a command's `main(args)`."""
     code = main(list(args))
     out = capsys.readouterr()
     return code, out.out, out.err
+
+
+def run_report(capsys, *args):
+    """(exit status, stdout, stderr) of mlcheck.report with `args`."""
+    return run_main(capsys, report.main, *args)
 
 
 def one_line_error(capsys, main, *args):

@@ -18,7 +18,7 @@ import sqlite3
 
 import pytest
 
-from command_line import one_line_error, run_main
+from command_line import one_line_error, run_report
 from conftest import DATA, load_site_config
 from mlcheck import report
 from mlcheck.errors import InputError
@@ -206,20 +206,15 @@ def test_a_test_on_one_side_only_is_listed():
 
 # --- the command -----------------------------------------------------------------------------
 
-def run(capsys, *args):
-    """(exit status, stdout, stderr) of mlcheck.report with `args`."""
-    return run_main(capsys, report.main, *args)
-
-
 def test_command_exit_status_follows_the_verdicts(capsys):
-    assert run(capsys, spec(BASELINE), spec(UNCHANGED[0]))[0] == 0
-    code, out, _ = run(capsys, spec(BASELINE), spec(SLOWED))
+    assert run_report(capsys, spec(BASELINE), spec(UNCHANGED[0]))[0] == 0
+    code, out, _ = run_report(capsys, spec(BASELINE), spec(SLOWED))
     assert code == 1 and 'REGRESSION' in out
 
 
 @pytest.mark.parametrize('typed', ['5%', '0.05', '5.0%'])
 def test_threshold_as_a_person_types_it(capsys, typed):
-    code, out, _ = run(capsys, spec(BASELINE), spec(SLOWED), '--threshold', typed)
+    code, out, _ = run_report(capsys, spec(BASELINE), spec(SLOWED), '--threshold', typed)
     assert code == 1 and 'worse by more than 5%' in out
 
 
@@ -243,7 +238,7 @@ def test_a_crash_is_not_read_as_a_regression(capsys, monkeypatch):
     def broken(*args, **kwargs):
         raise ZeroDivisionError('float division by zero')
     monkeypatch.setattr(compare, 'compare', broken)
-    code, out, err = run(capsys, spec(BASELINE), spec(SLOWED))
+    code, out, err = run_report(capsys, spec(BASELINE), spec(SLOWED))
     assert code == report.EXIT_INTERNAL != report.EXIT_REGRESSION
     assert err.count('\n') == 1
     assert err.startswith('mlcheck.report: internal error: ZeroDivisionError: float division by zero')
@@ -266,10 +261,10 @@ def test_a_test_that_stopped_producing_results_fails_the_gate(capsys, tmp_path):
         lines = f.readlines()
     before.write_text(''.join(lines + [l.replace('num_nodes=1|host|1|', 'num_nodes=2|host|2|')
                                        for l in lines[1:]]))
-    code, out, _ = run(capsys, f"{before}@{BASELINE['start']}:{BASELINE['end']}", spec(UNCHANGED[0]))
+    code, out, _ = run_report(capsys, f"{before}@{BASELINE['start']}:{BASELINE['end']}", spec(UNCHANGED[0]))
     assert code == 1
     assert '3 NO RESULT AFTER: values before and none after (failed or not run)' in out
-    assert run(capsys, spec(UNCHANGED[0]), f"{before}@{BASELINE['start']}:{BASELINE['end']}")[0] == 0
+    assert run_report(capsys, spec(UNCHANGED[0]), f"{before}@{BASELINE['start']}:{BASELINE['end']}")[0] == 0
 
 
 def test_missing_perf_log(capsys, tmp_path):
@@ -344,7 +339,7 @@ def test_missing_database_is_not_created(capsys, tmp_path):
 
 
 def test_report_and_plots(capsys, tmp_path):
-    code, out, _ = run(capsys, spec(BASELINE), spec(SLOWED), '-o', str(tmp_path))
+    code, out, _ = run_report(capsys, spec(BASELINE), spec(SLOWED), '-o', str(tmp_path))
     assert code == 1
     text = (tmp_path / 'report.md').read_text()
     assert text.startswith(f'# Performance: {spec(SLOWED)} against {spec(BASELINE)}')
@@ -393,8 +388,8 @@ def test_a_stray_run_of_other_settings_in_the_baseline_does_not_fail_the_gate(ca
     after = runs([645, 638, 650], start=100)
     verdicts = {c.key[3]: c.verdict for c in compare.compare(before, after)}
     assert verdicts == {DEFAULT: compare.UNCHANGED, 'epochs=2': compare.ONLY_BEFORE}
-    code, out, _ = run(capsys, write_log(tmp_path / 'before.log', before),
-                       write_log(tmp_path / 'after.log', after))
+    code, out, _ = run_report(capsys, write_log(tmp_path / 'before.log', before),
+                              write_log(tmp_path / 'after.log', after))
     assert code == 0 and compare.OTHER_SETTINGS not in out
     # with no group compared on both sides, other settings after still fail the gate
     only_smoke = runs([612], settings='epochs=2', start=100)
@@ -426,18 +421,18 @@ def test_failed_test_cases_are_read_from_the_real_perf_log():
 def test_every_test_broken_in_a_perf_log_is_no_result_not_bad_input(capsys):
     """Issue 18.2, perf logs: every test case of the after session failed sanity."""
     before, after = (f'{FAILED}@{perflog_session("x", s).split("@")[1]}' for s in (ALL_PASS, ALL_FAIL))
-    code, out, err = run(capsys, before, after)
+    code, out, err = run_report(capsys, before, after)
     assert code == 1 and err == ''
     assert '2 NO RESULT AFTER' in out and '2 ran and failed before their performance stage' in out
 
 
 def test_a_named_test_that_broke_is_no_result_not_bad_input(capsys):
     """Issue 18.2 with -n: the named test failed after, the other passed."""
-    code, out, err = run(capsys, perflog_session('BrokenCheck.log', ALL_PASS),
-                         perflog_session('BrokenCheck.log', BROKEN_FAILS), '-n', 'Broken')
+    code, out, err = run_report(capsys, perflog_session('BrokenCheck.log', ALL_PASS),
+                                perflog_session('BrokenCheck.log', BROKEN_FAILS), '-n', 'Broken')
     assert code == 1 and err == '' and '1 NO RESULT AFTER' in out
-    code, out, err = run(capsys, f'{FAILED}@{perflog_session("x", ALL_PASS).split("@")[1]}',
-                         f'{FAILED}@{perflog_session("x", BROKEN_FAILS).split("@")[1]}', '-n', 'Broken')
+    code, out, err = run_report(capsys, f'{FAILED}@{perflog_session("x", ALL_PASS).split("@")[1]}',
+                                f'{FAILED}@{perflog_session("x", BROKEN_FAILS).split("@")[1]}', '-n', 'Broken')
     assert code == 1 and '1 NO RESULT AFTER' in out
 
 
@@ -449,9 +444,9 @@ def test_a_name_that_matches_nothing_is_still_bad_input(capsys):
 def test_every_test_broken_in_the_results_database_is_no_result(capsys):
     """Issue 18.2, results database: the latest session's test cases all failed sanity."""
     database = os.path.join(FAILED, 'results.db')
-    code, out, err = run(capsys, '--db', database, ALL_PASS, 'latest')
+    code, out, err = run_report(capsys, '--db', database, ALL_PASS, 'latest')
     assert code == 1 and err == '' and '2 NO RESULT AFTER' in out
-    code, out, err = run(capsys, '--db', database, ALL_PASS, BROKEN_FAILS, '-n', 'Broken')
+    code, out, err = run_report(capsys, '--db', database, ALL_PASS, BROKEN_FAILS, '-n', 'Broken')
     assert code == 1 and err == '' and '1 NO RESULT AFTER' in out
 
 
@@ -470,8 +465,8 @@ def test_one_repetition_after_is_judged_against_the_spread_before(capsys, tmp_pa
     before, after = runs([640, 652, 633]), runs([330], start=100)
     [found] = compare.compare(before, after)
     assert found.verdict == compare.REGRESSION and found.noise_of == 'before'
-    code, out, _ = run(capsys, write_log(tmp_path / 'before.log', before),
-                       write_log(tmp_path / 'after.log', after))
+    code, out, _ = run_report(capsys, write_log(tmp_path / 'before.log', before),
+                              write_log(tmp_path / 'after.log', after))
     assert code == 1 and '-48.6%' in out and '(before only)' in out
     # one run after within the before spread and the threshold is unchanged
     [found] = compare.compare(before, runs([641], start=100))
@@ -479,8 +474,8 @@ def test_one_repetition_after_is_judged_against_the_spread_before(capsys, tmp_pa
 
 
 def test_one_repetition_each_side_is_shown_and_fails_beyond_the_threshold(capsys, tmp_path):
-    code, out, _ = run(capsys, write_log(tmp_path / 'before.log', runs([640])),
-                       write_log(tmp_path / 'after.log', runs([330], start=100)))
+    code, out, _ = run_report(capsys, write_log(tmp_path / 'before.log', runs([640])),
+                              write_log(tmp_path / 'after.log', runs([330], start=100)))
     assert code == 1 and '-48.4%' in out and compare.TOO_FEW_WORSE in out
     [found] = compare.compare(runs([640]), runs([630], start=100))
     assert found.verdict == compare.TOO_FEW and found.change < 0
@@ -496,7 +491,7 @@ def test_values_of_unrecorded_settings_are_never_merged_into_a_known_group(capsy
     (tmp_path / 'old.log').write_text('\n'.join([old_header] + [perflog_line(s).rsplit('|', 2)[0]
                                                                  for s in old]) + '\n')
     new = runs([44.0, 44.2, 43.9], var='train_time', unit='s', start=100)
-    code, out, _ = run(capsys, str(tmp_path / 'old.log'), write_log(tmp_path / 'new.log', new))
+    code, out, _ = run_report(capsys, str(tmp_path / 'old.log'), write_log(tmp_path / 'new.log', new))
     assert 'REGRESSION' not in out and '+236' not in out
     assert f'[{NOT_RECORDED}]' in out and f'[{DEFAULT}]' in out
     assert code == 1 and compare.OTHER_SETTINGS in out

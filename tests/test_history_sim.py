@@ -15,9 +15,9 @@ from datetime import datetime, timedelta, timezone
 import pytest
 import yaml
 
-from command_line import run_main
+from command_line import run_report
 from conftest import REPO
-from mlcheck import baseline, report
+from mlcheck import baseline
 from reframe_runner import REFRAME, report_cases, run_reframe
 
 CONFIG = os.path.join(REPO, 'config', 'simulated.py')
@@ -92,7 +92,7 @@ def test_the_config_stores_every_session(runs):
 
 def test_report_flags_the_slowed_session(runs, capsys, tmp_path):
     _, db, _, sessions = runs
-    code, out, err = run_main(capsys, report.main, '--db', str(db), sessions['unchanged']['uuid'],
+    code, out, err = run_report(capsys, '--db', str(db), sessions['unchanged']['uuid'],
                                 sessions['slowed']['uuid'], '-o', str(tmp_path / 'report'))
     assert code == 1, out + err
     # the throttled rank also trains slower alone, and the others wait for it; its memory is
@@ -113,9 +113,9 @@ def test_report_flags_the_slowed_session(runs, capsys, tmp_path):
 
 def test_same_selection_on_both_sides_is_no_regression(runs, capsys):
     _, db, _, sessions = runs
-    code, out, _ = run_main(capsys, report.main, '--db', str(db), sessions['unchanged']['uuid'], 'latest')
+    code, out, _ = run_report(capsys, '--db', str(db), sessions['unchanged']['uuid'], 'latest')
     assert code == 1     # latest is the slowed one
-    code, out, _ = run_main(capsys, report.main, '--db', str(db), sessions['unchanged']['period'],
+    code, out, _ = run_report(capsys, '--db', str(db), sessions['unchanged']['period'],
                               sessions['unchanged']['uuid'])
     assert code == 0, out
     assert set(verdicts(out).values()) == {'unchanged'}
@@ -123,7 +123,7 @@ def test_same_selection_on_both_sides_is_no_regression(runs, capsys):
 
 def test_report_on_the_perf_log_by_periods(runs, capsys):
     _, _, perflog, sessions = runs
-    code, out, err = run_main(capsys, report.main, f"{perflog}@{sessions['unchanged']['period']}",
+    code, out, err = run_report(capsys, f"{perflog}@{sessions['unchanged']['period']}",
                                 f"{perflog}@{sessions['slowed']['period']}")
     assert code == 1, out + err
     assert verdicts(out)['samples_per_s'] == 'REGRESSION'
@@ -174,7 +174,7 @@ def test_bad_selections_are_one_line_errors_and_touch_nothing(runs, capsys, tmp_
         ([str(tmp_path / 'missing.log'), str(perflog)], f'perf log not found: {tmp_path / "missing.log"}'),
     ]
     for args, message in cases:
-        code, out, err = run_main(capsys, report.main, *args)
+        code, out, err = run_report(capsys, *args)
         assert code == 2 and out == '', (args, out, err)
         assert err.count('\n') == 1 and message in err, (args, err)
     assert not (tmp_path / 'none.db').exists()
@@ -234,6 +234,6 @@ def test_settings_and_stack_are_recorded_with_every_value(runs, capsys):
         assert facts['slurm'] == slurm.split()[-1]
         import torch
         assert facts['torch'] == torch.__version__
-    code, out, _ = run_main(capsys, report.main, '--db', str(db), sessions['unchanged']['uuid'],
+    code, out, _ = run_report(capsys, '--db', str(db), sessions['unchanged']['uuid'],
                               sessions['slowed']['uuid'])
     assert 'stack of' not in out
