@@ -1,3 +1,4 @@
+import hashlib
 import importlib.util
 import os
 import re
@@ -56,6 +57,12 @@ def srun_line(script):
 def exports(script):
     """{variable: value} of the `export` lines of a job script."""
     return dict(re.findall(r'^export (\w+)=(.*)$', script, re.M))
+
+
+def sha256(path):
+    """The SHA-256 digest of a file, to show that a command left it alone."""
+    with open(path, 'rb') as f:
+        return hashlib.sha256(f.read()).hexdigest()
 
 
 def load_site_config(name):

@@ -8,10 +8,10 @@ import pytest
 import yaml
 
 from command_line import one_line_error, run_main
-from test_history import BASELINE, CAMPAIGN, samples, sha256, spec
-from conftest import REPO
+from conftest import REPO, sha256
 from mlcheck import baseline
 from mlcheck.perf.samples import Sample
+from perflogs import BASELINE, CAMPAIGN, as_run, samples, spec, write_perflog
 
 SIM_REFERENCES = f'{REPO}/config/references/sim.yaml'
 
@@ -125,7 +125,6 @@ def test_tolerance_that_is_no_bound_is_refused(tmp_path, capsys, typed):
 
 def test_runs_of_two_settings_make_no_reference(tmp_path, capsys):
     """3 and 10 epochs of one test in one selection: a median of both would be neither's."""
-    from test_report import as_run, write_perflog
     mixed = write_perflog(tmp_path / 'mixed.log', as_run(samples(BASELINE), 'host', 1) +
                           as_run(samples(BASELINE), 'host', 1, settings='epochs=10'))
     refs = tmp_path / 'refs'
@@ -136,7 +135,6 @@ def test_runs_of_two_settings_make_no_reference(tmp_path, capsys):
 
 
 def test_the_settings_are_written_beside_the_reference(tmp_path, capsys):
-    from test_report import as_run, write_perflog
     log = write_perflog(tmp_path / 'one.log', as_run(samples(BASELINE), 'host', 1))
     refs = tmp_path / 'refs'
     assert record(refs, capsys, log)[0] == 0
@@ -167,7 +165,6 @@ def test_a_file_read_and_written_unchanged_is_the_same_text():
 def test_per_call_times_and_percentages_are_recorded_by_default(tmp_path, capsys):
     """The interconnect's latency (a per-call time) and busbw_of_limit (a percentage) were left
     out unless named, so a doubled latency passed; a run-length total still needs naming."""
-    from test_report import write_perflog
     runs = [Sample('sim:cluster', 'InterconnectCheck %image=host %num_nodes=2', 'host', 2,
                    var, value, unit, 1.8e9 + i, settings='min_bytes=8')
             for i in range(3) for var, value, unit in (('busbw', 0.7 + i / 100, 'GB/s'),

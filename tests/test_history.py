@@ -11,15 +11,13 @@ start and end).
 """
 
 import dataclasses
-import hashlib
-import json
 import os
 import sqlite3
 
 import pytest
 
 from command_line import one_line_error, run_report
-from conftest import DATA, load_site_config
+from conftest import DATA, load_site_config, sha256
 from mlcheck import report
 from mlcheck.errors import InputError
 from mlcheck.perf import compare
@@ -28,37 +26,11 @@ from mlcheck.perf.perflog import read_perflog
 from mlcheck.perf.samples import NOT_RECORDED, Sample, group
 from mlcheck.perf.selection import load, parse_selection
 from mlcheck.rfm_config import invoked_as_dry_run
+from perflogs import (BASELINE, CAMPAIGN, FLAGGED_THROTTLE, PERFLOGS, SESSIONS, SLOWED, UNCHANGED, perflog_line,
+                      samples, spec, write_perflog)
 
-PERFLOGS = os.path.join(DATA, 'perflogs')
 DRY_RUN = os.path.join(PERFLOGS, 'dry-run.log')
-# the smallest slowdown flagged in every session of a campaign (docs/performance-history.md)
-FLAGGED_THROTTLE = {'shared-load': 0.5, 'quiet': 0.1}
 BASELINE_KIND = {'shared-load': 'baseline', 'quiet': 'baseline2'}
-
-
-def sessions_of(campaign):
-    with open(os.path.join(PERFLOGS, f'{campaign}.sessions.json')) as f:
-        found = json.load(f)
-    for session in found:
-        session['log'] = os.path.join(PERFLOGS, f'{campaign}.log')
-        session['campaign'] = campaign
-    return found
-
-
-SESSIONS = {campaign: sessions_of(campaign) for campaign in FLAGGED_THROTTLE}
-CAMPAIGN = SESSIONS['shared-load'][0]['log']
-BASELINE = next(s for s in SESSIONS['shared-load'] if s['kind'] == 'baseline')
-SLOWED = next(s for s in SESSIONS['shared-load']
-              if s['throttle'] == FLAGGED_THROTTLE['shared-load'])
-UNCHANGED = [s for s in SESSIONS['shared-load'] if s['kind'] == 'unchanged']
-
-
-def spec(session):
-    return f"{session['log']}@{session['start']}:{session['end']}"
-
-
-def samples(session):
-    return load(parse_selection(spec(session)))
 
 
 def baseline_of(session):
@@ -69,11 +41,6 @@ def baseline_of(session):
 def judged(before, after, rule=Rule(), var='samples_per_s'):
     [found] = [c for c in compare.compare(samples(before), samples(after), rule) if c.key[2] == var]
     return found
-
-
-def sha256(path):
-    with open(path, 'rb') as f:
-        return hashlib.sha256(f.read()).hexdigest()
 
 
 # --- reading ---------------------------------------------------------------------------------
@@ -376,11 +343,6 @@ def runs(values, settings=DEFAULT, var='samples_per_s', unit='samples/s', name=M
                    jobid=str(1000 + i), settings=settings) for i, value in enumerate(values)]
 
 
-def write_log(path, found):
-    from test_report import write_perflog
-    return write_perflog(path, found)
-
-
 def test_a_stray_run_of_other_settings_in_the_baseline_does_not_fail_the_gate(capsys, tmp_path):
     """Issue 18.1: a period as baseline holds a -S epochs=2 smoke run beside three default runs;
     after, three unchanged default runs: the smoke group is 'only before', the gate passes."""
@@ -388,8 +350,8 @@ def test_a_stray_run_of_other_settings_in_the_baseline_does_not_fail_the_gate(ca
     after = runs([645, 638, 650], start=100)
     verdicts = {c.key[3]: c.verdict for c in compare.compare(before, after)}
     assert verdicts == {DEFAULT: compare.UNCHANGED, 'epochs=2': compare.ONLY_BEFORE}
-    code, out, _ = run_report(capsys, write_log(tmp_path / 'before.log', before),
-                              write_log(tmp_path / 'after.log', after))
+    code, out, _ = run_report(capsys, write_perflog(tmp_path / 'before.log', before),
+                              write_perflog(tmp_path / 'after.log', after))
     assert code == 0 and compare.OTHER_SETTINGS not in out
     # with no group compared on both sides, other settings after still fail the gate
     only_smoke = runs([612], settings='epochs=2', start=100)
@@ -465,8 +427,8 @@ def test_one_repetition_after_is_judged_against_the_spread_before(capsys, tmp_pa
     before, after = runs([640, 652, 633]), runs([330], start=100)
     [found] = compare.compare(before, after)
     assert found.verdict == compare.REGRESSION and found.noise_of == 'before'
-    code, out, _ = run_report(capsys, write_log(tmp_path / 'before.log', before),
-                              write_log(tmp_path / 'after.log', after))
+    code, out, _ = run_report(capsys, write_perflog(tmp_path / 'before.log', before),
+                              write_perflog(tmp_path / 'after.log', after))
     assert code == 1 and '-48.6%' in out and '(before only)' in out
     # one run after within the before spread and the threshold is unchanged
     [found] = compare.compare(before, runs([641], start=100))
@@ -474,8 +436,8 @@ def test_one_repetition_after_is_judged_against_the_spread_before(capsys, tmp_pa
 
 
 def test_one_repetition_each_side_is_shown_and_fails_beyond_the_threshold(capsys, tmp_path):
-    code, out, _ = run_report(capsys, write_log(tmp_path / 'before.log', runs([640])),
-                              write_log(tmp_path / 'after.log', runs([330], start=100)))
+    code, out, _ = run_report(capsys, write_perflog(tmp_path / 'before.log', runs([640])),
+                              write_perflog(tmp_path / 'after.log', runs([330], start=100)))
     assert code == 1 and '-48.4%' in out and compare.TOO_FEW_WORSE in out
     [found] = compare.compare(runs([640]), runs([630], start=100))
     assert found.verdict == compare.TOO_FEW and found.change < 0
@@ -487,11 +449,10 @@ def test_values_of_unrecorded_settings_are_never_merged_into_a_known_group(capsy
     from mlcheck.rfm_config import PERFLOG_HEADER
     old = [dataclasses.replace(s, settings='') for s in runs([13.1, 13.0, 13.2], var='train_time', unit='s')]
     old_header = PERFLOG_HEADER.rsplit('|run_settings', 1)[0]
-    from test_report import perflog_line
     (tmp_path / 'old.log').write_text('\n'.join([old_header] + [perflog_line(s).rsplit('|', 2)[0]
                                                                  for s in old]) + '\n')
     new = runs([44.0, 44.2, 43.9], var='train_time', unit='s', start=100)
-    code, out, _ = run_report(capsys, str(tmp_path / 'old.log'), write_log(tmp_path / 'new.log', new))
+    code, out, _ = run_report(capsys, str(tmp_path / 'old.log'), write_perflog(tmp_path / 'new.log', new))
     assert 'REGRESSION' not in out and '+236' not in out
     assert f'[{NOT_RECORDED}]' in out and f'[{DEFAULT}]' in out
     assert code == 1 and compare.OTHER_SETTINGS in out

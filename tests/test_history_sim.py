@@ -5,7 +5,6 @@ config's results database and written to its perf log, one unchanged and one slo
 --repeat 3.
 """
 
-import hashlib
 import os
 import re
 import subprocess
@@ -16,7 +15,7 @@ import pytest
 import yaml
 
 from command_line import run_report
-from conftest import REPO
+from conftest import REPO, sha256
 from mlcheck import baseline
 from reframe_runner import REFRAME, report_cases, run_reframe
 
@@ -57,7 +56,7 @@ def runs(cluster, tmp_path_factory):
 
 
 def fingerprint(*paths):
-    return {str(p): hashlib.sha256(p.read_bytes()).hexdigest() for p in paths}
+    return {str(p): sha256(p) for p in paths}
 
 
 def verdicts(text):

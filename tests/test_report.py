@@ -9,16 +9,13 @@ settings and software stack that the checks now record.
 import dataclasses
 import os
 import subprocess
-from datetime import datetime, timezone
 
 import pytest
 
 from command_line import run_report
-from test_history import BASELINE, UNCHANGED, SLOWED, samples
 from mlcheck.perf import compare, stack
-from mlcheck.perf.samples import higher_is_better
 from mlcheck.perf.selection import load, parse_selection
-from mlcheck.rfm_config import PERFLOG_HEADER
+from perflogs import BASELINE, CAMPAIGN, SLOWED, UNCHANGED, as_run, samples, spec, write_perflog
 
 LUMI_STACK = {'torch': '2.6.0+rocm6.2.4', 'torchvision': '0.21.0+rocm6.2.4', 'rocm': '6.2.41134',
               'nccl': '2.20.5+hip6.2', 'net_plugin': 'aws-ofi-rccl 1.4.0', 'libfabric': '1.15.2',
@@ -26,28 +23,6 @@ LUMI_STACK = {'torch': '2.6.0+rocm6.2.4', 'torchvision': '0.21.0+rocm6.2.4', 'ro
               'slurm': '23.02.7', 'image': '9876543210 bytes modified 2026-10-01T08:00:00Z'}
 UPGRADED = {**LUMI_STACK, 'nccl': '2.22.3+hip6.2', 'net_plugin': 'aws-ofi-nccl 1.18.0',
             'slurm': '24.05.3'}
-
-
-def perflog_line(s):
-    when = datetime.fromtimestamp(s.time, timezone.utc).isoformat(timespec='seconds')
-    ref = ['null' if v is None else str(v) for v in (s.reference or (None,) * 3)]
-    return '|'.join([when, 'reframe 4.10.4', s.partition, s.name, s.image, str(s.num_nodes),
-                     str(2 * s.num_nodes), s.jobid, s.nodelist, s.var, 'null' if s.value is None else str(s.value), s.unit, *ref,
-                     s.result, s.settings, s.stack])
-
-
-def write_perflog(path, found):
-    path.write_text('\n'.join([PERFLOG_HEADER, *map(perflog_line, found)]) + '\n')
-    return str(path)
-
-
-def as_run(found, image, nodes, factor=1.0, settings='epochs=3', facts=None):
-    """The samples as if run in `image` on `nodes` nodes, `factor` times as fast."""
-    scale = lambda s: s.value * factor if higher_is_better(s.unit) else s.value / factor
-    return [dataclasses.replace(s, name=f'MNISTDistributedCheck %image={image} %num_nodes={nodes}',
-                                image=image, num_nodes=nodes, value=scale(s), settings=settings,
-                                stack=stack.encode(facts or {}))
-            for s in found]
 
 
 def upgrade(tmp_path, after_stack=UPGRADED, after_session=UNCHANGED[0], settings='epochs=3'):
@@ -195,7 +170,6 @@ def test_one_scaling_and_one_time_figure_per_check(tmp_path, capsys):
 def test_a_perf_log_moved_aside_for_the_new_header_is_still_read(tmp_path, capsys):
     """ReFrame moves a perf log whose header changed to <name>.log.h0; a directory selection
     still reads it (and skips one too old to hold an image and node count)."""
-    from test_history import CAMPAIGN, spec
     logs = tmp_path / 'perflogs' / 'sim' / 'cluster'
     logs.mkdir(parents=True)
     with open(CAMPAIGN) as f:
