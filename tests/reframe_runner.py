@@ -50,6 +50,19 @@ def report_cases(prefix, check=None):
     return [c for c in cases if check is None or c['name'].startswith(check + ' ')]
 
 
+def simulated_config_with(tmp_path, **mlcheck):
+    """A site config file in `tmp_path`: config/simulated.py with these extras.mlcheck keys replaced."""
+    path = tmp_path / 'simulated_with.py'
+    path.write_text(
+        'import importlib.util\n'
+        f"spec = importlib.util.spec_from_file_location('simulated', {os.path.join(REPO, 'config', 'simulated.py')!r})\n"
+        'module = importlib.util.module_from_spec(spec)\n'
+        'spec.loader.exec_module(module)\n'
+        'site_configuration = module.site_configuration\n'
+        f"site_configuration['systems'][0]['partitions'][0]['extras']['mlcheck'].update({mlcheck!r})\n")
+    return path
+
+
 def dry_run_scripts(config, system, tmp, *args):
     """{(check, num_nodes): (job script, stage directory)} of a dry run of every check of `config`
     on `system` into a new prefix under `tmp`, the datasets staged in `tmp`/data once (the checks
