@@ -184,7 +184,7 @@ def test_documented_commands_on_stored_sessions(runs, tmp_path):
     """README's and docs' report and baseline commands verbatim, in a tree laid out like the
     repository root (its directories linked, var/rfm/perflogs the runs' perf logs, so that
     nothing is written into the checkout), then from another directory with paths adjusted."""
-    from test_documented_commands import adjusted, documented_commands, needs_database, run_command
+    from docs_commands import adjusted, documented_commands, needs_database, run_command
 
     prefix, db, _, sessions = runs
     root = tmp_path / 'root'
