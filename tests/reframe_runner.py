@@ -53,9 +53,10 @@ def report_cases(prefix, check=None):
 def simulated_config_with(tmp_path, **mlcheck):
     """A site config file in `tmp_path`: config/simulated.py with these extras.mlcheck keys replaced."""
     path = tmp_path / 'simulated_with.py'
+    simulated = os.path.join(REPO, 'config', 'simulated.py')
     path.write_text(
         'import importlib.util\n'
-        f"spec = importlib.util.spec_from_file_location('simulated', {os.path.join(REPO, 'config', 'simulated.py')!r})\n"
+        f"spec = importlib.util.spec_from_file_location('simulated', {simulated!r})\n"
         'module = importlib.util.module_from_spec(spec)\n'
         'spec.loader.exec_module(module)\n'
         'site_configuration = module.site_configuration\n'

@@ -22,7 +22,8 @@ OUTPUT = {nodes: f'sim_cluster_interconnect_{nodes}nodes.out' for nodes in (2, 3
 
 def problems_of(sim, text, nodes=2):
     """Every problem the check would report: the launch's sanity, then the program's."""
-    return judged(sim, text, nodes=nodes, program=lambda run, expect: interconnect.problems(run, expect.world_size, 0.5))
+    return judged(sim, text, nodes=nodes,
+                  program=lambda run, expect: interconnect.problems(run, expect.world_size, 0.5))
 
 
 # --- formulas (nccl-tests, doc/PERFORMANCE.md) ------------------------------------------------
