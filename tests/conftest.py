@@ -1,5 +1,7 @@
+import hashlib
 import importlib.util
 import os
+import re
 import subprocess
 import sys
 
@@ -50,6 +52,17 @@ def suite_run(cluster, tmp_path_factory):
 def srun_line(script):
     """The srun command line of a job script."""
     return next(line for line in script.splitlines() if line.startswith('srun '))
+
+
+def exports(script):
+    """{variable: value} of the `export` lines of a job script."""
+    return dict(re.findall(r'^export (\w+)=(.*)$', script, re.M))
+
+
+def sha256(path):
+    """The SHA-256 digest of a file, to show that a command left it alone."""
+    with open(path, 'rb') as f:
+        return hashlib.sha256(f.read()).hexdigest()
 
 
 def load_site_config(name):

@@ -4,10 +4,12 @@ stage, output, perf logs, the results database and dry-run perf logs all go unde
 import difflib
 import json
 import os
+import pathlib
 import subprocess
 import sys
 
 from conftest import REPO
+from mlcheck.data.staging import stage_mnist
 
 REFRAME = os.path.join(os.path.dirname(sys.executable), 'reframe')
 
@@ -46,6 +48,36 @@ def report_cases(prefix, check=None):
         report = json.load(f)
     cases = [case for run in report['runs'] for case in run['testcases']]
     return [c for c in cases if check is None or c['name'].startswith(check + ' ')]
+
+
+def simulated_config_with(tmp_path, **mlcheck):
+    """A site config file in `tmp_path`: config/simulated.py with these extras.mlcheck keys replaced."""
+    path = tmp_path / 'simulated_with.py'
+    simulated = os.path.join(REPO, 'config', 'simulated.py')
+    path.write_text(
+        'import importlib.util\n'
+        f"spec = importlib.util.spec_from_file_location('simulated', {simulated!r})\n"
+        'module = importlib.util.module_from_spec(spec)\n'
+        'spec.loader.exec_module(module)\n'
+        'site_configuration = module.site_configuration\n'
+        f"site_configuration['systems'][0]['partitions'][0]['extras']['mlcheck'].update({mlcheck!r})\n")
+    return path
+
+
+def dry_run_scripts(config, system, tmp, *args):
+    """{(check, num_nodes): (job script, stage directory)} of a dry run of every check of `config`
+    on `system` into a new prefix under `tmp`, the datasets staged in `tmp`/data once (the checks
+    read MNIST's headers at setup; CIFAR-100's directory need only exist)."""
+    data = tmp / 'data'
+    if not data.exists():
+        stage_mnist(str(data))
+        (data / 'cifar-100-python').mkdir()
+    prefix = tmp / f'rfm{len(list(tmp.glob("rfm*")))}'
+    done = run_reframe(config, prefix, '--system', system, '--dry-run', '-S', f'data_dir={data}', *args)
+    assert done.returncode == 0, done.stdout + done.stderr
+    return {(case['name'].split()[0], case['num_nodes']):
+            ((pathlib.Path(case['stagedir']) / 'rfm_job.sh').read_text(), pathlib.Path(case['stagedir']))
+            for case in report_cases(prefix)}
 
 
 def job_file(case, name='rfm_job.out'):

@@ -7,18 +7,22 @@ import statistics
 import pytest
 import yaml
 
-from test_history import BASELINE, CAMPAIGN, samples, sha256, spec
-from conftest import REPO
+from command_line import one_line_error, run_main
+from conftest import REPO, sha256
 from mlcheck import baseline
 from mlcheck.perf.samples import Sample
+from perflogs import BASELINE, CAMPAIGN, as_run, samples, spec, write_perflog
 
 SIM_REFERENCES = f'{REPO}/config/references/sim.yaml'
 
 
 def record(tmp_path, capsys, *args):
-    code = baseline.main([*args, '--references-dir', str(tmp_path)])
-    out = capsys.readouterr()
-    return code, out.out, out.err
+    return run_main(capsys, baseline.main, *args, '--references-dir', str(tmp_path))
+
+
+def record_error(tmp_path, capsys, *args):
+    """The one-line error with which mlcheck.baseline refuses `args`."""
+    return one_line_error(capsys, baseline.main, *args, '--references-dir', str(tmp_path))
 
 
 def entry_of(path, nodes=1):
@@ -81,17 +85,11 @@ def test_dry_run_writes_nothing(tmp_path, capsys):
     assert list(tmp_path.iterdir()) == []
 
 
-def one_line_error(tmp_path, capsys, *args):
-    code, out, err = record(tmp_path, capsys, *args)
-    assert code == 2 and err.count('\n') == 1 and err.startswith('mlcheck.baseline: error: ')
-    return err
-
-
 def test_references_of_another_layout_are_left_alone(tmp_path, capsys):
     path = tmp_path / 'sim.yaml'
     path.write_text("MNISTDistributedCheck:\n  $index: ['$partition', 'num_tasks']\n")
     before = sha256(path)
-    err = one_line_error(tmp_path, capsys, spec(BASELINE))
+    err = record_error(tmp_path, capsys, spec(BASELINE))
     assert "references of MNISTDistributedCheck are not indexed by ['$partition', 'image', " in err
     assert sha256(path) == before
 
@@ -100,17 +98,17 @@ def test_unreadable_references_are_left_alone(tmp_path, capsys):
     path = tmp_path / 'sim.yaml'
     path.write_text('MNISTDistributedCheck: [unclosed\n')
     before = sha256(path)
-    assert f'references file {path} cannot be read' in one_line_error(tmp_path, capsys, spec(BASELINE))
+    assert f'references file {path} cannot be read' in record_error(tmp_path, capsys, spec(BASELINE))
     assert sha256(path) == before
 
 
 def test_selection_without_rates(tmp_path, capsys):
-    err = one_line_error(tmp_path, capsys, spec(BASELINE), '--var', 'bandwidth')
+    err = record_error(tmp_path, capsys, spec(BASELINE), '--var', 'bandwidth')
     assert 'holds no value of bandwidth' in err
 
 
 def test_missing_perf_log(tmp_path, capsys):
-    assert 'perf log not found: ' in one_line_error(tmp_path, capsys, CAMPAIGN + '.gone')
+    assert 'perf log not found: ' in record_error(tmp_path, capsys, CAMPAIGN + '.gone')
 
 
 def test_tolerance_as_a_person_types_it(tmp_path, capsys):
@@ -120,14 +118,13 @@ def test_tolerance_as_a_person_types_it(tmp_path, capsys):
 
 @pytest.mark.parametrize('typed', ['-0.1', '10', '0', 'ten'])
 def test_tolerance_that_is_no_bound_is_refused(tmp_path, capsys, typed):
-    err = one_line_error(tmp_path, capsys, spec(BASELINE), '--tolerance', typed)
+    err = record_error(tmp_path, capsys, spec(BASELINE), '--tolerance', typed)
     assert f'--tolerance {typed}: expected a fraction between 0 and 1' in err
     assert list(tmp_path.iterdir()) == []
 
 
 def test_runs_of_two_settings_make_no_reference(tmp_path, capsys):
     """3 and 10 epochs of one test in one selection: a median of both would be neither's."""
-    from test_report import as_run, write_perflog
     mixed = write_perflog(tmp_path / 'mixed.log', as_run(samples(BASELINE), 'host', 1) +
                           as_run(samples(BASELINE), 'host', 1, settings='epochs=10'))
     refs = tmp_path / 'refs'
@@ -138,7 +135,6 @@ def test_runs_of_two_settings_make_no_reference(tmp_path, capsys):
 
 
 def test_the_settings_are_written_beside_the_reference(tmp_path, capsys):
-    from test_report import as_run, write_perflog
     log = write_perflog(tmp_path / 'one.log', as_run(samples(BASELINE), 'host', 1))
     refs = tmp_path / 'refs'
     assert record(refs, capsys, log)[0] == 0
@@ -169,7 +165,6 @@ def test_a_file_read_and_written_unchanged_is_the_same_text():
 def test_per_call_times_and_percentages_are_recorded_by_default(tmp_path, capsys):
     """The interconnect's latency (a per-call time) and busbw_of_limit (a percentage) were left
     out unless named, so a doubled latency passed; a run-length total still needs naming."""
-    from test_report import write_perflog
     runs = [Sample('sim:cluster', 'InterconnectCheck %image=host %num_nodes=2', 'host', 2,
                    var, value, unit, 1.8e9 + i, settings='min_bytes=8')
             for i in range(3) for var, value, unit in (('busbw', 0.7 + i / 100, 'GB/s'),

@@ -3,10 +3,8 @@ arithmetic, and the sanity rules on a real run of the simulated partition
 (sim_cluster_cifar100_2nodes.out: ResNet-18, 4 gloo ranks on nid001-002, 3 epochs of 8 steps).
 """
 
-import json
 import math
 import os
-import re
 import subprocess
 import sys
 
@@ -16,10 +14,11 @@ import pytest
 from conftest import DATA, REPO
 from ddp_common import load_program, steady_state, steps_per_epoch
 from mlcheck.data import staging
-from mlcheck.judging import output, sanity
+from mlcheck.judging import output
+from saved_outputs import judged, saved, with_facts
 
 PROGRAM = os.path.join(REPO, 'src', 'pytorch', 'cifar', 'train_cifar100.py')
-SIM_OUT = os.path.join(DATA, 'sim_cluster_cifar100_2nodes.out')
+SIM_OUT = 'sim_cluster_cifar100_2nodes.out'
 
 
 @pytest.fixture(scope='module')
@@ -139,57 +138,37 @@ def test_missing_data_is_a_one_line_error(tmp_path):
 
 # --- sanity on a real run ---------------------------------------------------------------------
 
-def sim_problems(sim, text, epochs=3):
-    expect = sanity.Expectations.for_run(sim, sim.layout(2),
-                                         epochs=epochs, loss_must_fall=True)
-    return sanity.problems(output.parse(text), expect)
-
-
-def sim_text():
-    with open(SIM_OUT) as f:
-        return f.read()
-
-
-def edit_facts(text, event, change):
-    """Apply change(fact) to every fact line of `event`, keeping srun's label."""
-    lines = []
-    for line in text.splitlines():
-        label, _, rest = line.partition(': MLCHECK ')
-        if rest and json.loads(rest)['event'] == event:
-            fact = json.loads(rest)
-            change(fact)
-            line = f'{label}: MLCHECK {json.dumps(fact, sort_keys=True)}'
-        lines.append(line)
-    return '\n'.join(lines)
-
-
 def test_real_cifar_run_is_sane(sim):
-    assert sim_problems(sim, sim_text()) == []
+    assert judged(sim, saved(SIM_OUT), epochs=3, loss_must_fall=True) == []
 
 
 def test_real_cifar_run_figures():
-    run = output.read(SIM_OUT)
+    run = output.read(os.path.join(DATA, SIM_OUT))
     result = run.result()
     assert result['samples_per_s_per_device'] == pytest.approx(result['samples_per_s'] / 4)
     assert result['world_size'] == 4 and result['model'] == 'resnet18'
 
 
 def test_loss_that_does_not_fall_fails(sim):
-    text = edit_facts(sim_text(), 'summary', lambda f: f.update(loss=4.6))
-    assert sim_problems(sim, text) == ['loss did not fall: 4.6000 in epoch 1, 4.6000 in epoch 3']
+    text = with_facts(saved(SIM_OUT), 'summary', loss=4.6)
+    found = judged(sim, text, epochs=3, loss_must_fall=True)
+    assert found == ['loss did not fall: 4.6000 in epoch 1, 4.6000 in epoch 3']
 
 
 def test_nan_loss_fails(sim):
-    text = edit_facts(sim_text(), 'summary', lambda f: f.update(loss=float('nan')) if f['epoch'] == 3 else None)
-    assert sim_problems(sim, text) == ['loss is not finite in epoch(s) 3']
+    text = with_facts(saved(SIM_OUT), 'summary',
+                      change=lambda f: {**f, 'loss': float('nan')} if f['epoch'] == 3 else f)
+    assert judged(sim, text, epochs=3, loss_must_fall=True) == ['loss is not finite in epoch(s) 3']
 
 
 def test_rank_without_throughput_for_an_epoch_fails(sim):
-    text = '\n'.join(l for l in sim_text().splitlines()
-                     if not re.match(r'2: MLCHECK .*"epoch": 2, "event": "epoch"', l))
-    assert sim_problems(sim, text) == ['rank 2 reported throughput for epochs [1, 3], expected 1-3']
+    text = with_facts(saved(SIM_OUT), 'epoch', rank=2, change=lambda f: None if f['epoch'] == 2 else f)
+    found = judged(sim, text, epochs=3, loss_must_fall=True)
+    assert found == ['rank 2 reported throughput for epochs [1, 3], expected 1-3']
 
 
 def test_rank_that_timed_nothing_fails(sim):
-    text = edit_facts(sim_text(), 'epoch', lambda f: f.update(samples=0) if f['rank'] == 1 and f['epoch'] == 1 else None)
-    assert sim_problems(sim, text) == ['rank 1 reported throughput for epochs [2, 3], expected 1-3']
+    text = with_facts(saved(SIM_OUT), 'epoch', rank=1,
+                      change=lambda f: {**f, 'samples': 0} if f['epoch'] == 1 else f)
+    found = judged(sim, text, epochs=3, loss_must_fall=True)
+    assert found == ['rank 1 reported throughput for epochs [2, 3], expected 1-3']

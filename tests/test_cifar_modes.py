@@ -6,66 +6,35 @@ labelled `0: ` as srun --label writes it. On a CPU the stand-in GPUs are not use
 on one device without DataParallel, so what is judged there is the launch (one process, its
 CPU mask) and the training promise; the GPU rule is judged on LUMI's settings, below."""
 
-import json
-import os
-import re
-
 import pytest
 from hypothesis import given, settings, strategies as st
 
-from conftest import DATA
 from mlcheck.errors import ConfigError
-from mlcheck.judging import output, sanity
 from mlcheck.placement.launch import Layout
 from mlcheck.placement.topology import NodeTopology, cores_to_mask, mask_to_cores
+from saved_outputs import judged, saved, with_facts
 
-MODES = os.path.join(DATA, 'cifar100_modes')
+MODE_OUT = 'cifar100_modes/sim_{}.out'
 # what the check asks of each mode (checks/cifar100_resnet.py task_shape), per partition
 SHAPES = {'dp': lambda s: {'tasks_per_node': 1, 'gpus_per_task': s.topology.gpus_per_node},
           'single': lambda s: {'tasks_per_node': 1, 'gpus_per_task': 1}}
 
 
-def saved(mode):
-    with open(os.path.join(MODES, f'sim_{mode}.out')) as f:
-        return f.read()
-
-
-def expect_for(site, mode, **training):
-    """The check's expectations in a one-process mode: no solo phase, its training promise."""
-    return sanity.Expectations.for_run(site, site.layout(1, **SHAPES[mode](site)),
-                                       epochs=3, loss_must_fall=True, **training)
-
-
-def edit_facts(text, event, change):
-    """`text` with change(fact) applied to every fact line of `event` (None drops the line)."""
-    lines = []
-    for line in text.splitlines(keepends=True):
-        label, _, rest = line.partition('MLCHECK ')
-        fact = json.loads(rest) if rest else None
-        if fact and fact.get('event') == event:
-            fact = change(fact)
-            if fact is None:
-                continue
-            line = f'{label}MLCHECK {json.dumps(fact)}\n'
-        lines.append(line)
-    return ''.join(lines)
-
-
 def problems(site, mode, text):
-    return sanity.problems(output.parse(text), expect_for(site, mode))
+    """The check's problems in a one-process mode: no solo phase, its training promise."""
+    return judged(site, text, layout=site.layout(1, **SHAPES[mode](site)), epochs=3, loss_must_fall=True)
 
 
 @pytest.mark.parametrize('mode', ['dp', 'single'])
 def test_saved_run_of_each_mode_is_sane_on_the_simulated_partition(sim, mode):
-    assert problems(sim, mode, saved(mode)) == []
+    assert problems(sim, mode, saved(MODE_OUT.format(mode))) == []
 
 
 @pytest.mark.parametrize('mode', ['dp', 'single'])
 def test_ddp_expectations_would_fail_a_one_process_run(sim, mode):
     """Why the mode has expectations of its own: a DDP world and a solo phase are not there."""
-    ddp = sanity.Expectations.for_run(sim, sim.layout(1), epochs=3, loss_must_fall=True,
-                                      slow_rank_fraction=0.8)
-    found = sanity.problems(output.parse(saved(mode)), ddp)
+    found = judged(sim, saved(MODE_OUT.format(mode)), nodes=1, epochs=3, loss_must_fall=True,
+                   slow_rank_fraction=0.8)
     assert any('ran in a world of 1, launched 2' in p for p in found), found
     assert any('reported no solo throughput' in p for p in found), found
 
@@ -82,14 +51,13 @@ def test_ddp_expectations_would_fail_a_one_process_run(sim, mode):
     ('rank', lambda f: {**f, 'affinity': [5]}, 'runs on cores [5], expected'),
 ])
 def test_each_broken_promise_of_a_one_process_mode_is_found(sim, mode, event, change, problem):
-    found = problems(sim, mode, edit_facts(saved(mode), event, change))
+    found = problems(sim, mode, with_facts(saved(MODE_OUT.format(mode)), event, change=change))
     assert any(problem in p for p in found), found
 
 
 def on_lumi_gpus(text, visible, cores):
     """The saved run as LUMI would show it: the rank on cuda:0 seeing `visible` GCDs, on `cores`."""
-    return edit_facts(text, 'rank', lambda f: {**f, 'device': 'cuda:0', 'visible_devices': visible,
-                                                'affinity': cores})
+    return with_facts(text, 'rank', device='cuda:0', visible_devices=visible, affinity=cores)
 
 
 def lumi_cores(lumi, gpus):
@@ -98,15 +66,15 @@ def lumi_cores(lumi, gpus):
 
 def test_dp_on_a_gpu_partition_must_see_every_gpu_of_the_node(lumi):
     every = lumi_cores(lumi, range(8))
-    assert problems(lumi, 'dp', on_lumi_gpus(saved('dp'), 8, every)) == []
-    found = problems(lumi, 'dp', on_lumi_gpus(saved('dp'), 1, every))
+    assert problems(lumi, 'dp', on_lumi_gpus(saved(MODE_OUT.format('dp')), 8, every)) == []
+    found = problems(lumi, 'dp', on_lumi_gpus(saved(MODE_OUT.format('dp')), 1, every))
     assert found == ["rank 0 uses device 'cuda:0' and sees 1 GPU(s); expected exactly 8 GPUs"]
 
 
 def test_single_on_a_gpu_partition_must_see_one_gpu(lumi):
     cores = lumi_cores(lumi, [0])
-    assert problems(lumi, 'single', on_lumi_gpus(saved('single'), 1, cores)) == []
-    found = problems(lumi, 'single', on_lumi_gpus(saved('single'), 8, cores))
+    assert problems(lumi, 'single', on_lumi_gpus(saved(MODE_OUT.format('single')), 1, cores)) == []
+    found = problems(lumi, 'single', on_lumi_gpus(saved(MODE_OUT.format('single')), 8, cores))
     assert found == ["rank 0 uses device 'cuda:0' and sees 8 GPU(s); expected exactly one GPU"]
 
 

@@ -4,14 +4,12 @@ scripts and environment definition files of a ReFrame dry run. Neither needs a c
 
 import importlib.util
 import pathlib
-import re
 import tomllib
 
 import pytest
 
-from conftest import REPO, partition_entry
-from mlcheck.data.staging import stage_mnist
-from reframe_runner import report_cases, run_reframe
+from conftest import REPO, exports, partition_entry, srun_line
+from reframe_runner import dry_run_scripts
 
 CHECKS = ['CIFAR100ResNetCheck', 'InterconnectCheck', 'MNISTDistributedCheck']
 NGC_IMAGE = 'nvcr.io#nvidia/pytorch:25.11-py3'
@@ -30,38 +28,16 @@ ALPS_ENV = {'NCCL_NET': 'AWS Libfabric', 'NCCL_NET_GDR_LEVEL': 'PHB', 'NCCL_CROS
             'CUDA_CACHE_DISABLE': '1', 'MPICH_GPU_SUPPORT_ENABLED': '0'}
 
 
-def dry_run(config, system, tmp, *args):
-    """{(check, num_nodes): (job script, stage directory)} of a dry run of every check."""
-    data = tmp / 'data'
-    if not data.exists():
-        stage_mnist(str(data))      # the check reads its files' headers at setup
-        (data / 'cifar-100-python').mkdir()
-    prefix = tmp / f'rfm{len(list(tmp.glob("rfm*")))}'
-    done = run_reframe(config, prefix, '--system', system, '--dry-run', '-S', f'data_dir={data}', *args)
-    assert done.returncode == 0, done.stdout + done.stderr
-    return {(case['name'].split()[0], case['num_nodes']):
-            ((pathlib.Path(case['stagedir']) / 'rfm_job.sh').read_text(), pathlib.Path(case['stagedir']))
-            for case in report_cases(prefix)}
-
-
-def srun_line(script):
-    return next(line for line in script.splitlines() if line.startswith('srun '))
-
-
-def exports(script):
-    return dict(re.findall(r'^export (\w+)=(.*)$', script, re.M))
-
-
 @pytest.fixture(scope='module')
 def alps(tmp_path_factory):
     tmp = tmp_path_factory.mktemp('alps')
-    return tmp, dry_run('alps', 'daint:normal', tmp)
+    return tmp, dry_run_scripts('alps', 'daint:normal', tmp)
 
 
 @pytest.fixture(scope='module')
 def dgx(tmp_path_factory):
     tmp = tmp_path_factory.mktemp('dgx')
-    return tmp, dry_run('dgx', 'dgx:batch', tmp)
+    return tmp, dry_run_scripts('dgx', 'dgx:batch', tmp)
 
 
 def test_alps_runs_every_check_at_each_node_count(alps):
@@ -155,6 +131,6 @@ def test_dgx_runs_a_squashfs_image_given_by_path(dgx, tmp_path):
     tmp, _ = dgx
     image = tmp_path / 'pytorch+25.11-py3.sqsh'
     image.touch()
-    scripts = dry_run('dgx', 'dgx:batch', tmp, '-n', 'MNIST', '-P', 'num_nodes=1', '-P', f'image={image}')
+    scripts = dry_run_scripts('dgx', 'dgx:batch', tmp, '-n', 'MNIST', '-P', 'num_nodes=1', '-P', f'image={image}')
     (script, _), = scripts.values()
     assert f' --container-image={image} --container-mounts=' in srun_line(script)

@@ -8,24 +8,8 @@ import re
 
 import pytest
 
-from conftest import srun_line
-from mlcheck.data.staging import stage_mnist
-from reframe_runner import report_cases, run_reframe
-
-
-def dry_run_scripts(config, tmp):
-    """{(check, num_nodes): job script} of a dry run of every check of `config`."""
-    data = tmp / 'data'
-    stage_mnist(str(data))      # the check reads its files' headers at setup
-    (data / 'cifar-100-python').mkdir()
-    done = run_reframe(config, tmp / 'rfm', '--system', config, '--dry-run', '-S', f'data_dir={data}')
-    assert done.returncode == 0, done.stdout + done.stderr
-    return {(case['name'].split()[0], case['num_nodes']): open(f"{case['stagedir']}/rfm_job.sh").read()
-            for case in report_cases(tmp / 'rfm')}
-
-
-def exports(script):
-    return dict(re.findall(r'^export (\w+)=(.*)$', script, re.M))
+from conftest import exports, srun_line
+from reframe_runner import dry_run_scripts
 
 
 TRAINING_CHECKS = ['MNISTDistributedCheck', 'CIFAR100ResNetCheck']   # they read a dataset
@@ -35,13 +19,15 @@ CHECKS = [*TRAINING_CHECKS, 'InterconnectCheck']
 @pytest.fixture(scope='module')
 def frontier(tmp_path_factory):
     tmp = tmp_path_factory.mktemp('frontier')
-    return tmp, dry_run_scripts('frontier', tmp)
+    scripts = dry_run_scripts('frontier', 'frontier', tmp)
+    return tmp, {key: script for key, (script, _) in scripts.items()}
 
 
 @pytest.fixture(scope='module')
 def perlmutter(tmp_path_factory):
     tmp = tmp_path_factory.mktemp('perlmutter')
-    return tmp, dry_run_scripts('perlmutter', tmp)
+    scripts = dry_run_scripts('perlmutter', 'perlmutter', tmp)
+    return tmp, {key: script for key, (script, _) in scripts.items()}
 
 
 def test_frontier_runs_every_check_at_each_node_count(frontier):

@@ -8,28 +8,20 @@ the program had then. See docs/cifar-benchmark.md.
 """
 
 import dataclasses
-import os
 
 import pytest
 
-from conftest import DATA
 from mlcheck.judging import interconnect, output, sanity
 from mlcheck.placement.topology import cores_to_mask
+from saved_outputs import saved_job, with_facts
 
-GPU = os.path.join(DATA, 'gpu')
 
-
-def gpu_run(name, edit=None):
-    """The parsed capture `name`; `edit(fact)` may change each fact line first."""
-    with open(os.path.join(GPU, f'h100_{name}.out')) as f:
-        text = f.read()
-    with open(os.path.join(GPU, f'h100_{name}.err')) as f:
-        stderr = f.read()
-    run = output.parse(text, stderr=stderr)
-    if edit:
-        for fact in run.facts:
-            edit(fact)
-    return run
+def gpu_run(name, event=None, **values):
+    """The parsed capture `name`, its facts of `event` updated with `values` first if given."""
+    stdout, stderr = saved_job(f'gpu/h100_{name}')
+    if event:
+        stdout = with_facts(stdout, event, **values)
+    return output.parse(stdout, stderr=stderr)
 
 
 def one_rank(run, **promises):
@@ -57,20 +49,14 @@ def test_the_gpu_locality_read_matches_nvidia_smi():
 
 
 def test_a_rank_on_cores_not_local_to_its_gpu_fails_naming_the_gpu():
-    def narrow(fact):
-        if fact.get('event') == 'rank':
-            fact['gpu_local_cpus'] = list(range(8))
-    run = gpu_run('mnist', narrow)
+    run = gpu_run('mnist', 'rank', gpu_local_cpus=list(range(8)))
     found = sanity.problems(run, one_rank(run, min_accuracy=0.9))
     assert found == ['rank 0 on vm runs on cores 0-15, not all local to its GPU 0000:00:06.0 '
                      '(cores 0-7)']
 
 
 def test_a_rank_that_sees_no_gpu_fails_on_a_gpu_partition():
-    def cpu_only(fact):
-        if fact.get('event') == 'rank':
-            fact.update(device='cpu', visible_devices=0)
-    run = gpu_run('mnist', cpu_only)
+    run = gpu_run('mnist', 'rank', device='cpu', visible_devices=0)
     assert "rank 0 uses device 'cpu' and sees 0 GPU(s); expected exactly one GPU" in \
         sanity.problems(run, one_rank(run, min_accuracy=0.9))
 
@@ -123,10 +109,6 @@ def test_collectives_on_one_gpu_check_every_value():
 
 def test_a_wrong_value_received_on_the_gpu_fails_naming_the_collective():
     wrong = {'op': 'all_reduce', 'bytes': 1 << 30, 'wrong': 1, 'index': 5, 'got': 7.0, 'expected': 6.0}
-
-    def corrupt(fact):
-        if fact.get('event') == 'values':
-            fact['wrong'] = [wrong]
-    found = interconnect.problems(gpu_run('collectives', corrupt), 1, 0.5)
+    found = interconnect.problems(gpu_run('collectives', 'values', wrong=[wrong]), 1, 0.5)
     assert len(found) == 1 and 'rank 0' in found[0] and 'all_reduce' in found[0], found
     assert '\n' not in found[0]

@@ -11,14 +11,13 @@ start and end).
 """
 
 import dataclasses
-import hashlib
-import json
 import os
 import sqlite3
 
 import pytest
 
-from conftest import DATA, load_site_config
+from command_line import one_line_error, run_report
+from conftest import DATA, load_site_config, sha256
 from mlcheck import report
 from mlcheck.errors import InputError
 from mlcheck.perf import compare
@@ -27,37 +26,11 @@ from mlcheck.perf.perflog import read_perflog
 from mlcheck.perf.samples import NOT_RECORDED, Sample, group
 from mlcheck.perf.selection import load, parse_selection
 from mlcheck.rfm_config import invoked_as_dry_run
+from perflogs import (BASELINE, CAMPAIGN, FLAGGED_THROTTLE, PERFLOGS, SESSIONS, SLOWED, UNCHANGED, perflog_line,
+                      samples, spec, write_perflog)
 
-PERFLOGS = os.path.join(DATA, 'perflogs')
 DRY_RUN = os.path.join(PERFLOGS, 'dry-run.log')
-# the smallest slowdown flagged in every session of a campaign (docs/performance-history.md)
-FLAGGED_THROTTLE = {'shared-load': 0.5, 'quiet': 0.1}
 BASELINE_KIND = {'shared-load': 'baseline', 'quiet': 'baseline2'}
-
-
-def sessions_of(campaign):
-    with open(os.path.join(PERFLOGS, f'{campaign}.sessions.json')) as f:
-        found = json.load(f)
-    for session in found:
-        session['log'] = os.path.join(PERFLOGS, f'{campaign}.log')
-        session['campaign'] = campaign
-    return found
-
-
-SESSIONS = {campaign: sessions_of(campaign) for campaign in FLAGGED_THROTTLE}
-CAMPAIGN = SESSIONS['shared-load'][0]['log']
-BASELINE = next(s for s in SESSIONS['shared-load'] if s['kind'] == 'baseline')
-SLOWED = next(s for s in SESSIONS['shared-load']
-              if s['throttle'] == FLAGGED_THROTTLE['shared-load'])
-UNCHANGED = [s for s in SESSIONS['shared-load'] if s['kind'] == 'unchanged']
-
-
-def spec(session):
-    return f"{session['log']}@{session['start']}:{session['end']}"
-
-
-def samples(session):
-    return load(parse_selection(spec(session)))
 
 
 def baseline_of(session):
@@ -68,11 +41,6 @@ def baseline_of(session):
 def judged(before, after, rule=Rule(), var='samples_per_s'):
     [found] = [c for c in compare.compare(samples(before), samples(after), rule) if c.key[2] == var]
     return found
-
-
-def sha256(path):
-    with open(path, 'rb') as f:
-        return hashlib.sha256(f.read()).hexdigest()
 
 
 # --- reading ---------------------------------------------------------------------------------
@@ -205,35 +173,22 @@ def test_a_test_on_one_side_only_is_listed():
 
 # --- the command -----------------------------------------------------------------------------
 
-def run(capsys, *args):
-    code = report.main(list(args))
-    out = capsys.readouterr()
-    return code, out.out, out.err
-
-
 def test_command_exit_status_follows_the_verdicts(capsys):
-    assert run(capsys, spec(BASELINE), spec(UNCHANGED[0]))[0] == 0
-    code, out, _ = run(capsys, spec(BASELINE), spec(SLOWED))
+    assert run_report(capsys, spec(BASELINE), spec(UNCHANGED[0]))[0] == 0
+    code, out, _ = run_report(capsys, spec(BASELINE), spec(SLOWED))
     assert code == 1 and 'REGRESSION' in out
-
-
-def one_line_error(capsys, *args):
-    code, out, err = run(capsys, *args)
-    assert code == 2 and out == ''
-    assert err.count('\n') == 1 and err.startswith('mlcheck.report: error: ')
-    return err
 
 
 @pytest.mark.parametrize('typed', ['5%', '0.05', '5.0%'])
 def test_threshold_as_a_person_types_it(capsys, typed):
-    code, out, _ = run(capsys, spec(BASELINE), spec(SLOWED), '--threshold', typed)
+    code, out, _ = run_report(capsys, spec(BASELINE), spec(SLOWED), '--threshold', typed)
     assert code == 1 and 'worse by more than 5%' in out
 
 
 @pytest.mark.parametrize('typed', ['5', '1', '-0.05', '0', '150%', 'five'])
 def test_threshold_that_turns_the_detector_off_is_refused(capsys, typed):
     """'--threshold 5' once meant 500 %: a -50 % drop was 'unchanged' and the gate green."""
-    err = one_line_error(capsys, spec(BASELINE), spec(SLOWED), '--threshold', typed)
+    err = one_line_error(capsys, report.main, spec(BASELINE), spec(SLOWED), '--threshold', typed)
     assert f'--threshold {typed}: expected a fraction between 0 and 1 (0.05) or a percentage (5%)' in err
 
 
@@ -242,7 +197,7 @@ def test_min_repeats_below_what_the_noise_needs_is_one_line(capsys, repeats):
     """--min-repeats 1 with one value a side once divided by zero degrees of freedom, exit 1."""
     one = [s for s in samples(SLOWED) if s.jobid == samples(SLOWED)[0].jobid]
     assert len({s.jobid for s in one}) == 1
-    err = one_line_error(capsys, spec(BASELINE), spec(SLOWED), '--min-repeats', repeats)
+    err = one_line_error(capsys, report.main, spec(BASELINE), spec(SLOWED), '--min-repeats', repeats)
     assert f'--min-repeats {repeats}: the noise estimate needs at least 2 repetitions' in err
 
 
@@ -250,7 +205,7 @@ def test_a_crash_is_not_read_as_a_regression(capsys, monkeypatch):
     def broken(*args, **kwargs):
         raise ZeroDivisionError('float division by zero')
     monkeypatch.setattr(compare, 'compare', broken)
-    code, out, err = run(capsys, spec(BASELINE), spec(SLOWED))
+    code, out, err = run_report(capsys, spec(BASELINE), spec(SLOWED))
     assert code == report.EXIT_INTERNAL != report.EXIT_REGRESSION
     assert err.count('\n') == 1
     assert err.startswith('mlcheck.report: internal error: ZeroDivisionError: float division by zero')
@@ -273,23 +228,24 @@ def test_a_test_that_stopped_producing_results_fails_the_gate(capsys, tmp_path):
         lines = f.readlines()
     before.write_text(''.join(lines + [l.replace('num_nodes=1|host|1|', 'num_nodes=2|host|2|')
                                        for l in lines[1:]]))
-    code, out, _ = run(capsys, f"{before}@{BASELINE['start']}:{BASELINE['end']}", spec(UNCHANGED[0]))
+    code, out, _ = run_report(capsys, f"{before}@{BASELINE['start']}:{BASELINE['end']}", spec(UNCHANGED[0]))
     assert code == 1
     assert '3 NO RESULT AFTER: values before and none after (failed or not run)' in out
-    assert run(capsys, spec(UNCHANGED[0]), f"{before}@{BASELINE['start']}:{BASELINE['end']}")[0] == 0
+    assert run_report(capsys, spec(UNCHANGED[0]), f"{before}@{BASELINE['start']}:{BASELINE['end']}")[0] == 0
 
 
 def test_missing_perf_log(capsys, tmp_path):
-    err = one_line_error(capsys, str(tmp_path / 'gone.log'), CAMPAIGN)
+    err = one_line_error(capsys, report.main, str(tmp_path / 'gone.log'), CAMPAIGN)
     assert f'perf log not found: {tmp_path / "gone.log"}' in err
 
 
 def test_directory_without_perf_logs(capsys, tmp_path):
-    assert f'no perf log (*.log) in directory {tmp_path}' in one_line_error(capsys, str(tmp_path), CAMPAIGN)
+    err = one_line_error(capsys, report.main, str(tmp_path), CAMPAIGN)
+    assert f'no perf log (*.log) in directory {tmp_path}' in err
 
 
 def test_empty_selection(capsys):
-    err = one_line_error(capsys, f'{CAMPAIGN}@20200101:20200102', CAMPAIGN)
+    err = one_line_error(capsys, report.main, f'{CAMPAIGN}@20200101:20200102', CAMPAIGN)
     assert f"selection '{CAMPAIGN}@20200101:20200102' holds no performance values" in err
 
 
@@ -300,7 +256,7 @@ def test_perf_log_with_an_older_header(capsys, tmp_path):
         rows = [line.rstrip('\n').split('|') for line in f]
     old.write_text(''.join('|'.join(r[:4] + r[6:]) + '\n' for r in rows))
     before = sha256(old)
-    err = one_line_error(capsys, str(old), CAMPAIGN)
+    err = one_line_error(capsys, report.main, str(old), CAMPAIGN)
     assert f'perf log {old} has an older or foreign header: no column image, num_nodes' in err
     assert sha256(old) == before
 
@@ -311,7 +267,8 @@ def test_perf_log_with_a_broken_line(capsys, tmp_path):
         lines = f.readlines()
     broken.write_text(''.join(lines[:3]) + lines[3][:60] + '\n')     # cut short
     fields = len(lines[3][:60].split('|'))
-    assert f'{broken}:4: {fields} fields where the header has 16' in one_line_error(capsys, str(broken), CAMPAIGN)
+    err = one_line_error(capsys, report.main, str(broken), CAMPAIGN)
+    assert f'{broken}:4: {fields} fields where the header has 16' in err
 
 
 def test_database_file_that_is_not_one(capsys, tmp_path):
@@ -319,7 +276,7 @@ def test_database_file_that_is_not_one(capsys, tmp_path):
     with open(CAMPAIGN, 'rb') as f:
         garbage.write_bytes(f.read())
     before = sha256(garbage)
-    err = one_line_error(capsys, '--db', str(garbage), 'latest', CAMPAIGN)
+    err = one_line_error(capsys, report.main, '--db', str(garbage), 'latest', CAMPAIGN)
     assert f'{garbage} is not a ReFrame results database (file is not a database)' in err
     assert sha256(garbage) == before and sorted(os.listdir(tmp_path)) == ['results.db']
 
@@ -328,7 +285,7 @@ def test_database_given_as_a_perf_log(capsys, tmp_path):
     db = tmp_path / 'results.db'
     with sqlite3.connect(db) as connection:
         connection.execute('CREATE TABLE sessions (uuid TEXT)')
-    err = one_line_error(capsys, str(db), CAMPAIGN)
+    err = one_line_error(capsys, report.main, str(db), CAMPAIGN)
     assert f'{db} is a database, not a perf log: give it with --db' in err
 
 
@@ -337,19 +294,19 @@ def test_sqlite_database_of_something_else(capsys, tmp_path):
     with sqlite3.connect(other) as connection:
         connection.execute('CREATE TABLE sessions (uuid TEXT)')
     before = sha256(other)
-    err = one_line_error(capsys, '--db', str(other), 'now-1d:now', CAMPAIGN)
+    err = one_line_error(capsys, report.main, '--db', str(other), 'now-1d:now', CAMPAIGN)
     assert f'{other} is not a ReFrame results database (no table metadata, testcases)' in err
     assert sha256(other) == before
 
 
 def test_missing_database_is_not_created(capsys, tmp_path):
-    err = one_line_error(capsys, '--db', str(tmp_path / 'results.db'), 'latest', CAMPAIGN)
+    err = one_line_error(capsys, report.main, '--db', str(tmp_path / 'results.db'), 'latest', CAMPAIGN)
     assert f'results database not found: {tmp_path / "results.db"}' in err
     assert os.listdir(tmp_path) == []
 
 
 def test_report_and_plots(capsys, tmp_path):
-    code, out, _ = run(capsys, spec(BASELINE), spec(SLOWED), '-o', str(tmp_path))
+    code, out, _ = run_report(capsys, spec(BASELINE), spec(SLOWED), '-o', str(tmp_path))
     assert code == 1
     text = (tmp_path / 'report.md').read_text()
     assert text.startswith(f'# Performance: {spec(SLOWED)} against {spec(BASELINE)}')
@@ -386,11 +343,6 @@ def runs(values, settings=DEFAULT, var='samples_per_s', unit='samples/s', name=M
                    jobid=str(1000 + i), settings=settings) for i, value in enumerate(values)]
 
 
-def write_log(path, found):
-    from test_report import write_perflog
-    return write_perflog(path, found)
-
-
 def test_a_stray_run_of_other_settings_in_the_baseline_does_not_fail_the_gate(capsys, tmp_path):
     """Issue 18.1: a period as baseline holds a -S epochs=2 smoke run beside three default runs;
     after, three unchanged default runs: the smoke group is 'only before', the gate passes."""
@@ -398,8 +350,8 @@ def test_a_stray_run_of_other_settings_in_the_baseline_does_not_fail_the_gate(ca
     after = runs([645, 638, 650], start=100)
     verdicts = {c.key[3]: c.verdict for c in compare.compare(before, after)}
     assert verdicts == {DEFAULT: compare.UNCHANGED, 'epochs=2': compare.ONLY_BEFORE}
-    code, out, _ = run(capsys, write_log(tmp_path / 'before.log', before),
-                       write_log(tmp_path / 'after.log', after))
+    code, out, _ = run_report(capsys, write_perflog(tmp_path / 'before.log', before),
+                              write_perflog(tmp_path / 'after.log', after))
     assert code == 0 and compare.OTHER_SETTINGS not in out
     # with no group compared on both sides, other settings after still fail the gate
     only_smoke = runs([612], settings='epochs=2', start=100)
@@ -431,32 +383,32 @@ def test_failed_test_cases_are_read_from_the_real_perf_log():
 def test_every_test_broken_in_a_perf_log_is_no_result_not_bad_input(capsys):
     """Issue 18.2, perf logs: every test case of the after session failed sanity."""
     before, after = (f'{FAILED}@{perflog_session("x", s).split("@")[1]}' for s in (ALL_PASS, ALL_FAIL))
-    code, out, err = run(capsys, before, after)
+    code, out, err = run_report(capsys, before, after)
     assert code == 1 and err == ''
     assert '2 NO RESULT AFTER' in out and '2 ran and failed before their performance stage' in out
 
 
 def test_a_named_test_that_broke_is_no_result_not_bad_input(capsys):
     """Issue 18.2 with -n: the named test failed after, the other passed."""
-    code, out, err = run(capsys, perflog_session('BrokenCheck.log', ALL_PASS),
-                         perflog_session('BrokenCheck.log', BROKEN_FAILS), '-n', 'Broken')
+    code, out, err = run_report(capsys, perflog_session('BrokenCheck.log', ALL_PASS),
+                                perflog_session('BrokenCheck.log', BROKEN_FAILS), '-n', 'Broken')
     assert code == 1 and err == '' and '1 NO RESULT AFTER' in out
-    code, out, err = run(capsys, f'{FAILED}@{perflog_session("x", ALL_PASS).split("@")[1]}',
-                         f'{FAILED}@{perflog_session("x", BROKEN_FAILS).split("@")[1]}', '-n', 'Broken')
+    code, out, err = run_report(capsys, f'{FAILED}@{perflog_session("x", ALL_PASS).split("@")[1]}',
+                                f'{FAILED}@{perflog_session("x", BROKEN_FAILS).split("@")[1]}', '-n', 'Broken')
     assert code == 1 and '1 NO RESULT AFTER' in out
 
 
 def test_a_name_that_matches_nothing_is_still_bad_input(capsys):
-    err = one_line_error(capsys, FAILED, FAILED, '-n', 'NoSuchCheck')
+    err = one_line_error(capsys, report.main, FAILED, FAILED, '-n', 'NoSuchCheck')
     assert "no test named like 'NoSuchCheck' in either selection" in err
 
 
 def test_every_test_broken_in_the_results_database_is_no_result(capsys):
     """Issue 18.2, results database: the latest session's test cases all failed sanity."""
     database = os.path.join(FAILED, 'results.db')
-    code, out, err = run(capsys, '--db', database, ALL_PASS, 'latest')
+    code, out, err = run_report(capsys, '--db', database, ALL_PASS, 'latest')
     assert code == 1 and err == '' and '2 NO RESULT AFTER' in out
-    code, out, err = run(capsys, '--db', database, ALL_PASS, BROKEN_FAILS, '-n', 'Broken')
+    code, out, err = run_report(capsys, '--db', database, ALL_PASS, BROKEN_FAILS, '-n', 'Broken')
     assert code == 1 and err == '' and '1 NO RESULT AFTER' in out
 
 
@@ -475,8 +427,8 @@ def test_one_repetition_after_is_judged_against_the_spread_before(capsys, tmp_pa
     before, after = runs([640, 652, 633]), runs([330], start=100)
     [found] = compare.compare(before, after)
     assert found.verdict == compare.REGRESSION and found.noise_of == 'before'
-    code, out, _ = run(capsys, write_log(tmp_path / 'before.log', before),
-                       write_log(tmp_path / 'after.log', after))
+    code, out, _ = run_report(capsys, write_perflog(tmp_path / 'before.log', before),
+                              write_perflog(tmp_path / 'after.log', after))
     assert code == 1 and '-48.6%' in out and '(before only)' in out
     # one run after within the before spread and the threshold is unchanged
     [found] = compare.compare(before, runs([641], start=100))
@@ -484,8 +436,8 @@ def test_one_repetition_after_is_judged_against_the_spread_before(capsys, tmp_pa
 
 
 def test_one_repetition_each_side_is_shown_and_fails_beyond_the_threshold(capsys, tmp_path):
-    code, out, _ = run(capsys, write_log(tmp_path / 'before.log', runs([640])),
-                       write_log(tmp_path / 'after.log', runs([330], start=100)))
+    code, out, _ = run_report(capsys, write_perflog(tmp_path / 'before.log', runs([640])),
+                              write_perflog(tmp_path / 'after.log', runs([330], start=100)))
     assert code == 1 and '-48.4%' in out and compare.TOO_FEW_WORSE in out
     [found] = compare.compare(runs([640]), runs([630], start=100))
     assert found.verdict == compare.TOO_FEW and found.change < 0
@@ -497,11 +449,10 @@ def test_values_of_unrecorded_settings_are_never_merged_into_a_known_group(capsy
     from mlcheck.rfm_config import PERFLOG_HEADER
     old = [dataclasses.replace(s, settings='') for s in runs([13.1, 13.0, 13.2], var='train_time', unit='s')]
     old_header = PERFLOG_HEADER.rsplit('|run_settings', 1)[0]
-    from test_report import perflog_line
     (tmp_path / 'old.log').write_text('\n'.join([old_header] + [perflog_line(s).rsplit('|', 2)[0]
                                                                  for s in old]) + '\n')
     new = runs([44.0, 44.2, 43.9], var='train_time', unit='s', start=100)
-    code, out, _ = run(capsys, str(tmp_path / 'old.log'), write_log(tmp_path / 'new.log', new))
+    code, out, _ = run_report(capsys, str(tmp_path / 'old.log'), write_perflog(tmp_path / 'new.log', new))
     assert 'REGRESSION' not in out and '+236' not in out
     assert f'[{NOT_RECORDED}]' in out and f'[{DEFAULT}]' in out
     assert code == 1 and compare.OTHER_SETTINGS in out

@@ -5,7 +5,6 @@ config's results database and written to its perf log, one unchanged and one slo
 figures are compared with each other here, not with the partition's references), --repeat 3.
 """
 
-import hashlib
 import os
 import re
 import subprocess
@@ -15,8 +14,9 @@ from datetime import datetime, timedelta, timezone
 import pytest
 import yaml
 
-from conftest import REPO
-from mlcheck import baseline, report
+from command_line import run_report
+from conftest import REPO, sha256
+from mlcheck import baseline
 from reframe_runner import REFRAME, report_cases, run_reframe
 
 CONFIG = os.path.join(REPO, 'config', 'simulated.py')
@@ -56,13 +56,7 @@ def runs(cluster, tmp_path_factory):
 
 
 def fingerprint(*paths):
-    return {str(p): hashlib.sha256(p.read_bytes()).hexdigest() for p in paths}
-
-
-def run_report(capsys, *args):
-    code = report.main(list(args))
-    out = capsys.readouterr()
-    return code, out.out, out.err
+    return {str(p): sha256(p) for p in paths}
 
 
 def verdicts(text):
@@ -190,7 +184,7 @@ def test_documented_commands_on_stored_sessions(runs, tmp_path):
     """README's and docs' report and baseline commands verbatim, in a tree laid out like the
     repository root (its directories linked, var/rfm/perflogs the runs' perf logs, so that
     nothing is written into the checkout), then from another directory with paths adjusted."""
-    from test_documented_commands import adjusted, documented_commands, needs_database, run_command
+    from docs_commands import adjusted, documented_commands, needs_database, run_command
 
     prefix, db, _, sessions = runs
     root = tmp_path / 'root'

@@ -1,28 +1,13 @@
 """Image entries with their own environment, through ReFrame: the job scripts of two images
 differ exactly in their variables (their expected failures run in test_image_entries_sim.py)."""
 
-from conftest import REPO
-from reframe_runner import changed_lines, job_scripts_by_image, run_reframe
-
-
-def sim_config_with_images(tmp_path, images):
-    """A config file: the simulated partition's, with extras.mlcheck.images set to `images`."""
-    path = tmp_path / 'sim_images.py'
-    path.write_text(
-        'import importlib.util\n'
-        f"spec = importlib.util.spec_from_file_location('simulated', '{REPO}/config/simulated.py')\n"
-        'base = importlib.util.module_from_spec(spec)\n'
-        'spec.loader.exec_module(base)\n'
-        'site_configuration = base.site_configuration\n'
-        "site_configuration['systems'][0]['partitions'][0]['extras']['mlcheck']['images'] = "
-        f'{images!r}\n')
-    return path
+from reframe_runner import changed_lines, job_scripts_by_image, run_reframe, simulated_config_with
 
 
 def test_two_images_job_scripts_differ_exactly_in_their_variables(tmp_path):
     for name in ('torch-new', 'torch-old'):
         (tmp_path / name).mkdir()      # a dry run only writes the scripts
-    config = sim_config_with_images(tmp_path, [
+    config = simulated_config_with(tmp_path, images=[
         {'path': str(tmp_path / 'torch-new'), 'env_vars': {'FI_MR_CACHE_MONITOR': 'userfaultfd'}},
         {'path': str(tmp_path / 'torch-old'), 'env_vars': {'NCCL_NET_GDR_LEVEL': 'PHB'}},
     ])

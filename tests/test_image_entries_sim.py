@@ -1,8 +1,7 @@
 """A known-bad image, marked in its config entry, through real runs on the simulated cluster:
 its failure is reported by ReFrame as expected, and an image so marked that passes is flagged."""
 
-from reframe_runner import report_cases, run_reframe
-from test_image_entries import sim_config_with_images
+from reframe_runner import report_cases, run_reframe, simulated_config_with
 
 
 def test_a_known_bad_image_is_an_expected_failure_and_its_passing_is_flagged(cluster, tmp_path):
@@ -11,7 +10,7 @@ def test_a_known_bad_image_is_an_expected_failure_and_its_passing_is_flagged(clu
     as an unexpected success, so the entry gets removed."""
     from mlcheck.data import images
     image = images.image_path('torch-2.14.1')
-    config = sim_config_with_images(tmp_path, [
+    config = simulated_config_with(tmp_path, images=[
         {'path': 'host', 'env_vars': {'MLCHECK_FAULT': 'crash:0:1'},
          'expected_failure': 'rank 0 crashes in epoch 1 (issue #0)'},
         {'path': image, 'expected_failure': 'was fixed long ago'},

@@ -4,42 +4,26 @@ sim_cluster_interconnect_{2,3}nodes.out: real runs of InterconnectCheck (image h
 simulated partition, 4 and 6 gloo ranks; each broken case is that output with one thing broken.
 """
 
-import json
 import os
-import re
 
 import pytest
 import numpy as np
 import torch
 
-from conftest import DATA
 from ddp_common import load_program
-from mlcheck.judging import interconnect, output, sanity
+from mlcheck.judging import interconnect, output
+from saved_outputs import fact_line, judged, saved, saved_job, with_facts, without_facts, without_lines
 
 program = load_program('comm/collectives.py')
 
 
-def saved(nodes):
-    with open(os.path.join(DATA, f'sim_cluster_interconnect_{nodes}nodes.out')) as f:
-        return f.read()
+OUTPUT = {nodes: f'sim_cluster_interconnect_{nodes}nodes.out' for nodes in (2, 3)}
 
 
-def judged(sim, text, nodes=2, fraction=0.5):
+def problems_of(sim, text, nodes=2):
     """Every problem the check would report: the launch's sanity, then the program's."""
-    run = output.parse(text)
-    expect = sanity.Expectations.for_run(sim, sim.layout(nodes))
-    found = sanity.problems(run, expect)
-    if set(run.by_rank('done')) == set(range(expect.world_size)):
-        found += interconnect.problems(run, expect.world_size, fraction)
-    return found
-
-
-def edit_fact(text, rank, event, **changes):
-    """`text` with the fact `event` of `rank` updated with `changes`."""
-    def edit(match):
-        fact = json.loads(match.group(2))
-        return match.group(1) + 'MLCHECK ' + json.dumps({**fact, **changes})
-    return re.sub(rf'^(\s*{rank}: )MLCHECK (\{{.*"event": "{event}".*\}})$', edit, text, flags=re.M)
+    return judged(sim, text, nodes=nodes,
+                  program=lambda run, expect: interconnect.problems(run, expect.world_size, 0.5))
 
 
 # --- formulas (nccl-tests, doc/PERFORMANCE.md) ------------------------------------------------
@@ -94,13 +78,13 @@ def test_percent_of_the_limit():
 # --- sanity of saved outputs --------------------------------------------------------------
 
 def test_real_runs_are_sane(sim):
-    assert judged(sim, saved(2)) == []
-    assert judged(sim, saved(3), nodes=3) == []
+    assert problems_of(sim, saved(OUTPUT[2])) == []
+    assert problems_of(sim, saved(OUTPUT[3]), nodes=3) == []
 
 
 def test_real_run_figures():
-    result = output.parse(saved(2)).result()
-    sizes = [f for f in output.parse(saved(2)).events('size') if f['op'] == 'all_reduce']
+    result = output.parse(saved(OUTPUT[2])).result()
+    sizes = [f for f in output.parse(saved(OUTPUT[2])).events('size') if f['op'] == 'all_reduce']
     assert result['busbw'] == sizes[-1]['busbw'] == pytest.approx(sizes[-1]['algbw'] * 1.5)
     assert result['largest_bytes'] == 4 << 20
     assert result['latency_us'] == pytest.approx(sizes[0]['seconds'] * 1e6)
@@ -109,46 +93,43 @@ def test_real_run_figures():
 
 def test_wrong_value_on_one_rank_fails_naming_rank_node_collective_and_size(sim):
     wrong = [{'op': 'all_reduce', 'bytes': 32768, 'wrong': 3, 'index': 17, 'got': 0.0, 'expected': 30.0}]
-    text = edit_fact(saved(2), 2, 'values', wrong=wrong)
-    assert judged(sim, text) == ['rank 2 on nid002: all_reduce of 32768 B received 3 wrong value(s) '
+    text = with_facts(saved(OUTPUT[2]), 'values', rank=2, wrong=wrong)
+    assert problems_of(sim, text) == ['rank 2 on nid002: all_reduce of 32768 B received 3 wrong value(s) '
                                  '(element 17: got 0.0, expected 30.0)']
 
 
 def test_missing_rank_fails(sim):
-    text = re.sub(r'^3: .*\n', '', saved(2), flags=re.M)
-    found = judged(sim, text)
+    text = without_lines(saved(OUTPUT[2]), r'^3: ')
+    found = problems_of(sim, text)
     assert 'rank 3 never reported in (no rank line)' in found
     assert 'rank 3 did not finish' in found
 
 
 def test_rank_that_checked_nothing_fails(sim):
-    text = re.sub(r'^1: MLCHECK .*"event": "values".*\n', '', saved(2), flags=re.M)
-    assert judged(sim, text) == ['rank 1 reported no checked values']
-    text = edit_fact(saved(2), 1, 'values', checked=3)
-    assert judged(sim, text) == ['rank 1 on nid001 checked 3 buffers, rank 0 measured 17']
+    text = without_facts(saved(OUTPUT[2]), 'values', rank=1)
+    assert problems_of(sim, text) == ['rank 1 reported no checked values']
+    text = with_facts(saved(OUTPUT[2]), 'values', rank=1, checked=3)
+    assert problems_of(sim, text) == ['rank 1 on nid001 checked 3 buffers, rank 0 measured 17']
 
 
 def test_slow_pair_fails_naming_both_nodes(sim):
-    text = re.sub(r'"GBps": [\d.]+(, "bytes": \d+, "event": "pair", "iters": \d+, "nodes": \["nid002", "nid003"\])',
-                  r'"GBps": 0.3\1', saved(3))
-    assert judged(sim, text, nodes=3) == [
+    text = with_pair_speeds(saved(OUTPUT[3]), {('nid002', 'nid003'): 0.3})
+    assert problems_of(sim, text, nodes=3) == [
         'node pair nid002 <-> nid003: 0.3 GB/s, below 50% of the median pair (1.71 GB/s)']
 
 
 def with_pair_speeds(text, speeds):
     """`text` with each node pair's GB/s set from {(node, node): GB/s}."""
-    for (a, b), speed in speeds.items():
-        text = re.sub(r'"GBps": [\d.]+(, "bytes": \d+, "event": "pair", "iters": \d+, "nodes": '
-                      rf'\["{a}", "{b}"\])', rf'"GBps": {speed}\1', text)
-    return text
+    return with_facts(text, 'pair',
+                      change=lambda fact: {**fact, 'GBps': speeds.get(tuple(fact['nodes']), fact['GBps'])})
 
 
 def test_a_slow_node_of_three_is_named(sim):
     """Issue 18 item 11: both pairs of nid003 at 0.3 GB/s made the median pair one of its own,
     and nothing was named."""
-    text = with_pair_speeds(saved(3), {('nid002', 'nid003'): 0.3, ('nid003', 'nid001'): 0.3,
-                                       ('nid001', 'nid002'): 2.59})
-    assert judged(sim, text, nodes=3) == [
+    text = with_pair_speeds(saved(OUTPUT[3]), {('nid002', 'nid003'): 0.3, ('nid003', 'nid001'): 0.3,
+                                               ('nid001', 'nid002'): 2.59})
+    assert problems_of(sim, text, nodes=3) == [
         'node nid003 is slow: every pair with it is below 50% of the upper-quartile pair without it '
         '(2.59 GB/s): nid002 <-> nid003 0.3 GB/s, nid003 <-> nid001 0.3 GB/s']
 
@@ -158,25 +139,20 @@ def test_two_neighbouring_slow_nodes_of_four_are_named():
     speeds = {('nid001', 'nid002'): 0.3, ('nid002', 'nid003'): 0.3, ('nid003', 'nid004'): 0.3,
               ('nid004', 'nid001'): 2.5}
     pairs = [{'event': 'pair', 'nodes': list(nodes), 'GBps': gbps} for nodes, gbps in speeds.items()]
-    run = output.parse(''.join(f'0: MLCHECK {json.dumps(p)}\n' for p in pairs))
+    run = output.parse(''.join(fact_line(p, task=0) for p in pairs))
     assert [line.split(':')[0] for line in interconnect.slow_pairs(run, 0.5)] == [
         'node nid002 is slow', 'node nid003 is slow']
 
 
 def test_no_result_fails(sim):
-    text = re.sub(r'^0: MLCHECK .*"event": "result".*\n', '', saved(2), flags=re.M)
-    assert judged(sim, text) == ['no result line with the bus bandwidth (rank 0 did not report)']
+    text = without_facts(saved(OUTPUT[2]), 'result')
+    assert problems_of(sim, text) == ['no result line with the bus bandwidth (rank 0 did not report)']
 
 
 def test_real_hang_in_a_collective_is_named(sim):
     """A real 2-node run with -S fault=hang-collective:1:2 -S collective_timeout=10: rank 1
     stopped before its first all_gather (phase 2); the others timed out after 10 s."""
-    faults = os.path.join(DATA, 'faults')
-    with open(os.path.join(faults, 'sim_interconnect_hang-collective.out')) as out, \
-            open(os.path.join(faults, 'sim_interconnect_hang-collective.err')) as err:
-        run = output.parse(out.read(), stderr=err.read())
-    expect = sanity.Expectations.for_run(sim, sim.layout(2), fault='hang-collective:1:2')
-    found = sanity.problems(run, expect)
+    found = judged(sim, *saved_job('faults/sim_interconnect_hang-collective'), fault='hang-collective:1:2')
     assert len(found) == 1
     assert found[0].startswith('rank 1 on nid001 stopped responding: ranks 0, 2-3 timed out waiting '
                                'for it in a collective (RuntimeError: Timed out waiting 10000ms')

@@ -3,7 +3,6 @@ is known: 1-64 nodes, 1-8 GPUs per node, healthy ranks (and pairs) spread in a n
 rule's margin. The invariants are listed in docs/per-rank.md and docs/interconnect.md.
 """
 
-import json
 import re
 
 from hypothesis import given, settings
@@ -11,6 +10,7 @@ from hypothesis import strategies as st
 
 from mlcheck.judging import interconnect, output, sanity
 from mlcheck.perf.ranks import upper_quartile
+from saved_outputs import fact_line
 
 BASE = 2000.0       # samples/s of a healthy rank, GB/s x 1000 of a healthy pair
 EXAMPLES = settings(max_examples=60, deadline=None)
@@ -38,10 +38,10 @@ def judged_ranks(nodes, gpus, limit, speeds):
     for rank, speed in enumerate(speeds):
         placed = {'event': 'rank', 'rank': rank, 'node': node_name(rank // gpus), 'local_rank': rank % gpus}
         solo = {'event': 'solo', 'rank': rank, 'samples_per_s': speed}
-        lines += [f'{rank}: MLCHECK {json.dumps(placed)}', f'{rank}: MLCHECK {json.dumps(solo)}']
+        lines += [fact_line(placed, task=rank), fact_line(solo, task=rank)]
     expect = sanity.Expectations(num_nodes=nodes, tasks_per_node=gpus, masks=(), gpus=True,
                                  slow_rank_fraction=limit)
-    return sanity.slow_ranks(output.parse('\n'.join(lines) + '\n'), expect)
+    return sanity.slow_ranks(output.parse(''.join(lines)), expect)
 
 
 def stated(line):
@@ -112,8 +112,7 @@ def judged_pairs(gbps, fraction):
     """interconnect.slow_pairs over pair i = (node i, node i+1 mod n) at gbps[i]."""
     pairs = [{'event': 'pair', 'nodes': [node_name(i), node_name((i + 1) % len(gbps))], 'GBps': speed}
              for i, speed in enumerate(gbps)]
-    return interconnect.slow_pairs(output.parse(''.join(f'0: MLCHECK {json.dumps(p)}\n' for p in pairs)),
-                                   fraction)
+    return interconnect.slow_pairs(output.parse(''.join(fact_line(p, task=0) for p in pairs)), fraction)
 
 
 @EXAMPLES

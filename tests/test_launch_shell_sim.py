@@ -6,29 +6,13 @@ named, with its error and exit code. Each case runs the real check under a copy 
 config/simulated.py whose partition differs only in the key under test.
 """
 
-import os
 import re
 import sys
 import textwrap
 
-from conftest import REPO
-from reframe_runner import report_cases, run_reframe
+from reframe_runner import report_cases, run_reframe, simulated_config_with
 
 MNIST_ONE_NODE = ('-r', '-n', 'MNIST', '-P', 'image=host', '-P', 'num_nodes=1', '-S', 'epochs=1')
-
-
-def config_with(tmp_path, **mlcheck):
-    """A site config: config/simulated.py with these extras.mlcheck keys replaced."""
-    path = tmp_path / 'site.py'
-    path.write_text(textwrap.dedent(f'''\
-        import importlib.util
-        spec = importlib.util.spec_from_file_location('simulated', {os.path.join(REPO, 'config', 'simulated.py')!r})
-        module = importlib.util.module_from_spec(spec)
-        spec.loader.exec_module(module)
-        site_configuration = module.site_configuration
-        site_configuration['systems'][0]['partitions'][0]['extras']['mlcheck'].update({mlcheck!r})
-        '''))
-    return path
 
 
 def test_prelude_that_sources_a_conda_like_activate_script_works(cluster, tmp_path):
@@ -44,8 +28,8 @@ def test_prelude_that_sources_a_conda_like_activate_script_works(cluster, tmp_pa
         if [ -n "$PS1" ]; then PS1="($1) $PS1"; fi
         [ "$1" = mlcheck-env ] && export PATH="{bin_dir}:$PATH"
         '''))
-    config = config_with(tmp_path, rank_prelude=f'source {activate} mlcheck-env',
-                         host_python='mlcheck-env-python')   # found only once activated
+    config = simulated_config_with(tmp_path, rank_prelude=f'source {activate} mlcheck-env',
+                                   host_python='mlcheck-env-python')   # found only once activated
     done = run_reframe(config, tmp_path / 'rfm', *MNIST_ONE_NODE, env={'RFM_ENABLE_RESULTS_STORAGE': '0'})
     [case] = report_cases(tmp_path / 'rfm')
     # the cores are shared: the throughput may miss its reference; every rank must have trained
@@ -55,7 +39,7 @@ def test_prelude_that_sources_a_conda_like_activate_script_works(cluster, tmp_pa
 
 def test_rank_whose_python_is_missing_is_named_with_the_exit_code(cluster, tmp_path):
     """As after an image upgrade that moved the interpreter: the ranks die in rank-env.sh's exec."""
-    config = config_with(tmp_path, host_python='/nonexistent/bin/python')
+    config = simulated_config_with(tmp_path, host_python='/nonexistent/bin/python')
     done = run_reframe(config, tmp_path / 'rfm', *MNIST_ONE_NODE, env={'RFM_ENABLE_RESULTS_STORAGE': '0'})
     assert done.returncode != 0
     [case] = report_cases(tmp_path / 'rfm')

@@ -11,6 +11,7 @@ import pytest
 from conftest import REPO
 from mlcheck.judging import output, sanity
 from mlcheck.judging.accuracy import mnist_bar, unjudged_reason
+from saved_outputs import fact_line
 
 PROGRAM = os.path.join(REPO, 'src', 'pytorch', 'mnist', 'mnist_DDP.py')
 
@@ -21,7 +22,7 @@ STEPS_PER_EPOCH = 11     # the staged digits at batch 64, 2 ranks per node: 1497
 def accuracy_problems(sim, accuracy, epochs, nodes=1):
     expect = sanity.Expectations.for_run(sim, sim.layout(nodes),
                                          min_accuracy=mnist_bar(epochs * STEPS_PER_EPOCH, 64))
-    run = output.parse(f'0: MLCHECK {{"event": "result", "test_accuracy": {accuracy}}}\n')
+    run = output.parse(fact_line({'event': 'result', 'test_accuracy': accuracy}, task=0))
     return sanity.accuracy(run, expect)
 
 

@@ -13,7 +13,7 @@ import pytest
 from conftest import settings_of
 from mlcheck.judging import nccl, output, sanity
 from mlcheck.placement.launch import Layout
-from test_sanity import lumi_problems, lumi_text
+from saved_outputs import LUMI_OUT, judged, saved, without_lines
 
 NETWORK = "'(?:AWS )?Libfabric|OFI'"
 
@@ -40,7 +40,7 @@ PLUGIN_WORDINGS = {
 def with_plugin(name, network='AWS Libfabric'):
     """The LUMI run as printed by the plugin `name`, every communicator ending on `network`."""
     init, provider = PLUGIN_WORDINGS[name]
-    text = everywhere(lumi_text(), 'NET/OFI Using aws-ofi-rccl 1.4.0', init)
+    text = everywhere(saved(LUMI_OUT), 'NET/OFI Using aws-ofi-rccl 1.4.0', init)
     text = everywhere(text, 'NET/OFI Selected Provider is cxi', provider)
     return everywhere(text, 'Using network AWS Libfabric', f'Using network {network}')
 
@@ -48,7 +48,7 @@ def with_plugin(name, network='AWS Libfabric'):
 @pytest.mark.parametrize('plugin', PLUGIN_WORDINGS)
 @pytest.mark.parametrize('network', ['AWS Libfabric', 'Libfabric', 'OFI'])   # OFI: NCCL_NET=OFI (OLCF)
 def test_each_plugin_wording_on_the_fabric_passes(lumi, plugin, network):
-    assert lumi_problems(lumi, with_plugin(plugin, network)) == []
+    assert judged(lumi, with_plugin(plugin, network), min_accuracy=0.9) == []
 
 
 @pytest.mark.parametrize('plugin', PLUGIN_WORDINGS)
@@ -56,14 +56,15 @@ def test_each_plugin_wording_on_the_fabric_passes(lumi, plugin, network):
 def test_each_plugin_wording_that_ends_on_another_network_fails(lumi, plugin, network):
     """The plugin initialised and chose cxi, but rank 5's communicator used something else."""
     text = rank5(with_plugin(plugin), 'Using network AWS Libfabric', f'Using network {network}')
-    assert lumi_problems(lumi, text) == [
+    assert judged(lumi, text, min_accuracy=0.9) == [
         f'communicators of rank 5 used network {network}, expected {NETWORK}']
 
 
 def test_a_second_communicator_on_sockets_fails(lumi):
     """Every communicator counts: rank 5's first is on the fabric, a later one is not."""
-    text = lumi_text() + ' 5: nid005001:48085:48300 [0] NCCL INFO Using network Socket\n'
-    assert lumi_problems(lumi, text) == [f'communicators of rank 5 used network Socket, expected {NETWORK}']
+    text = saved(LUMI_OUT) + ' 5: nid005001:48085:48300 [0] NCCL INFO Using network Socket\n'
+    assert judged(lumi, text, min_accuracy=0.9) == [
+        f'communicators of rank 5 used network Socket, expected {NETWORK}']
 
 
 @pytest.mark.parametrize('fallback', [
@@ -73,10 +74,10 @@ def test_a_second_communicator_on_sockets_fails(lumi):
 ])
 def test_each_nccl_fallback_wording_is_named_when_the_rank_ends_on_sockets(lumi, fallback):
     text = re.sub(r'^( 5: .*NCCL INFO )NET/OFI Using aws-ofi-rccl 1.4.0$', lambda m: m.group(1) + fallback,
-                  lumi_text(), flags=re.M)
-    text = re.sub(r'^ 5: .*NET/OFI Selected Provider.*\n', '', text, flags=re.M)
+                  saved(LUMI_OUT), flags=re.M)
+    text = without_lines(text, r'^ 5: .*NET/OFI Selected Provider')
     text = rank5(text, 'Using network AWS Libfabric', 'Using network Socket')
-    found = lumi_problems(lumi, text)
+    found = judged(lumi, text, min_accuracy=0.9)
     assert found[:3] == [
         f'network plugin not loaded on rank 5 (no line matches {lumi.net_plugin.used_pattern!r})',
         f"libfabric provider is never named on rank 5, expected 'cxi'",
@@ -91,14 +92,14 @@ def test_each_nccl_fallback_wording_is_named_when_the_rank_ends_on_sockets(lumi,
 ])
 def test_a_fallback_line_before_the_plugin_loads_does_not_fail_a_rank_on_the_fabric(lumi, fallback):
     """NCCL may look for a plugin under several names: the network used decides."""
-    text = rank5(lumi_text(), 'NET/OFI Using aws-ofi-rccl 1.4.0',
+    text = rank5(saved(LUMI_OUT), 'NET/OFI Using aws-ofi-rccl 1.4.0',
                  f'{fallback}\n 5: nid005001:48085:48085 [0] NCCL INFO NET/OFI Using aws-ofi-rccl 1.4.0')
-    assert lumi_problems(lumi, text) == []
+    assert judged(lumi, text, min_accuracy=0.9) == []
 
 
 def test_a_rank_that_never_names_its_network_fails(lumi):
-    text = re.sub(r'^ 5: .*Using network.*\n', '', lumi_text(), flags=re.M)
-    assert lumi_problems(lumi, text) == [
+    text = without_lines(saved(LUMI_OUT), r'^ 5: .*Using network')
+    assert judged(lumi, text, min_accuracy=0.9) == [
         f'rank 5 never said which network its communicators used '
         f'(no line matches {lumi.net_plugin.network_pattern!r})']
 
@@ -106,7 +107,7 @@ def test_a_rank_that_never_names_its_network_fails(lumi):
 def test_hang_after_connected_all_rings_is_said_per_rank(lumi):
     """As reported against LUMI's AI images: rings connect, trees never do, the first collective
     times out. Ranks 8-15 got no further than the rings; ranks 0-7 connected their trees too."""
-    stdout = re.sub(r'^.*(Init COMPLETE|"event": "(epoch|summary|result|done)").*\n', '', lumi_text(), flags=re.M)
+    stdout = without_lines(saved(LUMI_OUT), r'Init COMPLETE|"event": "(epoch|summary|result|done)"')
     stdout = re.sub(r'^(\s*(\d+): (\S+) \[0\] NCCL INFO )(comm .* Init START)$',
                     lambda m: f'{m.group(1)}{m.group(4)}\n{m.group(1)}Connected all rings'
                               + (f'\n{m.group(1)}Connected all trees' if int(m.group(2)) < 8 else ''),
@@ -114,8 +115,7 @@ def test_hang_after_connected_all_rings_is_said_per_rank(lumi):
     stderr = ''.join(f'{r:2d}: [rank{r}]:[E ProcessGroupNCCL.cpp:632] [Rank {r}] Watchdog caught collective '
                      f'operation timeout: WorkNCCL(SeqNum=1, OpType=ALLREDUCE, NumelIn=1, NumelOut=1, '
                      f'Timeout(ms)=300000) ran for 300001 milliseconds before timing out.\n' for r in range(16))
-    expect = sanity.Expectations.for_run(lumi, Layout.for_nodes(lumi.topology, 2), min_accuracy=0.9)
-    found = sanity.problems(output.parse(stdout, stderr=stderr), expect)
+    found = judged(lumi, stdout, stderr=stderr, min_accuracy=0.9)
     assert found[0].startswith('ranks 0-15 on nid005001, nid005002 failed: Watchdog caught collective '
                                'operation timeout')
     assert found[-2:] == [
@@ -131,20 +131,22 @@ def without_network(settings):
 def test_where_the_partition_names_no_network_a_fallback_line_alone_does_not_fail_a_rank(lumi):
     """Issue 18 item 6: without an expected network the fallback wording failed a rank that went
     on to load the plugin and use the fabric; its `Using network` lines decide, as with LUMI's."""
-    text = rank5(lumi_text(), 'NET/OFI Using aws-ofi-rccl 1.4.0',
+    text = rank5(saved(LUMI_OUT), 'NET/OFI Using aws-ofi-rccl 1.4.0',
                  'NET/Plugin: Could not find: libnccl-net.so.\n'
                  ' 5: nid005001:48085:48085 [0] NCCL INFO NET/OFI Using aws-ofi-rccl 1.4.0')
-    assert lumi_problems(without_network(lumi), text) == []
+    assert judged(without_network(lumi), text, min_accuracy=0.9) == []
     # the plugin never loaded: named, but the rank's communicators used the fabric regardless
-    text = rank5(lumi_text(), 'NET/OFI Using aws-ofi-rccl 1.4.0', 'NET/Plugin: Could not find: libnccl-net.so.')
-    assert lumi_problems(without_network(lumi), text) == [
+    text = rank5(saved(LUMI_OUT), 'NET/OFI Using aws-ofi-rccl 1.4.0',
+                 'NET/Plugin: Could not find: libnccl-net.so.')
+    assert judged(without_network(lumi), text, min_accuracy=0.9) == [
         f'network plugin not loaded on rank 5 (no line matches {lumi.net_plugin.used_pattern!r})']
 
 
 def test_where_the_partition_names_no_network_a_rank_on_sockets_is_said_to_have_fallen_back(lumi):
-    text = rank5(lumi_text(), 'NET/OFI Using aws-ofi-rccl 1.4.0', 'NET/Plugin: Could not find: libnccl-net.so.')
+    text = rank5(saved(LUMI_OUT), 'NET/OFI Using aws-ofi-rccl 1.4.0',
+                 'NET/Plugin: Could not find: libnccl-net.so.')
     text = rank5(text, 'Using network AWS Libfabric', 'Using network Socket')
-    assert lumi_problems(without_network(lumi), text) == [
+    assert judged(without_network(lumi), text, min_accuracy=0.9) == [
         f'network plugin not loaded on rank 5 (no line matches {lumi.net_plugin.used_pattern!r})',
         "NCCL fell back to its internal network on rank 5 ('Could not find: libnccl-net.so.')"]
 
@@ -174,7 +176,7 @@ def test_one_node_on_nccls_sockets_passes_where_the_plugin_is_needed_from_two(si
     """OLCF: on one Frontier node "the plugin will not initialize", and NCCL sends nothing over
     the network there. The same lines on two nodes fail."""
     settings = settings_of(site, partition)
-    text = re.sub(r'^.*NET/OFI.*\n', '', lumi_text(), flags=re.M)
+    text = without_lines(saved(LUMI_OUT), 'NET/OFI')
     text = everywhere(text, 'Using network AWS Libfabric', 'Using network Socket')
     run = output.parse(text)
     assert settings.net_plugin.from_nodes == 2

@@ -4,43 +4,34 @@ efficiency). The outputs are the saved real ones of test_sanity.py with `solo` l
 the training programs' format; every rank trains alone at `speeds[rank]` samples/s.
 """
 
-import json
-import os
-
 import pytest
 
-from conftest import DATA
 from mlcheck.errors import ConfigError
-from mlcheck.judging import output, sanity
+from mlcheck.judging import output
 from mlcheck.perf import ranks
-from mlcheck.placement.launch import Layout
 from mlcheck.site import PartitionSettings
+from saved_outputs import LUMI_OUT, SIM_OUT, fact_line, judged, saved
 
 
 def with_solo(name, speeds, width):
     """The saved output `name`, each rank r with a solo line at speeds[r] (None: no line)."""
-    with open(os.path.join(DATA, name)) as f:
-        text = f.read()
+    text = saved(name)
     for rank, speed in enumerate(speeds):
         if speed is not None:
             fact = {'event': 'solo', 'rank': rank, 'steps': 30, 'samples': 1920,
                     'seconds': 1920 / speed, 'samples_per_s': speed}
-            text += f'{rank:>{width}}: MLCHECK {json.dumps(fact, sort_keys=True)}\n'
+            text += fact_line(fact, task=rank, width=width)
     return text
 
 
 def lumi_problems(lumi, speeds, fraction=0.8):
     """Problems of the 16-rank LUMI-G output (ranks 0-7 on nid005001, 8-15 on nid005002)."""
-    expect = sanity.Expectations.for_run(lumi, Layout.for_nodes(lumi.topology, 2), min_accuracy=0.9,
-                                         slow_rank_fraction=fraction)
-    return sanity.problems(output.parse(with_solo('lumi_standard-g_2nodes.out', speeds, 2)), expect)
+    return judged(lumi, with_solo(LUMI_OUT, speeds, 2), min_accuracy=0.9, slow_rank_fraction=fraction)
 
 
 def sim_problems(sim, speeds, fraction=0.8):
     """Problems of the real 4-rank simulated output (ranks 0-1 on nid001, 2-3 on nid002)."""
-    expect = sanity.Expectations.for_run(sim, sim.layout(2), min_accuracy=0.9,
-                                         slow_rank_fraction=fraction)
-    return sanity.problems(output.parse(with_solo('sim_cluster_2nodes.out', speeds, 1)), expect)
+    return judged(sim, with_solo(SIM_OUT, speeds, 1), min_accuracy=0.9, slow_rank_fraction=fraction)
 
 
 EVEN = [2000.0 + 10 * (r % 3) for r in range(16)]      # within 1 % of each other
@@ -80,7 +71,7 @@ def test_one_slow_node_of_two_is_named_at_its_fraction_of_the_other(lumi, slower
         f'node nid005002 is slow: ranks 8-15 (GPUs 0-7) trained alone at {shown}-{shown} of the '
         f'upper-quartile rank: {2000 * slower:.4g}-{2000 * slower:.4g} samples/s, upper quartile '
         f'2000 (limit 0.8)']
-    run = output.parse(with_solo('lumi_standard-g_2nodes.out', speeds, 2))
+    run = output.parse(with_solo(LUMI_OUT, speeds, 2))
     assert ranks.slowest_rank_fraction(run) == pytest.approx(slower)
 
 
@@ -106,7 +97,7 @@ def test_without_a_solo_phase_nothing_is_asked(lumi):
 
 def test_figures_slowest_fraction_and_communication_efficiency(lumi):
     speeds = EVEN[:13] + [1420.0] + EVEN[14:]
-    run = output.parse(with_solo('lumi_standard-g_2nodes.out', speeds, 2))
+    run = output.parse(with_solo(LUMI_OUT, speeds, 2))
     assert ranks.slowest_rank_fraction(run) == pytest.approx(1420 / 2020)   # the upper quartile
     # the distributed phase: samples/s per device over the median solo samples/s
     per_device = run.result_value('samples_per_s_per_device')
@@ -114,7 +105,7 @@ def test_figures_slowest_fraction_and_communication_efficiency(lumi):
 
 
 def test_figures_are_none_without_solo_facts(lumi):
-    run = output.parse(with_solo('lumi_standard-g_2nodes.out', [None] * 16, 2))
+    run = output.parse(with_solo(LUMI_OUT, [None] * 16, 2))
     assert ranks.slowest_rank_fraction(run) is None
     assert ranks.communication_efficiency(run) is None
 

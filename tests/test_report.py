@@ -9,15 +9,13 @@ settings and software stack that the checks now record.
 import dataclasses
 import os
 import subprocess
-from datetime import datetime, timezone
 
 import pytest
 
-from test_history import BASELINE, UNCHANGED, SLOWED, one_line_error, run, samples
+from command_line import run_report
 from mlcheck.perf import compare, stack
-from mlcheck.perf.samples import higher_is_better
 from mlcheck.perf.selection import load, parse_selection
-from mlcheck.rfm_config import PERFLOG_HEADER
+from perflogs import BASELINE, CAMPAIGN, SLOWED, UNCHANGED, as_run, samples, spec, write_perflog
 
 LUMI_STACK = {'torch': '2.6.0+rocm6.2.4', 'torchvision': '0.21.0+rocm6.2.4', 'rocm': '6.2.41134',
               'nccl': '2.20.5+hip6.2', 'net_plugin': 'aws-ofi-rccl 1.4.0', 'libfabric': '1.15.2',
@@ -25,28 +23,6 @@ LUMI_STACK = {'torch': '2.6.0+rocm6.2.4', 'torchvision': '0.21.0+rocm6.2.4', 'ro
               'slurm': '23.02.7', 'image': '9876543210 bytes modified 2026-10-01T08:00:00Z'}
 UPGRADED = {**LUMI_STACK, 'nccl': '2.22.3+hip6.2', 'net_plugin': 'aws-ofi-nccl 1.18.0',
             'slurm': '24.05.3'}
-
-
-def perflog_line(s):
-    when = datetime.fromtimestamp(s.time, timezone.utc).isoformat(timespec='seconds')
-    ref = ['null' if v is None else str(v) for v in (s.reference or (None,) * 3)]
-    return '|'.join([when, 'reframe 4.10.4', s.partition, s.name, s.image, str(s.num_nodes),
-                     str(2 * s.num_nodes), s.jobid, s.nodelist, s.var, 'null' if s.value is None else str(s.value), s.unit, *ref,
-                     s.result, s.settings, s.stack])
-
-
-def write_perflog(path, found):
-    path.write_text('\n'.join([PERFLOG_HEADER, *map(perflog_line, found)]) + '\n')
-    return str(path)
-
-
-def as_run(found, image, nodes, factor=1.0, settings='epochs=3', facts=None):
-    """The samples as if run in `image` on `nodes` nodes, `factor` times as fast."""
-    scale = lambda s: s.value * factor if higher_is_better(s.unit) else s.value / factor
-    return [dataclasses.replace(s, name=f'MNISTDistributedCheck %image={image} %num_nodes={nodes}',
-                                image=image, num_nodes=nodes, value=scale(s), settings=settings,
-                                stack=stack.encode(facts or {}))
-            for s in found]
 
 
 def upgrade(tmp_path, after_stack=UPGRADED, after_session=UNCHANGED[0], settings='epochs=3'):
@@ -71,7 +47,7 @@ def test_stack_facts_round_trip_through_the_perf_log_field():
 
 def test_a_changed_stack_is_one_line_per_image(tmp_path, capsys):
     before, after = upgrade(tmp_path)
-    code, out, _ = run(capsys, before, after, '-o', str(tmp_path / 'report'))
+    code, out, _ = run_report(capsys, before, after, '-o', str(tmp_path / 'report'))
     assert code == 0
     line = ('RCCL 2.20.5+hip6.2 -> 2.22.3+hip6.2; aws-ofi-rccl 1.4.0 -> aws-ofi-nccl 1.18.0; '
             'Slurm 23.02.7 -> 24.05.3')
@@ -83,7 +59,7 @@ def test_a_changed_stack_is_one_line_per_image(tmp_path, capsys):
 
 def test_an_identical_stack_says_nothing_changed(tmp_path, capsys):
     before, after = upgrade(tmp_path, after_stack=LUMI_STACK)
-    code, out, _ = run(capsys, before, after, '-o', str(tmp_path / 'report'))
+    code, out, _ = run_report(capsys, before, after, '-o', str(tmp_path / 'report'))
     assert code == 0 and 'stack of' not in out
     assert 'Nothing that both sides recorded changed.' in (tmp_path / 'report' / 'report.md').read_text()
 
@@ -118,7 +94,7 @@ def test_runs_of_other_settings_are_not_compared(tmp_path, capsys):
     """3 epochs before, 10 after (and slower): no verdict mixes them, nor passes them as
     unchanged; the gate fails, saying the settings differ, with each side's settings."""
     before, after = upgrade(tmp_path, after_session=SLOWED, settings='epochs=10')
-    code, out, _ = run(capsys, before, after)
+    code, out, _ = run_report(capsys, before, after)
     table = [line for line in out.splitlines() if line.startswith('sim:cluster')]
     assert {line.rsplit('  ', 1)[-1].strip() for line in table} == {compare.OTHER_SETTINGS, 'only after'}
     assert all('[epochs=3]' in line for line in table if compare.OTHER_SETTINGS in line)
@@ -142,7 +118,7 @@ def test_an_older_perf_log_without_settings_is_never_taken_for_the_one_known():
 
 def test_markdown_starts_with_what_to_act_on(tmp_path, capsys):
     before, after = upgrade(tmp_path, after_session=SLOWED)
-    code, out, _ = run(capsys, before, after, '-o', str(tmp_path / 'report'))
+    code, out, _ = run_report(capsys, before, after, '-o', str(tmp_path / 'report'))
     assert code == 1
     text = (tmp_path / 'report' / 'report.md').read_text()
     order = [text.index(h) for h in ('**', '## Regressions', '## Improvements',
@@ -156,7 +132,7 @@ def test_tests_that_cannot_be_judged_are_one_line(tmp_path, capsys):
     before, after = upgrade(tmp_path)
     one = write_perflog(tmp_path / 'one.log', [s for s in load(parse_selection(after))
                                                if s.jobid == samples(UNCHANGED[0])[0].jobid])
-    code, out, _ = run(capsys, before, one, '-o', str(tmp_path / 'report'))
+    code, out, _ = run_report(capsys, before, one, '-o', str(tmp_path / 'report'))
     text = (tmp_path / 'report' / 'report.md').read_text()
     # one run after against five before: judged against the spread before, and said so once
     [line] = [l for l in text.splitlines() if l.startswith('- ') and 'too few repetitions' in l]
@@ -165,7 +141,7 @@ def test_tests_that_cannot_be_judged_are_one_line(tmp_path, capsys):
     # one run on both sides: shown with its change, in one line with the advice
     first = write_perflog(tmp_path / 'first.log', [s for s in load(parse_selection(before))
                                                    if s.jobid == samples(BASELINE)[0].jobid])
-    code, out, _ = run(capsys, first, one, '-o', str(tmp_path / 'report'))
+    code, out, _ = run_report(capsys, first, one, '-o', str(tmp_path / 'report'))
     text = (tmp_path / 'report' / 'report.md').read_text()
     assert text.count('| too few repetitions |') + text.count(f'| {compare.TOO_FEW_WORSE} |') == 12
     [line] = [l for l in text.splitlines() if l.startswith('- ') and 'too few repetitions' in l]
@@ -177,7 +153,7 @@ def test_tests_without_a_reference_are_one_line(tmp_path, capsys):
     found = load(parse_selection(after))
     unreferenced = write_perflog(tmp_path / 'unreferenced.log',
                                  [dataclasses.replace(s, reference=(0, None, None)) for s in found])
-    code, out, _ = run(capsys, before, unreferenced)
+    code, out, _ = run_report(capsys, before, unreferenced)
     [line] = [l for l in out.splitlines() if 'without a reference' in l]
     assert line.startswith('4 test(s) ran without a reference')
 
@@ -186,7 +162,7 @@ def test_tests_without_a_reference_are_one_line(tmp_path, capsys):
 
 def test_one_scaling_and_one_time_figure_per_check(tmp_path, capsys):
     before, after = upgrade(tmp_path, after_session=SLOWED)
-    run(capsys, before, after, '-o', str(tmp_path / 'report'))
+    run_report(capsys, before, after, '-o', str(tmp_path / 'report'))
     assert sorted(p.name for p in (tmp_path / 'report').glob('*.png')) == [
         'scaling-sim-cluster-MNISTDistributedCheck.png', 'time-sim-cluster-MNISTDistributedCheck.png']
 
@@ -194,7 +170,6 @@ def test_one_scaling_and_one_time_figure_per_check(tmp_path, capsys):
 def test_a_perf_log_moved_aside_for_the_new_header_is_still_read(tmp_path, capsys):
     """ReFrame moves a perf log whose header changed to <name>.log.h0; a directory selection
     still reads it (and skips one too old to hold an image and node count)."""
-    from test_history import CAMPAIGN, spec
     logs = tmp_path / 'perflogs' / 'sim' / 'cluster'
     logs.mkdir(parents=True)
     with open(CAMPAIGN) as f:
@@ -203,5 +178,5 @@ def test_a_perf_log_moved_aside_for_the_new_header_is_still_read(tmp_path, capsy
     (logs / 'MNISTDistributedCheck.log.h1').write_text('job_completion_time|name|perf_value\n')
     write_perflog(logs / 'MNISTDistributedCheck.log', as_run(samples(SLOWED), 'host', 1))
     period = f"{BASELINE['start']}:{BASELINE['end']}"
-    code, out, err = run(capsys, f'{tmp_path / "perflogs"}@{period}', spec(SLOWED))
+    code, out, err = run_report(capsys, f'{tmp_path / "perflogs"}@{period}', spec(SLOWED))
     assert err == '' and '3 regression(s)' in out

@@ -120,7 +120,7 @@ def test_an_unchanged_test_is_never_a_regression(before, within, unit, runs, dat
 @given(groups())
 def test_the_exit_status_is_1_iff_a_verdict_fails(found):
     """End to end: perf logs written, read back and judged by the command."""
-    from test_report import write_perflog
+    from perflogs import write_perflog
     before, after = samples(found, 'before'), samples(found, 'after')
     if not before and not after:
         return

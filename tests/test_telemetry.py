@@ -17,19 +17,15 @@ import telemetry as rank_telemetry    # src/pytorch/telemetry.py, as the program
 from conftest import DATA
 from mlcheck.judging import output, telemetry as rules
 from mlcheck.perf import telemetry as figures
+from saved_outputs import fact_line, saved
 
 RECORDED = os.path.join(DATA, 'telemetry')
-
-
-def recorded(name):
-    with open(os.path.join(RECORDED, name)) as stream:
-        return stream.read()
 
 
 # --- readers, on real outputs ---------------------------------------------------------------
 
 def test_rocm_smi_mi250_primary_gives_the_package_power_and_the_secondary_none():
-    readings = rank_telemetry.read_rocm_smi(recorded('rocm_smi_mi250_secondary_die.json'))
+    readings = rank_telemetry.read_rocm_smi(saved('telemetry/rocm_smi_mi250_secondary_die.json'))
     assert readings[0] == {'power_w': 102.0, 'utilization': 50.0, 'memory_gb': 51.52702464}
     assert 'power_w' not in readings[1]          # 'N/A (Secondary die)': no power, not 0 W
     assert readings[1]['power_note'].startswith('secondary die')
@@ -37,30 +33,30 @@ def test_rocm_smi_mi250_primary_gives_the_package_power_and_the_secondary_none()
 
 
 def test_rocm_smi_takes_the_junction_temperature_and_the_rocm6_power_key():
-    assert rank_telemetry.read_rocm_smi(recorded('rocm_smi_7900xtx.json')) == {0: {
+    assert rank_telemetry.read_rocm_smi(saved('telemetry/rocm_smi_7900xtx.json')) == {0: {
         'power_w': 19.0, 'utilization': 0.0, 'temperature_c': 49.0, 'memory_gb': 0.794341376}}
-    apu = rank_telemetry.read_rocm_smi(recorded('rocm_smi_780m_rocm62.json'))[0]
+    apu = rank_telemetry.read_rocm_smi(saved('telemetry/rocm_smi_780m_rocm62.json'))[0]
     assert apu['power_w'] == 7.222 and apu['utilization'] == 19.0 and apu['temperature_c'] == 31.0
 
 
 def test_amd_smi_readings_and_not_available_fields():
-    assert rank_telemetry.read_amd_smi(recorded('amd_smi_metric_watch_na.json')) == {0: {}}
-    assert rank_telemetry.read_amd_smi(recorded('amd_smi_metric_usage_w7700.json')) == {0: {'utilization': 42.0}}
-    reading = rank_telemetry.read_amd_smi(recorded('amd_smi_metric_from_text_output.json'))[0]
+    assert rank_telemetry.read_amd_smi(saved('telemetry/amd_smi_metric_watch_na.json')) == {0: {}}
+    assert rank_telemetry.read_amd_smi(saved('telemetry/amd_smi_metric_usage_w7700.json')) == {0: {'utilization': 42.0}}
+    reading = rank_telemetry.read_amd_smi(saved('telemetry/amd_smi_metric_from_text_output.json'))[0]
     assert reading == {'power_w': 20.0, 'utilization': 0.0, 'clock_mhz': 14.0}   # UNTHROTTLED: no throttle
 
 
 def test_amd_smi_newer_gpu_data_wrapper_and_a_warning_before_the_json():
-    gpus = json.loads(recorded('amd_smi_metric_from_text_output.json'))
+    gpus = json.loads(saved('telemetry/amd_smi_metric_from_text_output.json'))
     wrapped = 'WARNING: user is not in the render group\n' + json.dumps({'gpu_data': gpus})
     assert rank_telemetry.read_amd_smi(wrapped) == rank_telemetry.read_amd_smi(json.dumps(gpus))
 
 
 def test_nvidia_smi_header_driven_with_units_and_without_an_index_column():
-    series = rank_telemetry.read_nvidia_smi(recorded('nvidia_smi_one_gpu_series.csv'))
+    series = rank_telemetry.read_nvidia_smi(saved('telemetry/nvidia_smi_one_gpu_series.csv'))
     assert series == {0: {'power_w': 78.22, 'utilization': 25.0, 'temperature_c': 55.0,
                           'clock_mhz': 1470.0}}       # the last row of GPU 0
-    two = rank_telemetry.read_nvidia_smi(recorded('nvidia_smi_two_gpus_no_index.csv'))
+    two = rank_telemetry.read_nvidia_smi(saved('telemetry/nvidia_smi_two_gpus_no_index.csv'))
     assert two[0] == {'power_w': 106.56, 'utilization': 36.0, 'temperature_c': 60.0,
                       'clock_mhz': 1936.0, 'memory_gb': pytest.approx(2856 * 2**20 / 1e9)}
     assert two[1]['power_w'] == 5.68 and two[1]['memory_gb'] == pytest.approx(4 * 2**20 / 1e9)
@@ -68,7 +64,7 @@ def test_nvidia_smi_header_driven_with_units_and_without_an_index_column():
 
 def test_nvidia_smi_throttle_reasons_name_only_the_slowdowns():
     # the recorded row with a throttle column added (no recorded output has one): NVML's bits
-    header, row = recorded('nvidia_smi_two_gpus_no_index.csv').splitlines()[:2]
+    header, row = saved('telemetry/nvidia_smi_two_gpus_no_index.csv').splitlines()[:2]
     for reasons, named in (('0x0000000000000040', 'software thermal slowdown (nvidia-smi 0x0000000000000040)'),
                            ('0x0000000000000004', None), ('[N/A]', None)):
         text = f'{header}, clocks_throttle_reasons.active\n{row}, {reasons}\n'
@@ -146,18 +142,17 @@ def run_of(readings_by_rank, node_of=lambda rank: f'nid00{rank // 8}', extra=Non
     """A run whose ranks report `readings_by_rank[rank]` as their sampler would (summarised)."""
     lines = []
     for rank, reading in readings_by_rank.items():
-        lines.append(output.FACT_PREFIX + json.dumps({'event': 'rank', 'rank': rank, 'node': node_of(rank),
-                                                     'local_rank': rank % 8}))
+        lines.append(fact_line({'event': 'rank', 'rank': rank, 'node': node_of(rank), 'local_rank': rank % 8}))
         fields = {'gpu': rank % 8, 'gpu_source': 'rocm-smi', 'host_memory_gb': 3.5,
                   **rank_telemetry.summarise([reading]), **(extra or {}).get(rank, {})}
-        lines.append(output.FACT_PREFIX + json.dumps({'event': 'telemetry', 'rank': rank, **fields}))
-    return output.parse('\n'.join(lines), labelled=False)
+        lines.append(fact_line({'event': 'telemetry', 'rank': rank, **fields}))
+    return output.parse(''.join(lines), labelled=False)
 
 
 def mi250x_node(package_power):
     """8 GCDs, 4 packages: each primary from the recorded MI250 primary, at `package_power[p]`
     watts, each secondary as recorded (no power)."""
-    primary, secondary = (rank_telemetry.read_rocm_smi(recorded('rocm_smi_mi250_secondary_die.json'))[i]
+    primary, secondary = (rank_telemetry.read_rocm_smi(saved('telemetry/rocm_smi_mi250_secondary_die.json'))[i]
                           for i in (0, 1))
     return {2 * p + die: ({**primary, 'power_w': watts} if die == 0 else secondary)
             for p, watts in enumerate(package_power) for die in (0, 1)}
@@ -179,7 +174,7 @@ def test_one_mi250x_package_at_half_power_is_named_and_only_it():
 
 
 def test_one_gpu_at_half_power_among_nvidia_gpus():
-    gpu = rank_telemetry.read_nvidia_smi(recorded('nvidia_smi_two_gpus_no_index.csv'))[0]
+    gpu = rank_telemetry.read_nvidia_smi(saved('telemetry/nvidia_smi_two_gpus_no_index.csv'))[0]
     readings = {rank: {**gpu, 'power_w': 106.56 / 2 if rank == 5 else 106.56} for rank in range(8)}
     found = rules.problems(run_of(readings), 0.75)
     assert len(found) == 1 and found[0].startswith('rank 5 on nid000 (GPU 5) drew 53 W, 0.50 of the median GPU')
