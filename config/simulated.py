@@ -91,6 +91,9 @@ site_configuration = {
             },
         }],
     }],
+    # a job seen done within a second: ReFrame's polls slow down to one in 10 s by default
+    # (poll_rate_min 0.1), so a job of 20-40 s was seen done 1-2 s late on average
+    'general': [{'poll_rate_min': 1}],
     'environments': [builtin_environment(['sim'])],
     'logging': logging_config(),
     # sessions of this checkout (RFM_SQLITE_DB_FILE to use another database)
