@@ -4,7 +4,6 @@ import importlib.util
 import os
 import re
 import subprocess
-import sys
 
 import pytest
 

@@ -10,7 +10,8 @@ from conftest import REPO, partition_entry, srun_line
 from mlcheck.data import images
 from reframe_runner import report_cases, run_reframe
 
-DATA = f'{REPO}/var/data'
+# where the partition's data is: var/data of the checkout, unless MLCHECK_DATA_DIR says otherwise
+DATA = partition_entry('simulated', 'sim:cluster')['extras']['mlcheck']['datasets']['mnist']
 
 
 @pytest.fixture(scope='module')

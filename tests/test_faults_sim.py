@@ -15,7 +15,7 @@ import time
 import pytest
 
 from conftest import SIMSLURM
-from reframe_runner import job_file, report_cases, run_reframe, start_reframe
+from reframe_runner import job_file, report_cases, start_reframe
 
 SIMSLURM_DIR = os.environ.get('SIMSLURM_DIR', '/var/tmp/simslurm')
 JOB_TIME_LIMIT = 15 * 60            # DistributedLaunchCheck.time_limit

@@ -13,7 +13,6 @@ import pytest
 from conftest import REPO, partition_entry
 from mlcheck.placement import launch
 from mlcheck.errors import ConfigError
-from mlcheck.placement.launch import Layout
 
 WRAPPER = os.path.join(REPO, 'src', launch.RANK_WRAPPER)
 

@@ -10,8 +10,6 @@ import dataclasses
 import os
 import subprocess
 
-import pytest
-
 from command_line import run_report
 from mlcheck.perf import compare, stack
 from mlcheck.perf.selection import load, parse_selection

@@ -2,7 +2,6 @@
 sample sets (tests x settings groups x repetitions) whose truth is known by construction.
 The rule itself is in mlcheck.perf.compare; docs/performance-history.md lists these invariants."""
 
-import dataclasses
 import math
 import statistics
 import tempfile
