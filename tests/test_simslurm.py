@@ -189,18 +189,23 @@ def submit(tmp_path, name, *body, nodes=1):
 
 
 def accounted(job_ids, timeout=60):
-    """{job id: (state, exit code)} once the accounting (sacct) has every job finished."""
+    """{job id: (state, exit code)} once the accounting (sacct) has every job finished, and says
+    the same a second later: a job of a few milliseconds was once FAILED with exit code 0:0 for a
+    moment, and 3:0 after (its record came before its completion was stored)."""
     finished = ("COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "NODE_FAIL", "OUT_OF_MEMORY")
     deadline = time.monotonic() + timeout
+    before = None
     while True:
         proc = run(["sacct", "-X", "-n", "-P", "-j", ",".join(job_ids), "-o", "JobID,State,ExitCode"],
                    timeout=30)
         assert proc.returncode == 0, explain(proc)
         jobs = {jobid: (state.split()[0], code) for jobid, state, code in
                 (line.split("|") for line in proc.stdout.splitlines())}
-        if all(jobs.get(j, ("",))[0] in finished for j in job_ids) or time.monotonic() > deadline:
+        done = all(jobs.get(j, ("",))[0] in finished for j in job_ids)
+        if (done and jobs == before) or time.monotonic() > deadline:
             return jobs
-        time.sleep(0.5)
+        before = jobs if done else None
+        time.sleep(1.0 if done else 0.5)
 
 
 def test_sbatch_two_node_job(cluster, tmp_path):
