@@ -234,34 +234,30 @@ def settings_from_env(environ):
     """bin/simslurm's settings from its SIMSLURM_* variables, an empty one as unset (bash's
     ${VAR:-default}): {'NODES': 2, 'DIR': ..., 'CTLD_PORT', 'PORT_BASE', 'DBD_PORT', 'TIMEOUT'}.
     ValueError naming the variable that is wrong, and what would do."""
-    def number(var, default):
+    def number(var, default, low=0, high=None, wrong='is not a number'):
+        """The whole number in `var` (or `default`), between `low` and `high`; else ValueError
+        "VAR='raw' `wrong`"."""
         raw = environ.get(var) or str(default)
-        return raw, int(raw) if re.fullmatch('[0-9]+', raw) else None
+        if not re.fullmatch('[0-9]+', raw) or int(raw) < low or (high is not None and int(raw) > high):
+            raise ValueError(f"{var}='{raw}' {wrong}")
+        return int(raw)
 
-    raw, nodes = number('SIMSLURM_NODES', DEFAULT_NODES)
-    if nodes is None or not 1 <= nodes <= 999:
-        raise ValueError(f"SIMSLURM_NODES='{raw}' is not a number between 1 and 999; "
-                         f"set it to e.g. {DEFAULT_NODES}")
-    raw, ctld = number('SIMSLURM_CTLD_PORT', DEFAULT_CTLD_PORT)
-    if ctld is None or not 1 <= ctld <= 65535:
-        raise ValueError(f"SIMSLURM_CTLD_PORT='{raw}' is not a valid port; set it to e.g. {DEFAULT_CTLD_PORT}")
-    raw, base = number('SIMSLURM_SLURMD_PORT_BASE', DEFAULT_SLURMD_PORT_BASE)
-    if base is None or not 1 <= base <= 65535 - nodes + 1:
-        raise ValueError(f"SIMSLURM_SLURMD_PORT_BASE='{raw}' is not a valid port base for {nodes} nodes; "
-                         f"set it to e.g. {DEFAULT_SLURMD_PORT_BASE}")
+    nodes = number('SIMSLURM_NODES', DEFAULT_NODES, 1, 999,
+                   f'is not a number between 1 and 999; set it to e.g. {DEFAULT_NODES}')
+    ctld = number('SIMSLURM_CTLD_PORT', DEFAULT_CTLD_PORT, 1, 65535,
+                  f'is not a valid port; set it to e.g. {DEFAULT_CTLD_PORT}')
+    base = number('SIMSLURM_SLURMD_PORT_BASE', DEFAULT_SLURMD_PORT_BASE, 1, 65535 - nodes + 1,
+                  f'is not a valid port base for {nodes} nodes; set it to e.g. {DEFAULT_SLURMD_PORT_BASE}')
     slurmd_ports = range(base, base + nodes)
     if ctld in slurmd_ports:
         raise ValueError(f'SIMSLURM_CTLD_PORT={ctld} lies inside the slurmd port range {base}-{base + nodes - 1}; '
                          f'choose ports that do not overlap')
-    raw, dbd = number('SIMSLURM_DBD_PORT', DEFAULT_DBD_PORT)
-    if dbd is None or not 1 <= dbd <= 65535:
-        raise ValueError(f"SIMSLURM_DBD_PORT='{raw}' is not a valid port; set it to e.g. {DEFAULT_DBD_PORT}")
+    dbd = number('SIMSLURM_DBD_PORT', DEFAULT_DBD_PORT, 1, 65535,
+                 f'is not a valid port; set it to e.g. {DEFAULT_DBD_PORT}')
     if dbd == ctld or dbd in slurmd_ports:
         raise ValueError(f'SIMSLURM_DBD_PORT={dbd} is the slurmctld port or inside the slurmd port range '
                          f'{base}-{base + nodes - 1}; choose ports that do not overlap')
-    raw, timeout = number('SIMSLURM_TIMEOUT', 30)
-    if timeout is None:
-        raise ValueError(f"SIMSLURM_TIMEOUT='{raw}' is not a number of seconds")
+    timeout = number('SIMSLURM_TIMEOUT', 30, wrong='is not a number of seconds')
     directory = environ.get('SIMSLURM_DIR') or DEFAULT_DIR
     if not directory.startswith('/'):
         raise ValueError(f"SIMSLURM_DIR='{directory}' must be an absolute path")
