@@ -1,17 +1,20 @@
 """The GPU code paths, judged by the project's own sanity code on real output of a real GPU.
 
 tests/data/gpu/h100_*: bench/gpu-path.sh on one NVIDIA H100 80GB HBM3 (driver 580.159.04, CUDA 13.0,
-NCCL 2.28.9, torch 2.11.0+cu130; a KVM guest with 16 cores, one NUMA node and no network fabric), the
+NCCL 2.28.9, torch 2.11.0+cu130; a VM with 16 cores, one NUMA node and no network fabric), the
 programs as one rank through src/launch/rank-env.sh with NCCL_DEBUG=INFO, stdout and stderr labelled
-"0: " as srun --label labels task 0. h100_cifar100_lr0.05 is an earlier capture, at the learning rate
-the program had then. See docs/cifar-benchmark.md.
+"0: " as srun --label labels task 0. mnist, cifar100 and collectives were captured again on
+2026-11-24 with the programs as they are after the restructuring (issue 21), telemetry included;
+h100_cifar100_lr0.05 is an earlier capture, at the learning rate the program had then.
+See docs/cifar-benchmark.md and docs/telemetry.md.
 """
 
 import dataclasses
 
 import pytest
 
-from mlcheck.judging import interconnect, output, sanity
+from mlcheck.judging import interconnect, output, sanity, telemetry as telemetry_rules
+from mlcheck.perf import telemetry as telemetry_figures
 from mlcheck.placement.topology import cores_to_mask
 from saved_outputs import saved_job, with_facts
 
@@ -112,3 +115,27 @@ def test_a_wrong_value_received_on_the_gpu_fails_naming_the_collective():
     found = interconnect.problems(gpu_run('collectives', 'values', wrong=[wrong]), 1, 0.5)
     assert len(found) == 1 and 'rank 0' in found[0] and 'all_reduce' in found[0], found
     assert '\n' not in found[0]
+
+
+@pytest.mark.parametrize('name', ['mnist', 'cifar100'])
+def test_what_the_gpu_did_is_read_through_torch_and_judged(name):
+    """Each program's sampler on the H100 read its GPU through torch's NVML accessors over the
+    timed epochs; the figures come out of the fact and a healthy GPU breaks no rule."""
+    run = gpu_run(name)
+    fact = telemetry_figures.telemetry_facts(run)[0]
+    assert (fact['gpu_source'], fact['gpu']) == ('torch', 0) and fact['gpu_samples'] >= 3
+    assert 'gpu_telemetry_unavailable' not in fact and 'failed_samples' not in fact
+    # between the idle GPU (70-75 W measured) and its 700 W cap
+    assert 70 < telemetry_figures.median_power(run) < 700
+    assert 0 < telemetry_figures.peak_gpu_memory(run) < 80 and telemetry_figures.peak_host_memory(run) > 0.5
+    assert telemetry_rules.problems(run, low_power_fraction=0.75) == []
+    assert telemetry_rules.unavailable_note(run) is None
+
+
+def test_a_throttled_gpu_in_a_real_run_is_named():
+    """The broken case of the same capture: the tool reported a hardware thermal slowdown."""
+    run = gpu_run('cifar100', 'telemetry', throttle='hardware thermal slowdown (nvidia-smi 0x80)')
+    (found,) = telemetry_rules.problems(run, low_power_fraction=0.75)
+    assert found.startswith('rank 0 on vm (GPU 0) was throttled: hardware thermal slowdown (nvidia-smi 0x80); '
+                            'utilization 26 %, clock 1980 MHz'), found
+

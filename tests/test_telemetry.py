@@ -5,6 +5,7 @@ throttle rules, each with its broken case (docs/telemetry.md)."""
 import gzip
 import json
 import os
+import statistics
 import subprocess
 import time
 import sys
@@ -69,6 +70,58 @@ def test_nvidia_smi_throttle_reasons_name_only_the_slowdowns():
                            ('0x0000000000000004', None), ('[N/A]', None)):
         text = f'{header}, clocks_throttle_reasons.active\n{row}, {reasons}\n'
         assert rank_telemetry.read_nvidia_smi(text)[0].get('throttle') == named
+
+
+def test_nvidia_smi_on_an_h100_answers_the_query_the_sampler_sends():
+    """Recorded on an H100 (driver 580.159.04) by bench/gpu_telemetry_probe.py, with the commands
+    tool_candidates builds. Asked for clocks_throttle_reasons.active, that driver names the column
+    clocks_event_reasons.active; under load the GPU runs at its software power cap (0x4) and idle
+    it is idle (0x1): neither is a throttle."""
+    which = {'nvidia-smi': '/usr/bin/nvidia-smi'}.get
+    (_, with_throttle, _), (_, without, _) = rank_telemetry.tool_candidates(0, which)
+    for command, recorded in ((with_throttle, 'with_throttle_loaded'), (without, 'without_throttle_loaded')):
+        asked = command[-1].removeprefix('--query-gpu=').split(',')
+        header = saved(f'telemetry/nvidia_smi_h100_{recorded}.csv').splitlines()[0].split(', ')
+        assert len(header) == len(asked)             # one column per field asked, in order
+    loaded = rank_telemetry.read_nvidia_smi(saved('telemetry/nvidia_smi_h100_with_throttle_loaded.csv'))
+    assert loaded == {0: {'power_w': 694.6, 'utilization': 99.0, 'temperature_c': 55.0,
+                          'clock_mhz': 1395.0, 'memory_gb': pytest.approx(1011 * 2**20 / 1e9)}}
+    idle = rank_telemetry.read_nvidia_smi(saved('telemetry/nvidia_smi_h100_with_throttle_idle.csv'))
+    assert idle[0]['power_w'] == 70.53 and 'throttle' not in idle[0]
+    assert rank_telemetry.read_nvidia_smi(saved('telemetry/nvidia_smi_h100_without_throttle_loaded.csv'))[0][
+        'power_w'] == 694.91
+    # the broken case: the same row with a hardware thermal slowdown (0x80) beside the power cap
+    hot = saved('telemetry/nvidia_smi_h100_with_throttle_loaded.csv').replace('0x0000000000000004',
+                                                                             '0x0000000000000084')
+    assert rank_telemetry.read_nvidia_smi(hot)[0]['throttle'] == \
+        'hardware thermal slowdown (nvidia-smi 0x0000000000000084)'
+
+
+def probe_events(event):
+    with open(os.path.join(DATA, 'gpu', 'h100_telemetry_probe.jsonl')) as stream:
+        return [line for line in map(json.loads, stream) if line['event'] == event]
+
+
+def test_torch_accessors_on_cuda_read_as_nvidia_smi_does():
+    """Side by side on the H100, idle (70 W) and at its 700 W cap: torch.cuda.power_draw is NVML's
+    milliwatts on a CUDA build, and TorchSource's scale makes it nvidia-smi's watts (a scale of 1,
+    right on ROCm builds, would read 694,600 W here)."""
+    samples = probe_events('sample')
+    assert {s['phase'] for s in samples} == {'idle', 'loaded'} and len(samples) == 10
+    for sample in samples:
+        tool = sample['tools'][0]['reading']
+        for field, (accessor, scale) in rank_telemetry.TorchSource.ACCESSORS.items():
+            assert sample['torch_raw'][accessor] * scale == pytest.approx(tool[field], rel=0.05, abs=1), field
+
+
+def test_the_sampler_on_nvidia_smi_reads_what_torch_reads():
+    """The whole Sampler on the H100 with torch's accessors left out (an image without NVML),
+    under the same load: nvidia-smi's figures agree with torch's."""
+    (on_tool,) = probe_events('sampler_on_tool')
+    loaded = [s['torch_source'] for s in probe_events('sample') if s['phase'] == 'loaded']
+    assert on_tool['gpu_source'] == 'nvidia-smi' and on_tool['gpu_samples'] >= 3
+    assert on_tool['power_w'] == pytest.approx(statistics.fmean(s['power_w'] for s in loaded), rel=0.05)
+    assert on_tool['utilization'] == 99.0 and 'throttle' not in on_tool
 
 
 # --- sources and the sampler, on this machine (no GPU) ---------------------------------------
