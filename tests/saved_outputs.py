@@ -2,14 +2,14 @@
 into a broken case, judge it as a check's sanity would.
 
 The fact lines are the training programs' `MLCHECK {json}` lines (mlcheck/contract.py), each
-behind srun's label; an edited fact is written back as the programs write it (sorted keys)."""
+behind srun's label; an edited fact is written back as the programs write it (format_fact)."""
 
 import json
 import os
 import re
 
 from conftest import DATA
-from mlcheck.contract import FACT_PREFIX
+from mlcheck.contract import FACT_PREFIX, format_fact
 from mlcheck.judging import output, sanity
 
 # the saved MNIST runs that several modules break (described in tests/test_sanity.py)
@@ -45,7 +45,7 @@ def fact_line(fact, task=None, width=1):
     """A fact line as a program prints it, labelled with `task` as srun --label does (right-aligned
     to `width`), unlabelled if None."""
     label = '' if task is None else f'{task:>{width}}: '
-    return f'{label}{FACT_PREFIX}{json.dumps(fact, sort_keys=True)}\n'
+    return f'{label}{format_fact(**fact)}\n'
 
 
 def with_facts(text, event, *, rank=None, change=None, **values):
@@ -68,7 +68,7 @@ def with_facts(text, event, *, rank=None, change=None, **values):
             if fact is None:
                 continue
             end = '\n' if line.endswith('\n') else ''
-            line = f'{label}{FACT_PREFIX}{json.dumps(fact, sort_keys=True)}{end}'
+            line = f'{label}{format_fact(**fact)}{end}'
         lines.append(line)
     return ''.join(lines)
 
