@@ -98,8 +98,9 @@ def test_nvidia_smi_on_an_h100_answers_the_query_the_sampler_sends():
 
 
 def probe_events(event):
-    with open(os.path.join(DATA, 'gpu', 'h100_telemetry_probe.jsonl')) as stream:
-        return [line for line in map(json.loads, stream) if line['event'] == event]
+    """The facts of `event` that bench/gpu_telemetry_probe.py wrote on the H100."""
+    lines = map(json.loads, saved('gpu/h100_telemetry_probe.jsonl').splitlines())
+    return [line for line in lines if line['event'] == event]
 
 
 def test_torch_accessors_on_cuda_read_as_nvidia_smi_does():
