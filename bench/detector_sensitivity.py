@@ -21,8 +21,8 @@ import sys
 
 ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), '..')
 sys.path.insert(0, ROOT)
-from mlcheck.perf import compare  # noqa: E402
-from mlcheck.perf.selection import load, parse_selection  # noqa: E402
+from mlcheck.history import compare  # noqa: E402
+from mlcheck.history.selection import load, parse_selection  # noqa: E402
 
 PERFLOGS = os.path.join(ROOT, 'tests', 'data', 'perflogs')
 # sessions whose repetitions were disturbed by something else on the machine (see the docs)

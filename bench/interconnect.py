@@ -8,7 +8,7 @@
            and a bare loop of the same dist.all_reduce on the same buffer; print the bandwidth of
            both and their ratio (target >= 0.97: the harness must not be what is measured)
   sessions a baseline, an unchanged and a --slowdown session of --repeat runs each of the program
-           itself (--ranks local gloo ranks, no Slurm), judged by mlcheck.report's rule, for a
+           itself (--ranks local gloo ranks, no Slurm), judged by mlcheck.commands.report's rule, for a
            machine where the simulated partition cannot run (no Slurm), e.g. one with more cores
 
     .venv/bin/python bench/interconnect.py limit
@@ -128,7 +128,7 @@ def program_run(args, slowdown):
 def sessions(args):
     sys.path.insert(0, os.path.join(SRC, '..', '..'))
     from mlcheck.judging import output
-    from mlcheck.perf import compare
+    from mlcheck.history import compare
     runs = {name: [output.parse(program_run(args, slowdown), labelled=False).result()
                    for _ in range(args.repeat)]
             for name, slowdown in (('baseline', 0.0), ('unchanged', 0.0), ('slowdown', args.slowdown))}

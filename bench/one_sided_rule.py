@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """The report's rule when one side has a single repetition (reframe -r without --repeat): how often
 does it flag an unchanged run, and a 20 % or 50 % loss? Simulated normal noise of a known relative
-standard deviation, judged by mlcheck.perf.compare.judge with the default rule.
+standard deviation, judged by mlcheck.history.compare.judge with the default rule.
 
     .venv/bin/python bench/one_sided_rule.py [--trials 20000] [--seed 1]
 """
@@ -12,7 +12,7 @@ import random
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-from mlcheck.perf import compare   # noqa: E402
+from mlcheck.history import compare   # noqa: E402
 
 
 def flagged(before_runs, loss, noise, trials, rng):

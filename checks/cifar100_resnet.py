@@ -12,9 +12,9 @@ from reframe.core.builtins import performance_function, run_before
 from reframe.core.logging import getlogger
 
 from mlcheck.errors import ConfigError
-from mlcheck.knobs import Knob, declare_knobs
-from mlcheck.perf import scaling
-from mlcheck.rfm import DistributedTrainingCheck
+from mlcheck.harness.knobs import Knob, declare_knobs
+from mlcheck.figures import scaling
+from mlcheck.harness.training_check import DistributedTrainingCheck
 
 
 @rfm.simple_test

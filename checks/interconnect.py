@@ -11,10 +11,10 @@ import reframe as rfm
 from reframe.core.builtins import performance_function, run_after, run_before
 from reframe.core.logging import getlogger
 
-from mlcheck.judging import interconnect
-from mlcheck.knobs import Knob, declare_knobs
+from mlcheck.judging import collectives
+from mlcheck.harness.knobs import Knob, declare_knobs
 from mlcheck.errors import ConfigError
-from mlcheck.rfm import DistributedLaunchCheck, reported_by_reframe
+from mlcheck.harness.launch_check import DistributedLaunchCheck, reported_by_reframe
 
 
 @rfm.simple_test
@@ -65,7 +65,7 @@ class InterconnectCheck(DistributedLaunchCheck):
                               f'values can be checked exactly for at most {self.max_checked_ranks}')
 
     def program_problems(self, run):
-        return interconnect.problems(run, self.num_tasks, self.slow_pair_fraction)
+        return collectives.problems(run, self.num_tasks, self.slow_pair_fraction)
 
     def limit(self):
         return self.fabric_limit if self.num_nodes > 1 else self.node_limit
@@ -91,7 +91,7 @@ class InterconnectCheck(DistributedLaunchCheck):
     @performance_function('%')
     def busbw_of_limit(self):
         busbw = self.figure('bus bandwidth', self.run_output().result_value('busbw'))
-        return interconnect.percent_of(busbw, self.limit())
+        return collectives.percent_of(busbw, self.limit())
 
     @performance_function('GB/s')
     def slowest_pair_bw(self):

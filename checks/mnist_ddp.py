@@ -10,8 +10,8 @@ from reframe.core.logging import getlogger
 
 from mlcheck.data.datasets import check_mnist
 from mlcheck.judging.accuracy import mnist_bar, unjudged_reason
-from mlcheck.knobs import Knob, declare_knobs
-from mlcheck.rfm import DistributedTrainingCheck
+from mlcheck.harness.knobs import Knob, declare_knobs
+from mlcheck.harness.training_check import DistributedTrainingCheck
 
 
 @rfm.simple_test

@@ -18,7 +18,7 @@ Where each fact comes from (cscs-docs at 80abed1, 2026-08; cscs-reframe-tests at
 
 import os
 
-from mlcheck.rfm_config import builtin_environment, logging_config, storage_config
+from mlcheck.harness.config import builtin_environment, logging_config, storage_config
 
 DATA_DIR = os.environ.get('MLCHECK_DATA_DIR', '/capstor/store/cscs/mlcheck/data')
 

@@ -21,7 +21,7 @@ Where each fact comes from (read 2026-11):
 
 import os
 
-from mlcheck.rfm_config import builtin_environment, logging_config, storage_config
+from mlcheck.harness.config import builtin_environment, logging_config, storage_config
 
 DATA_DIR = os.environ.get('MLCHECK_DATA_DIR', '/lustre/mlcheck/data')
 

@@ -15,7 +15,7 @@ cache on node-local /tmp.
 
 import os
 
-from mlcheck.rfm_config import builtin_environment, logging_config, storage_config
+from mlcheck.harness.config import builtin_environment, logging_config, storage_config
 
 # The conda environment with PyTorch for ROCm, and where the datasets are kept in torchvision's
 # layouts (DIR/MNIST/raw, DIR/cifar-100-python): the support team's choice of directories.

@@ -7,7 +7,7 @@ aws-ofi-rccl plugin with libfabric's cxi provider.
 
 import os
 
-from mlcheck.rfm_config import builtin_environment, logging_config, storage_config
+from mlcheck.harness.config import builtin_environment, logging_config, storage_config
 
 # Where the support team keeps the datasets in torchvision's layouts:
 # DIR/MNIST/raw/*-ubyte and DIR/cifar-100-python/{train,test,meta}.

@@ -6,7 +6,7 @@ Each node has two "GPU slots" of one core each, so the masks are 0x1 and 0x2 and
 runs four ranks, as a LUMI-G node runs eight. Slurm schedules the slots as GPUs (bin/simslurm's
 gres.conf: stand-in devices, GPU 0 nearest core 1 and GPU 1 nearest core 0, numbered across the
 cores as LUMI-G's GCDs are across its CCDs), so --gpus-per-node and --gpu-bind are Slurm's own.
-That topology, the partition's name and the node count's file are mlcheck.simcluster's, which
+That topology, the partition's name and the node count's file are mlcheck.simulated.cluster's, which
 also writes bin/simslurm's slurm.conf and gres.conf: the two cannot disagree.
 """
 
@@ -14,9 +14,9 @@ import copy
 import os
 import sys
 
-from mlcheck import simcluster
+from mlcheck.simulated import cluster as simcluster
 from mlcheck.data import images
-from mlcheck.rfm_config import builtin_environment, logging_config, storage_config
+from mlcheck.harness.config import builtin_environment, logging_config, storage_config
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 DATA_DIR = os.environ.get('MLCHECK_DATA_DIR', os.path.join(REPO, 'var', 'data'))

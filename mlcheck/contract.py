@@ -8,8 +8,9 @@ import importlib.util
 import os
 import sys
 
-PATH = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
-                    'src', 'pytorch', 'mlcheck_contract.py')
+from mlcheck import REPO
+
+PATH = os.path.join(REPO, 'src', 'pytorch', 'mlcheck_contract.py')
 
 
 def _load(name='mlcheck_contract'):

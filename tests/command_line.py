@@ -1,7 +1,7 @@
-"""The project's commands (mlcheck.report, mlcheck.baseline) run in this process, as a test reads
+"""The project's commands (mlcheck.commands.report, mlcheck.commands.baseline) run in this process, as a test reads
 them: their exit status and what they printed."""
 
-from mlcheck import report
+from mlcheck.commands import report
 
 
 def run_main(capsys, main, *args):
@@ -12,13 +12,13 @@ def run_main(capsys, main, *args):
 
 
 def run_report(capsys, *args):
-    """(exit status, stdout, stderr) of mlcheck.report with `args`."""
+    """(exit status, stdout, stderr) of mlcheck.commands.report with `args`."""
     return run_main(capsys, report.main, *args)
 
 
 def one_line_error(capsys, main, *args):
     """The stderr of `main(args)`, which must refuse them the project's way: exit status 2, nothing
-    on stdout, one line on stderr that starts with the command's name (`mlcheck.report: error: `)."""
+    on stdout, one line on stderr that starts with the command's name (`mlcheck.commands.report: error: `)."""
     code, out, err = run_main(capsys, main, *args)
     assert code == 2 and out == ''
     assert err.count('\n') == 1 and err.startswith(f'{main.__module__}: error: ')

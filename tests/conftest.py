@@ -83,7 +83,7 @@ def partition_entry(config_name, partition):
 
 
 def settings_of(config_name, partition):
-    from mlcheck.site import PartitionSettings
+    from mlcheck.site.settings import PartitionSettings
     entry = partition_entry(config_name, partition)
     runtimes = [c['type'] for c in entry.get('container_platforms', [])]
     return PartitionSettings.from_extras(partition, entry['extras'], runtimes[0] if runtimes else None)

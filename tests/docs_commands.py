@@ -12,11 +12,11 @@ from conftest import REPO
 DOCUMENTS = ['README.md', *sorted(f'docs/{name}' for name in os.listdir(os.path.join(REPO, 'docs'))
                                   if name.endswith('.md'))]
 # the module form and the console command of the report and the baseline
-COMMAND = re.compile(r'(?:python -m mlcheck\.|mlcheck-)(?:report|baseline)\b[^`\n]*')
+COMMAND = re.compile(r'(?:python -m mlcheck\.commands\.|mlcheck-)(?:report|baseline)\b[^`\n]*')
 
 
 def documented_commands():
-    """Every `python -m mlcheck.report|baseline ...` (or `mlcheck-report|baseline ...`) of the documents, continuation lines joined
+    """Every `python -m mlcheck.commands.report|baseline ...` (or `mlcheck-report|baseline ...`) of the documents, continuation lines joined
     and a trailing `# comment` dropped, with where it is written."""
     found = []
     for document in DOCUMENTS:

@@ -11,10 +11,10 @@ import os
 from datetime import datetime, timezone
 
 from conftest import DATA
-from mlcheck.perf import stack
-from mlcheck.perf.samples import higher_is_better
-from mlcheck.perf.selection import load, parse_selection
-from mlcheck.rfm_config import PERFLOG_HEADER
+from mlcheck.figures import stack
+from mlcheck.history.samples import higher_is_better
+from mlcheck.history.selection import load, parse_selection
+from mlcheck.harness.config import PERFLOG_HEADER
 
 PERFLOGS = os.path.join(DATA, 'perflogs')
 # the smallest slowdown flagged in every session of a campaign (docs/performance-history.md)

@@ -32,7 +32,7 @@ def judged(site, stdout, stderr='', *, nodes=2, layout=None, program=None, **pro
     """What a check finds in a job's output of `nodes` nodes launched on `site` (a PartitionSettings)
     with `layout` (the partition's own for `nodes` unless given), the training program promising
     `promises` (sanity.Expectations.for_run's keywords: min_accuracy, epochs, fault...): sanity's
-    problems, then, as mlcheck.rfm judges, `program(run, expect)`'s when every rank finished."""
+    problems, then, as mlcheck.harness.launch_check judges, `program(run, expect)`'s when every rank finished."""
     expect = sanity.Expectations.for_run(site, layout or site.layout(nodes), **promises)
     run = output.parse(stdout, stderr=stderr)
     found = sanity.problems(run, expect)

@@ -9,8 +9,8 @@ import yaml
 
 from command_line import one_line_error, run_main
 from conftest import REPO, sha256
-from mlcheck import baseline
-from mlcheck.perf.samples import Sample
+from mlcheck.commands import baseline
+from mlcheck.history.samples import Sample
 from perflogs import BASELINE, CAMPAIGN, as_run, samples, spec, write_perflog
 
 SIM_REFERENCES = f'{REPO}/config/references/sim.yaml'
@@ -21,7 +21,7 @@ def record(tmp_path, capsys, *args):
 
 
 def record_error(tmp_path, capsys, *args):
-    """The one-line error with which mlcheck.baseline refuses `args`."""
+    """The one-line error with which mlcheck.commands.baseline refuses `args`."""
     return one_line_error(capsys, baseline.main, *args, '--references-dir', str(tmp_path))
 
 

@@ -71,7 +71,7 @@ def test_by_domain_needs_gpus_that_slurm_schedules(lumi):
     ('gpu_task_sharing', 'yes', 'partition p extras.mlcheck.gpu_task_sharing: expected bool'),
 ])
 def test_bad_binding_settings_in_config_are_one_line_errors(key, value, message):
-    from mlcheck.site import PartitionSettings
+    from mlcheck.site.settings import PartitionSettings
     extras = {'mlcheck': {'topology': {'cores_per_domain': 1, 'gpu_domains': [0]}, key: value}}
     with pytest.raises(ConfigError) as err:
         PartitionSettings.from_extras('p', extras)

@@ -15,8 +15,8 @@ PERFLOG_COMMANDS = [c for c, _ in documented_commands() if not needs_database(c)
 
 def test_the_documents_show_report_and_baseline_commands():
     commands = [c for c, _ in documented_commands()]
-    assert any(c.startswith('python -m mlcheck.report -C config/') for c in commands)
-    assert any(c.startswith('python -m mlcheck.baseline -C config/') for c in commands)
+    assert any(c.startswith('python -m mlcheck.commands.report -C config/') for c in commands)
+    assert any(c.startswith('python -m mlcheck.commands.baseline -C config/') for c in commands)
     assert any(c.startswith('mlcheck-report -C config/') for c in commands)     # README's
     assert PERFLOG_COMMANDS
 
@@ -40,9 +40,9 @@ def test_a_relative_config_reaches_reframe(tmp_path):
                        env={'RFM_SQLITE_DB_FILE': str(db), 'RFM_SAVE_LOG_FILES': 'n',
                             'RFM_PREFIX': str(tmp_path)})
     assert made.returncode == 0 and db.exists(), made.stdout + made.stderr
-    done = run_command(f'python -m mlcheck.report -C config/simulated.py --db {db} now-1d:now now-1d:now',
+    done = run_command(f'python -m mlcheck.commands.report -C config/simulated.py --db {db} now-1d:now now-1d:now',
                        REPO)
     assert done.returncode == 2, done.stderr
     assert 'failed to load configuration' not in done.stderr
-    assert done.stderr == (f"mlcheck.report: error: selection 'now-1d:now' holds no performance "
+    assert done.stderr == (f"mlcheck.commands.report: error: selection 'now-1d:now' holds no performance "
                            f"values (results database {db})\n")

@@ -12,7 +12,7 @@ import yaml
 from conftest import REPO
 from mlcheck.data import images
 from mlcheck.judging.accuracy import mnist_bar
-from mlcheck.rfm_config import PERFLOG_HEADER
+from mlcheck.harness.config import PERFLOG_HEADER
 from reframe_runner import job_file, perf, report_cases, run_reframe
 
 IMAGES = ['host', *images.recipe_names()]

@@ -13,8 +13,8 @@ import dataclasses
 
 import pytest
 
-from mlcheck.judging import interconnect, output, sanity, telemetry as telemetry_rules
-from mlcheck.perf import telemetry as telemetry_figures
+from mlcheck.judging import collectives, output, sanity, gpu_health as telemetry_rules
+from mlcheck.figures import gpu_use as telemetry_figures
 from mlcheck.placement.topology import cores_to_mask
 from saved_outputs import saved_job, with_facts
 
@@ -105,14 +105,14 @@ def test_collectives_on_one_gpu_check_every_value():
     (Bus bandwidth is 0 for one rank by nccl-tests' definition: there is no link to measure.)"""
     run = gpu_run('collectives')
     assert sanity.problems(run, one_rank(run)) == []
-    assert interconnect.problems(run, 1, 0.5) == []
+    assert collectives.problems(run, 1, 0.5) == []
     assert run.result_value('largest_bytes') == 1 << 30
     assert run.by_rank('values')[0]['checked'] == run.result_value('checked_per_rank') > 0
 
 
 def test_a_wrong_value_received_on_the_gpu_fails_naming_the_collective():
     wrong = {'op': 'all_reduce', 'bytes': 1 << 30, 'wrong': 1, 'index': 5, 'got': 7.0, 'expected': 6.0}
-    found = interconnect.problems(gpu_run('collectives', 'values', wrong=[wrong]), 1, 0.5)
+    found = collectives.problems(gpu_run('collectives', 'values', wrong=[wrong]), 1, 0.5)
     assert len(found) == 1 and 'rank 0' in found[0] and 'all_reduce' in found[0], found
     assert '\n' not in found[0]
 

@@ -18,14 +18,14 @@ import pytest
 
 from command_line import one_line_error, run_report
 from conftest import DATA, load_site_config, sha256
-from mlcheck import report
+from mlcheck.commands import report
 from mlcheck.errors import InputError
-from mlcheck.perf import compare
-from mlcheck.perf.compare import Rule
-from mlcheck.perf.perflog import read_perflog
-from mlcheck.perf.samples import NOT_RECORDED, Sample, group
-from mlcheck.perf.selection import load, parse_selection
-from mlcheck.rfm_config import invoked_as_dry_run
+from mlcheck.history import compare
+from mlcheck.history.compare import Rule
+from mlcheck.history.perflog import read_perflog
+from mlcheck.history.samples import NOT_RECORDED, Sample, group
+from mlcheck.history.selection import load, parse_selection
+from mlcheck.harness.config import invoked_as_dry_run
 from perflogs import (BASELINE, CAMPAIGN, FLAGGED_THROTTLE, PERFLOGS, SESSIONS, SLOWED, UNCHANGED, perflog_line,
                       samples, spec, write_perflog)
 
@@ -208,7 +208,7 @@ def test_a_crash_is_not_read_as_a_regression(capsys, monkeypatch):
     code, out, err = run_report(capsys, spec(BASELINE), spec(SLOWED))
     assert code == report.EXIT_INTERNAL != report.EXIT_REGRESSION
     assert err.count('\n') == 1
-    assert err.startswith('mlcheck.report: internal error: ZeroDivisionError: float division by zero')
+    assert err.startswith('mlcheck.commands.report: internal error: ZeroDivisionError: float division by zero')
 
 
 def test_a_test_that_stopped_producing_results_fails_the_gate(capsys, tmp_path):
@@ -446,7 +446,7 @@ def test_one_repetition_each_side_is_shown_and_fails_beyond_the_threshold(capsys
 def test_values_of_unrecorded_settings_are_never_merged_into_a_known_group(capsys, tmp_path):
     """Issue 18.12: an old-header perf log (no settings column) of -S epochs=3 runs (13 s)
     against default runs (44 s): no +236 % regression; shown apart as 'settings not recorded'."""
-    from mlcheck.rfm_config import PERFLOG_HEADER
+    from mlcheck.harness.config import PERFLOG_HEADER
     old = [dataclasses.replace(s, settings='') for s in runs([13.1, 13.0, 13.2], var='train_time', unit='s')]
     old_header = PERFLOG_HEADER.rsplit('|run_settings', 1)[0]
     (tmp_path / 'old.log').write_text('\n'.join([old_header] + [perflog_line(s).rsplit('|', 2)[0]

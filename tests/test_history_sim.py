@@ -16,7 +16,7 @@ import yaml
 
 from command_line import run_report
 from conftest import REPO, sha256
-from mlcheck import baseline
+from mlcheck.commands import baseline
 from reframe_runner import REFRAME, report_cases, run_reframe
 
 CONFIG = os.path.join(REPO, 'config', 'simulated.py')
@@ -208,7 +208,7 @@ def test_documented_commands_on_stored_sessions(runs, tmp_path):
             said = f'{line} in {cwd}: {done.stdout[-1500:]}{done.stderr}'
             if '@now-1w:now-1d' in line:    # nothing of these runs is older than a day
                 assert done.returncode == 2 and 'holds no performance values' in done.stderr, said
-            elif 'mlcheck.baseline' in line or 'mlcheck-baseline' in line:
+            elif 'mlcheck.commands.baseline' in line or 'mlcheck-baseline' in line:
                 assert done.returncode == 0 and (refs / 'sim.yaml').exists(), said
             else:   # the slowed session is the latest
                 assert done.returncode == 1 and 'REGRESSION' in done.stdout, said
@@ -219,9 +219,9 @@ def test_documented_commands_on_stored_sessions(runs, tmp_path):
 def test_settings_and_stack_are_recorded_with_every_value(runs, capsys):
     """In the perf log and in the results database alike: the run's settings, and the stack
     the ranks and the job reported (the same in both sessions, so the report names no change)."""
-    from mlcheck.perf import stack
-    from mlcheck.perf.database import ResultsDatabase
-    from mlcheck.perf.selection import load, parse_selection
+    from mlcheck.figures import stack
+    from mlcheck.history.database import ResultsDatabase
+    from mlcheck.history.selection import load, parse_selection
     _, db, perflog, sessions = runs
     database = ResultsDatabase(str(db), CONFIG)
     for found in (load(parse_selection(str(perflog))),

@@ -9,8 +9,8 @@ import sys
 import pytest
 
 from mlcheck.data import images
-from mlcheck.site import ImageEntry
-from mlcheck.site import ImageUnavailable
+from mlcheck.site.settings import ImageEntry
+from mlcheck.site.settings import ImageUnavailable
 
 REAL_BUILD = images.build
 

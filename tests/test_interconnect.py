@@ -11,7 +11,7 @@ import numpy as np
 import torch
 
 from ddp_common import load_program
-from mlcheck.judging import interconnect, output
+from mlcheck.judging import collectives, output
 from saved_outputs import fact_line, judged, saved, saved_job, with_facts, without_facts, without_lines
 
 program = load_program('comm/collectives.py')
@@ -23,7 +23,7 @@ OUTPUT = {nodes: f'sim_cluster_interconnect_{nodes}nodes.out' for nodes in (2, 3
 def problems_of(sim, text, nodes=2):
     """Every problem the check would report: the launch's sanity, then the program's."""
     return judged(sim, text, nodes=nodes,
-                  program=lambda run, expect: interconnect.problems(run, expect.world_size, 0.5))
+                  program=lambda run, expect: collectives.problems(run, expect.world_size, 0.5))
 
 
 # --- formulas (nccl-tests, doc/PERFORMANCE.md) ------------------------------------------------
@@ -71,8 +71,8 @@ def test_a_wrong_element_is_found_with_its_index_and_values():
 
 
 def test_percent_of_the_limit():
-    assert interconnect.percent_of(0.45, 0.9) == pytest.approx(50)
-    assert interconnect.percent_of(0.45, 0) is None
+    assert collectives.percent_of(0.45, 0.9) == pytest.approx(50)
+    assert collectives.percent_of(0.45, 0) is None
 
 
 # --- sanity of saved outputs --------------------------------------------------------------
@@ -140,7 +140,7 @@ def test_two_neighbouring_slow_nodes_of_four_are_named():
               ('nid004', 'nid001'): 2.5}
     pairs = [{'event': 'pair', 'nodes': list(nodes), 'GBps': gbps} for nodes, gbps in speeds.items()]
     run = output.parse(''.join(fact_line(p, task=0) for p in pairs))
-    assert [line.split(':')[0] for line in interconnect.slow_pairs(run, 0.5)] == [
+    assert [line.split(':')[0] for line in collectives.slow_pairs(run, 0.5)] == [
         'node nid002 is slow', 'node nid003 is slow']
 
 
@@ -182,7 +182,7 @@ def test_gpu_sites_declare_both_limits_so_one_node_runs_report_busbw_of_limit(co
     from conftest import settings_of
     limits = settings_of(config_name, partition).checks['interconnect']
     assert (limits['fabric_limit'], limits['node_limit']) == (100.0, 300.0)
-    assert interconnect.percent_of(150.0, limits['node_limit']) == 50.0
+    assert collectives.percent_of(150.0, limits['node_limit']) == 50.0
 
 
 # --- values that stay exact at every world size (issue 18 item 5) ------------------------------
@@ -215,7 +215,7 @@ def sent_by_every_rank(world_size):
 
 def largest_configured_world():
     from conftest import load_site_config
-    from mlcheck.site import PartitionSettings
+    from mlcheck.site.settings import PartitionSettings
     worlds = []
     for name in ('lumi', 'frontier', 'perlmutter', 'simulated'):
         for system in load_site_config(name)['systems']:

@@ -8,8 +8,8 @@ import re
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from mlcheck.judging import interconnect, output, sanity
-from mlcheck.perf.ranks import upper_quartile
+from mlcheck.judging import collectives, output, sanity
+from mlcheck.figures.rank_speed import upper_quartile
 from saved_outputs import fact_line
 
 BASE = 2000.0       # samples/s of a healthy rank, GB/s x 1000 of a healthy pair
@@ -109,10 +109,10 @@ def healthy_ring(draw, min_nodes=3):
 
 
 def judged_pairs(gbps, fraction):
-    """interconnect.slow_pairs over pair i = (node i, node i+1 mod n) at gbps[i]."""
+    """collectives.slow_pairs over pair i = (node i, node i+1 mod n) at gbps[i]."""
     pairs = [{'event': 'pair', 'nodes': [node_name(i), node_name((i + 1) % len(gbps))], 'GBps': speed}
              for i, speed in enumerate(gbps)]
-    return interconnect.slow_pairs(output.parse(''.join(fact_line(p, task=0) for p in pairs)), fraction)
+    return collectives.slow_pairs(output.parse(''.join(fact_line(p, task=0) for p in pairs)), fraction)
 
 
 @EXAMPLES

@@ -9,8 +9,8 @@ from conftest import REPO
 from mlcheck.errors import ConfigError
 import reframe as rfm
 
-from mlcheck import knob_table
-from mlcheck.knobs import Knob, Unset, declare_knobs, knob_arguments, knob_values
+from mlcheck.harness import knob_table
+from mlcheck.harness.knobs import Knob, Unset, declare_knobs, knob_arguments, knob_values
 
 EPOCHS = Knob(3, minimum=1)
 THROTTLE = Knob(0.0, minimum=0, below=1)
@@ -112,7 +112,7 @@ def test_every_knob_flag_is_one_its_program_takes(check):
 
 def test_the_knob_tables_are_the_ones_generated_from_the_checks():
     page = pathlib.Path(knob_table.PAGE).read_text()
-    assert knob_table.page_with_tables(page) == page, 'run: python -m mlcheck.knob_table --write'
+    assert knob_table.page_with_tables(page) == page, 'run: python -m mlcheck.harness.knob_table --write'
 
 
 def test_configured_values_are_named_by_their_key():

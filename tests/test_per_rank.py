@@ -8,8 +8,8 @@ import pytest
 
 from mlcheck.errors import ConfigError
 from mlcheck.judging import output
-from mlcheck.perf import ranks
-from mlcheck.site import PartitionSettings
+from mlcheck.figures import rank_speed
+from mlcheck.site.settings import PartitionSettings
 from saved_outputs import LUMI_OUT, SIM_OUT, fact_line, judged, saved
 
 
@@ -72,7 +72,7 @@ def test_one_slow_node_of_two_is_named_at_its_fraction_of_the_other(lumi, slower
         f'upper-quartile rank: {2000 * slower:.4g}-{2000 * slower:.4g} samples/s, upper quartile '
         f'2000 (limit 0.8)']
     run = output.parse(with_solo(LUMI_OUT, speeds, 2))
-    assert ranks.slowest_rank_fraction(run) == pytest.approx(slower)
+    assert rank_speed.slowest_rank_fraction(run) == pytest.approx(slower)
 
 
 def test_two_slow_ranks_on_two_nodes_are_named_each(lumi):
@@ -98,16 +98,16 @@ def test_without_a_solo_phase_nothing_is_asked(lumi):
 def test_figures_slowest_fraction_and_communication_efficiency(lumi):
     speeds = EVEN[:13] + [1420.0] + EVEN[14:]
     run = output.parse(with_solo(LUMI_OUT, speeds, 2))
-    assert ranks.slowest_rank_fraction(run) == pytest.approx(1420 / 2020)   # the upper quartile
+    assert rank_speed.slowest_rank_fraction(run) == pytest.approx(1420 / 2020)   # the upper quartile
     # the distributed phase: samples/s per device over the median solo samples/s
     per_device = run.result_value('samples_per_s_per_device')
-    assert ranks.communication_efficiency(run) == pytest.approx(per_device / 2010)
+    assert rank_speed.communication_efficiency(run) == pytest.approx(per_device / 2010)
 
 
 def test_figures_are_none_without_solo_facts(lumi):
     run = output.parse(with_solo(LUMI_OUT, [None] * 16, 2))
-    assert ranks.slowest_rank_fraction(run) is None
-    assert ranks.communication_efficiency(run) is None
+    assert rank_speed.slowest_rank_fraction(run) is None
+    assert rank_speed.communication_efficiency(run) is None
 
 
 @pytest.mark.parametrize('bad', [1.5, -0.2, 'high', True])

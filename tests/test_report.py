@@ -11,8 +11,9 @@ import os
 import subprocess
 
 from command_line import run_report
-from mlcheck.perf import compare, stack
-from mlcheck.perf.selection import load, parse_selection
+from mlcheck.history import compare
+from mlcheck.figures import stack
+from mlcheck.history.selection import load, parse_selection
 from perflogs import BASELINE, CAMPAIGN, SLOWED, UNCHANGED, as_run, samples, spec, write_perflog
 
 LUMI_STACK = {'torch': '2.6.0+rocm6.2.4', 'torchvision': '0.21.0+rocm6.2.4', 'rocm': '6.2.41134',

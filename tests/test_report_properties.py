@@ -1,6 +1,6 @@
 """Invariants of the upgrade report's rule that a user relies on, over generated before/after
 sample sets (tests x settings groups x repetitions) whose truth is known by construction.
-The rule itself is in mlcheck.perf.compare; docs/performance-history.md lists these invariants."""
+The rule itself is in mlcheck.history.compare; docs/performance-history.md lists these invariants."""
 
 import math
 import statistics
@@ -9,10 +9,10 @@ from pathlib import Path
 
 from hypothesis import given, settings, strategies as st
 
-from mlcheck import report
-from mlcheck.perf import compare
-from mlcheck.perf.compare import Rule
-from mlcheck.perf.samples import Sample
+from mlcheck.commands import report
+from mlcheck.history import compare
+from mlcheck.history.compare import Rule
+from mlcheck.history.samples import Sample
 
 RULE = Rule()
 UNITS = ('samples/s', 's')     # higher is better, lower is better

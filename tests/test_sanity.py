@@ -12,7 +12,7 @@ import re
 import pytest
 
 from conftest import DATA
-from mlcheck.judging import output, sanity
+from mlcheck.judging import output, rank_lists
 from saved_outputs import LUMI_OUT, SIM_OUT, judged, saved, with_facts, without_facts, without_lines
 
 
@@ -154,5 +154,5 @@ def test_garbled_fact_line_is_reported(lumi):
 
 
 def test_rank_list_compacts_ranges():
-    assert sanity.rank_list([5]) == 'rank 5'
-    assert sanity.rank_list([0, 1, 2, 3, 7, 9, 10]) == 'ranks 0-3, 7, 9-10'
+    assert rank_lists.rank_list([5]) == 'rank 5'
+    assert rank_lists.rank_list([0, 1, 2, 3, 7, 9, 10]) == 'ranks 0-3, 7, 9-10'

@@ -10,7 +10,7 @@ import re
 
 import pytest
 
-from mlcheck.judging import sanity
+from mlcheck.judging import failures
 from saved_outputs import SIM_OUT, fact_line, judged, saved, saved_job, without_lines
 
 def test_crash_names_the_rank_its_node_and_its_exception(sim):
@@ -143,7 +143,7 @@ def test_good_run_with_harmless_stderr_is_sane(sim):
     ('[W1121 socket.cpp:469] [c10d] waitForInput: poll returned 0, likely a timeout', None),
 ])
 def test_rank_error_lines(line, error):
-    assert sanity.rank_error([line]) == error
+    assert failures.rank_error([line]) == error
 
 
 # --- a rank that died in its launch shell, before Python ran ----------------------------------

@@ -13,7 +13,7 @@ import torch
 from conftest import load_site_config
 from ddp_common import RankShare, load_program
 from mlcheck.placement.launch import Waits
-from mlcheck.site import PartitionSettings
+from mlcheck.site.settings import PartitionSettings
 
 collectives = load_program('comm/collectives.py')
 

@@ -2,7 +2,7 @@
 
 from types import SimpleNamespace
 
-from mlcheck.perf import scaling
+from mlcheck.figures import scaling
 
 
 def cifar(num_nodes, settings):

@@ -1,4 +1,4 @@
-"""mlcheck.simcluster: the simulated cluster's config files from settings alone (no root, nothing
+"""mlcheck.simulated.cluster: the simulated cluster's config files from settings alone (no root, nothing
 started), against golden files that main's bin/simslurm wrote before the generation moved there,
 and the facts that bin/simslurm and config/simulated.py share."""
 
@@ -11,12 +11,12 @@ import pytest
 from hypothesis import given, settings, strategies as st
 
 from conftest import partition_entry
-from mlcheck import simcluster
+from mlcheck.simulated import cluster as simcluster
 from mlcheck.placement.topology import NodeTopology
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 GOLDEN = os.path.join(REPO, 'tests', 'data', 'simslurm')
-SCRIPT = os.path.join(REPO, 'mlcheck', 'simcluster.py')
+SCRIPT = os.path.join(REPO, 'mlcheck', 'simulated', 'cluster.py')
 PASSWORD = 'examplepassword0123456789abcd'
 # the inputs of each golden directory (made by main's bin/simslurm with these settings)
 CASES = {
@@ -182,7 +182,7 @@ def test_settings_from_env(env, error):
 
 
 def test_bin_simslurm_holds_no_copy_of_the_facts():
-    """The facts live in mlcheck/simcluster.py alone: bin/simslurm's code (its comments and usage
+    """The facts live in mlcheck/simulated/cluster.py alone: bin/simslurm's code (its comments and usage
     text aside) names no node pattern, device, default port or directory of its own."""
     with open(os.path.join(REPO, 'bin', 'simslurm')) as f:
         code = '\n'.join(line for line in f if not line.lstrip().startswith('#'))

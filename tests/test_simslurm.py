@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from mlcheck import simcluster
+from mlcheck.simulated import cluster as simcluster
 
 REPO = Path(__file__).resolve().parents[1]
 SIMSLURM = REPO / "bin" / "simslurm"

@@ -9,9 +9,9 @@ import pathlib
 import pytest
 
 from conftest import REPO, partition_entry
-from mlcheck import site_schema
+from mlcheck.site import schema as site_schema
 from mlcheck.errors import ConfigError
-from mlcheck.site import GPU_VENDORS, PartitionSettings
+from mlcheck.site.settings import GPU_VENDORS, PartitionSettings
 
 WRONG = {'string': 3, 'integer': '8', 'number': 'high', 'array': 'x', 'object': ['x'],
          'boolean': 'yes'}
@@ -78,7 +78,7 @@ def test_the_check_keys_are_the_checks_checks_keys():
 
 def test_the_key_table_is_the_one_generated_from_the_schema():
     readme = pathlib.Path(site_schema.KEY_TABLE_PAGE).read_text()
-    assert site_schema.readme_with_table(readme) == readme, 'run: python -m mlcheck.site_schema --write'
+    assert site_schema.readme_with_table(readme) == readme, 'run: python -m mlcheck.site.schema --write'
 
 
 def test_schema_defaults_are_the_settings_defaults():

@@ -16,8 +16,8 @@ from hypothesis import given, settings, strategies as st
 
 import telemetry as rank_telemetry    # src/pytorch/telemetry.py, as the programs import it
 from conftest import DATA
-from mlcheck.judging import output, telemetry as rules
-from mlcheck.perf import telemetry as figures
+from mlcheck.judging import output, gpu_health as rules
+from mlcheck.figures import gpu_use as figures
 from saved_outputs import fact_line, saved
 
 RECORDED = os.path.join(DATA, 'telemetry')

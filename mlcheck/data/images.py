@@ -29,7 +29,8 @@ import subprocess
 import sys
 import time
 
-REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+from mlcheck import REPO
+
 RECIPES = os.path.join(REPO, 'config', 'images')
 IMAGE_CACHE = os.environ.get('MLCHECK_IMAGE_CACHE', '/var/cache/mlcheck/images')
 

@@ -8,7 +8,7 @@ as the hardware reports it: a NUMA domain (on LUMI-G, two CCDs), not an L3 domai
 """
 
 from mlcheck.contract import format_cpulist
-from mlcheck.judging.ranks import rank_list
+from mlcheck.judging.rank_lists import rank_list
 
 
 def cores_local_to_gpu(run, expect):

@@ -4,7 +4,7 @@ simulated partition) no rank ever uses a GPU, so every test would read the same 
 once per session and kind. On real GPUs a test that could not read them says so each time.
 """
 
-from mlcheck.site import STAND_IN_GPUS
+from mlcheck.site.settings import STAND_IN_GPUS
 
 #: (partition, kind) of the notes said in this session (this process: ReFrame runs every test of
 #: a session in it)

@@ -8,7 +8,7 @@ gets are the unreserved cores of its domain, split evenly among the GPUs sharing
 
 from dataclasses import dataclass
 
-from mlcheck import site_schema
+from mlcheck.site import schema as site_schema
 from mlcheck.errors import ConfigError
 
 

@@ -1,4 +1,4 @@
-"""The command-line plumbing that mlcheck.report and mlcheck.baseline share: their argument
+"""The command-line plumbing that mlcheck.commands.report and mlcheck.commands.baseline share: their argument
 parser with the selection forms, the source arguments (-C, --db) and the opening of the results
 database from them, fractions as a person types them, the terminal table, the exit codes and
 errors as one line on stderr.
@@ -9,12 +9,12 @@ import math
 import os
 import sys
 
+from mlcheck import REPO
 from mlcheck.errors import InputError
-from mlcheck.perf.database import ResultsDatabase, database_of
-from mlcheck.perf.selection import SELECTION_FORMS
+from mlcheck.history.database import ResultsDatabase, database_of
+from mlcheck.history.selection import SELECTION_FORMS
 
-DEFAULT_CONFIG = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
-                              'config', 'simulated.py')
+DEFAULT_CONFIG = os.path.join(REPO, 'config', 'simulated.py')
 EXIT_REGRESSION, EXIT_BAD_INPUT, EXIT_INTERNAL = 1, 2, 3
 
 

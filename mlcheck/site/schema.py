@@ -3,20 +3,20 @@
 Adding a key is one entry under SCHEMA['properties'] (its type, its constraints and a
 description); PartitionSettings then takes it, and docs/sites.md's key table is generated from it:
 
-    python -m mlcheck.site_schema            # print the table
-    python -m mlcheck.site_schema --write    # rewrite it in docs/sites.md
+    python -m mlcheck.site.schema            # print the table
+    python -m mlcheck.site.schema --write    # rewrite it in docs/sites.md
 
 Errors stay one line naming the partition and the key: `partition lumi:standard-g
 extras.mlcheck.node_counts[1]: expected int, got str '2'`. What a schema cannot say (a topology
 whose GPUs do not fit its domains, a regular expression that does not compile) is checked where
-the value is used (mlcheck.placement.topology, mlcheck.site).
+the value is used (mlcheck.placement.topology, mlcheck.site.settings).
 """
 
 import os
 
 import jsonschema
 
-from mlcheck import generated_docs
+from mlcheck import REPO, generated_docs
 from mlcheck.errors import ConfigError
 
 STRING_LIST = {'type': 'array', 'items': {'type': 'string'}}
@@ -238,8 +238,8 @@ def readme_table():
     return '\n'.join(rows) + '\n'
 
 
-KEY_TABLE_PAGE = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), 'docs', 'sites.md')
-BEGIN = '<!-- extras.mlcheck keys: generated from mlcheck/site_schema.py (python -m mlcheck.site_schema --write) -->\n'
+KEY_TABLE_PAGE = os.path.join(REPO, 'docs', 'sites.md')
+BEGIN = '<!-- extras.mlcheck keys: generated from mlcheck/site/schema.py (python -m mlcheck.site.schema --write) -->\n'
 END = '<!-- end of generated key table -->\n'
 
 

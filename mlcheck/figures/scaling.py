@@ -10,7 +10,7 @@ import time
 
 from reframe.core.logging import getlogger
 
-from mlcheck.perf.database import session_stores_results, session_testcases
+from mlcheck.history.database import session_stores_results, session_testcases
 
 # this session's figures: (partition, check, image, settings, num_nodes) -> value
 _session = {}

@@ -1,10 +1,10 @@
 """docs/checks.md's tables of knobs, one per check, put together from the checks' `knobs` dicts:
 
-    python -m mlcheck.knob_table            # print the tables
-    python -m mlcheck.knob_table --write    # rewrite them in docs/checks.md
+    python -m mlcheck.harness.knob_table            # print the tables
+    python -m mlcheck.harness.knob_table --write    # rewrite them in docs/checks.md
 
 The checks are read as ReFrame loads them, under the simulated system (config/simulated.py): a
-system with no mlcheck settings ends the loading with one line (mlcheck.rfm). Only the checks'
+system with no mlcheck settings ends the loading with one line (mlcheck.harness.launch_check). Only the checks'
 own `knobs` make the tables, so no site setting shows up in a default.
 """
 
@@ -13,12 +13,11 @@ import importlib.util
 import os
 import sys
 
-from mlcheck import generated_docs
-from mlcheck.knobs import TRUE
+from mlcheck import REPO, generated_docs
+from mlcheck.harness.knobs import TRUE
 
-REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 PAGE = os.path.join(REPO, 'docs', 'checks.md')
-BEGIN = '<!-- knob tables: generated from the checks (python -m mlcheck.knob_table --write) -->\n'
+BEGIN = '<!-- knob tables: generated from the checks (python -m mlcheck.harness.knob_table --write) -->\n'
 END = '<!-- end of generated knob tables -->\n'
 
 

@@ -2,7 +2,7 @@
 
 Everything a site differs in lives there: node topology, GPU vendor, node counts to test, images,
 container binds, datasets, the Python inside the images, the network plugin's log lines.
-The keys and their types are mlcheck.site_schema's; a typo or a wrong type is a one-line error
+The keys and their types are mlcheck.site.schema's; a typo or a wrong type is a one-line error
 naming the partition and the key.
 """
 
@@ -12,7 +12,7 @@ import os
 import re
 from dataclasses import dataclass, field
 
-from mlcheck import site_schema
+from mlcheck.site import schema as site_schema
 from mlcheck.errors import ConfigError
 from mlcheck.data.images import unbuilt_reason
 from mlcheck.placement.launch import Layout

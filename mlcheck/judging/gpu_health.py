@@ -5,8 +5,8 @@ rank. Telemetry that is absent is never a failure: it is said once (unavailable_
 See docs/telemetry.md.
 """
 
-from mlcheck.judging.ranks import rank_list
-from mlcheck.perf import telemetry as figures
+from mlcheck.judging.rank_lists import rank_list
+from mlcheck.figures import gpu_use as figures
 
 
 def _where(run, rank):

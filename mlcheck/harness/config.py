@@ -14,7 +14,9 @@ import os
 import sys
 import tempfile
 
-CONFIG_DIR = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), 'config')
+from mlcheck import REPO
+
+CONFIG_DIR = os.path.join(REPO, 'config')
 
 # One perf log line per performance value (perflog_multiline), with what identifies it:
 # where, which check and image, how many nodes and tasks, which job on which nodes.
@@ -23,11 +25,11 @@ PERFLOG_FIELDS = (
     '%(check_name)s|%(check_image)s|%(check_num_nodes)s|%(check_num_tasks)s|'
     '%(check_jobid)s|%(check_job_nodelist)s|'
 )
-# then what the value depends on: the run's settings and its software stack (mlcheck.perf.stack)
+# then what the value depends on: the run's settings and its software stack (mlcheck.figures.stack)
 PERFVAR_FIELDS = ('%(check_perf_var)s|%(check_perf_value)s|%(check_perf_unit)s|%(check_perf_ref)s|'
                   '%(check_perf_lower_thres)s|%(check_perf_upper_thres)s|%(check_perf_result)s|'
                   '%(check_run_settings)s|%(check_software_stack)s')
-# The header ReFrame writes for these fields; mlcheck.perf.perflog reads perf logs by it.
+# The header ReFrame writes for these fields; mlcheck.history.perflog reads perf logs by it.
 PERFLOG_HEADER = ('job_completion_time|reframe version|system:partition|name|image|num_nodes|'
                   'num_tasks|jobid|job_nodelist|perf_var|perf_value|perf_unit|perf_ref|'
                   'perf_lower_thres|perf_upper_thres|perf_result|run_settings|software_stack')
@@ -83,7 +85,7 @@ def logging_config():
 
 def storage_config(default_db_file):
     """ReFrame's results database, on: every session is stored, so --performance-compare,
-    --list-stored-sessions and python -m mlcheck.report can read it. RFM_SQLITE_DB_FILE, ReFrame's
+    --list-stored-sessions and python -m mlcheck.commands.report can read it. RFM_SQLITE_DB_FILE, ReFrame's
     own variable, overrides the site's default path."""
     return [{'enable': True, 'sqlite_db_file': default_db_file}]
 
@@ -94,7 +96,7 @@ def references_dir():
 
 def references_file(system):
     """Performance references of a system: ReFrame's external YAML, indexed by
-    partition, image and node count (see config/references/, written by mlcheck.baseline)."""
+    partition, image and node count (see config/references/, written by mlcheck.commands.baseline)."""
     return os.path.join(references_dir(), f'{system}.yaml')
 
 

@@ -8,7 +8,7 @@ import re
 from datetime import datetime
 
 from mlcheck.errors import InputError
-from mlcheck.perf.samples import Sample, recorded
+from mlcheck.history.samples import Sample, recorded
 
 # perf log columns (by header name) that every sample needs
 PERFLOG_REQUIRED = ('job_completion_time', 'system:partition', 'name', 'image', 'num_nodes',

@@ -10,8 +10,8 @@ system's python3 (stdlib only, no venv, `python3 -I`), to write them into a dire
 it then compares them with the installed ones and moves them into /etc/slurm. The tests compare
 them with golden files (tests/data/simslurm/) without root or a running cluster.
 
-    python3 -I mlcheck/simcluster.py generate OUTDIR --nodes 2 --cpus 2 --memory-mb 1024 ...
-    SIMSLURM_NODES=4 python3 -I mlcheck/simcluster.py shell   # settings and facts, for bash
+    python3 -I mlcheck/simulated/cluster.py generate OUTDIR --nodes 2 --cpus 2 --memory-mb 1024 ...
+    SIMSLURM_NODES=4 python3 -I mlcheck/simulated/cluster.py shell   # settings and facts, for bash
 """
 
 import argparse

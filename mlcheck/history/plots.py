@@ -11,7 +11,7 @@ import matplotlib
 matplotlib.use('Agg')   # files only, no display
 import matplotlib.pyplot as plt   # noqa: E402
 
-from mlcheck.perf.samples import group   # noqa: E402
+from mlcheck.history.samples import group   # noqa: E402
 
 SIDES = {'before': {'linestyle': '--', 'markerfacecolor': 'white'},
          'after': {'linestyle': '-'}}

@@ -8,8 +8,8 @@ A knob may also name another it must not be below (`at_least`): both are checked
 every knob has its value, so `-S min_bytes=4096 -S max_bytes=1024` fails at setup, not in the job.
 
 A knob is written once, in its check's `knobs` dict: declare_knobs() makes its variables and
-knob_arguments() the program's flags from it; `python -m mlcheck.knobs --write` puts the tables of
-docs/checks.md (mlcheck.knob_table) together from the same dicts.
+knob_arguments() the program's flags from it; `python -m mlcheck.harness.knobs --write` puts the tables of
+docs/checks.md (mlcheck.harness.knob_table) together from the same dicts.
 """
 
 import math

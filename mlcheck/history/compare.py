@@ -8,7 +8,7 @@ import statistics
 from dataclasses import dataclass, field
 
 from mlcheck.errors import InputError
-from mlcheck.perf.samples import higher_is_better, test_of
+from mlcheck.history.samples import higher_is_better, test_of
 
 REGRESSION, IMPROVED, WITHIN_NOISE, UNCHANGED, TOO_FEW = (
     'REGRESSION', 'improved', 'within noise', 'unchanged', 'too few repetitions')

@@ -16,7 +16,7 @@ import sys
 import tempfile
 
 from mlcheck.errors import InputError
-from mlcheck.perf.samples import Sample, recorded
+from mlcheck.history.samples import Sample, recorded
 
 
 def database_of(config):

@@ -8,8 +8,8 @@ from dataclasses import dataclass
 from reframe.frontend.reporting.utility import is_uuid, parse_query_spec, parse_time_period
 
 from mlcheck.errors import InputError
-from mlcheck.perf.database import samples_of_testcases
-from mlcheck.perf.perflog import perflog_files, read_perflog
+from mlcheck.history.database import samples_of_testcases
+from mlcheck.history.perflog import perflog_files, read_perflog
 
 LATEST = 'latest'
 SELECTION_FORMS = """\

@@ -1,6 +1,6 @@
 """Compare the performance of two selections, tell regressions from noise, and report.
 
-    python -m mlcheck.report BEFORE AFTER [-C CONFIG] [--db FILE] [-o DIR]
+    python -m mlcheck.commands.report BEFORE AFTER [-C CONFIG] [--db FILE] [-o DIR]
 
 BEFORE and AFTER are each a session UUID, a period START:END (ReFrame's syntax, e.g.
 now-1d:now), 'latest', or a perf log file or directory with an optional @START:END. Every test
@@ -20,21 +20,22 @@ import os
 import sys
 from datetime import datetime
 
-from mlcheck.cli import (add_source_arguments, argument_parser, one_line_errors, open_database,
+from mlcheck.commands.common import (add_source_arguments, argument_parser, one_line_errors, open_database,
                          parse_fraction, text_table)
-from mlcheck.cli import EXIT_BAD_INPUT, EXIT_INTERNAL, EXIT_REGRESSION  # noqa: F401 - its documented codes
+from mlcheck.commands.common import EXIT_BAD_INPUT, EXIT_INTERNAL, EXIT_REGRESSION  # noqa: F401 - its documented codes
 from mlcheck.errors import InputError
-from mlcheck.perf import compare, stack
-from mlcheck.perf.compare import Rule
-from mlcheck.perf.samples import NOT_RECORDED, group, slug, test_of_sample, valued
-from mlcheck.perf.selection import load, parse_selection
+from mlcheck.history import compare
+from mlcheck.figures import stack
+from mlcheck.history.compare import Rule
+from mlcheck.history.samples import NOT_RECORDED, group, slug, test_of_sample, valued
+from mlcheck.history.selection import load, parse_selection
 
 COLUMNS = ('partition', 'test', 'variable', 'n before', 'n after', 'mean before', 'mean after',
            'change', 'noise', 'verdict')
 
 
 def parse_args(argv):
-    parser = argument_parser('python -m mlcheck.report', __doc__.split('\n')[0])
+    parser = argument_parser('python -m mlcheck.commands.report', __doc__.split('\n')[0])
     parser.add_argument('before', help='the selection to compare against (e.g. the baseline)')
     parser.add_argument('after', help='the selection under test (e.g. after the upgrade)')
     add_source_arguments(parser)
@@ -168,7 +169,7 @@ def write_report(directory, args, before, after, comparisons, rule):
                 'Improvements': [r for r in table if r[-1] == compare.IMPROVED]}
     lines = summary(comparisons, rule)
     text = [f'# Performance: {args.after} against {args.before}', '',
-            f'Written {datetime.now().astimezone():%Y-%m-%d %H:%M %Z} by `python -m mlcheck.report`'
+            f'Written {datetime.now().astimezone():%Y-%m-%d %H:%M %Z} by `python -m mlcheck.commands.report`'
             f' from `{args.before}` ({len(before)} values) and `{args.after}` ({len(after)} values).',
             '', f'**{lines[0]}**', '']
     for title, body in sections.items():
@@ -197,13 +198,13 @@ def notes(after):
     if not missing:
         return []
     return [f'{len(missing)} test(s) ran without a reference, so ReFrame could not pass or fail '
-            f'their figures: record one with python -m mlcheck.baseline ({_listed(missing)})']
+            f'their figures: record one with python -m mlcheck.commands.baseline ({_listed(missing)})']
 
 
 def plot_all(directory, plot_var, before, after):
     """Two figures per partition and check, of its plotted variable: against node count, and
     each test's repetitions over time; [(title, file name)]."""
-    from mlcheck.perf import plots
+    from mlcheck.history import plots
     plotted = {check: plot_var or min((s.var for s in ss if s.unit.endswith('/s')), default='')
                for check, ss in group(before + after, lambda s: s.check).items()}
     sides = {side: group([s for s in ss if s.var == plotted[s.check]],
@@ -242,7 +243,7 @@ def _test_label(sides, test):
 
 def main(argv=None):
     args = parse_args(argv)
-    return one_line_errors('mlcheck.report', lambda: compare_and_report(args))
+    return one_line_errors('mlcheck.commands.report', lambda: compare_and_report(args))
 
 
 def compare_and_report(args):

@@ -1,9 +1,9 @@
-"""ReFrame base classes for distributed PyTorch checks: thin glue over the plain modules.
+"""The ReFrame base class of every distributed PyTorch check: thin glue over the plain modules.
 
 A concrete check names its program and its arguments: DistributedLaunchCheck turns the
 partition's settings (config extras) into the task layout, CPU masks, rank environment,
-container command, launch sanity and the software stack; DistributedTrainingCheck adds what a
-training program needs besides (dataset, accuracy and loss, solo phase, throttle).
+container command, launch sanity and the software stack; harness.training_check adds what a
+training program needs besides.
 """
 
 import dataclasses
@@ -12,20 +12,18 @@ import os
 import shlex
 
 import reframe as rfm
-from reframe.core.builtins import (parameter, performance_function, run_after, run_before,
-                                   sanity_function, variable)
+from reframe.core.builtins import parameter, run_after, run_before, sanity_function, variable
 from reframe.core.exceptions import ConfigError as ReframeConfigError, SanityError
 from reframe.core.logging import getlogger
 from reframe.core.runtime import runtime
 
 from mlcheck.judging import locality, notes, output, references, sanity
-from mlcheck.knobs import Knob, declare_knobs, knob_arguments, knob_values
-from mlcheck.perf import ranks, stack
+from mlcheck.harness.knobs import Knob, declare_knobs, knob_arguments, knob_values
+from mlcheck.figures import stack
 from mlcheck.placement import containers, launch
 from mlcheck.errors import ConfigError
-from mlcheck.rfm_config import references_file
-from mlcheck.rfm_telemetry import GPUTelemetry, KNOBS as TELEMETRY_KNOBS
-from mlcheck.site import ImageUnavailable, PartitionSettings, image_parameter
+from mlcheck.harness.config import references_file
+from mlcheck.site.settings import ImageUnavailable, PartitionSettings, image_parameter
 
 
 def reported_by_reframe(fn):
@@ -87,7 +85,7 @@ class DistributedLaunchCheck(rfm.RunOnlyRegressionTest):
 
     #: Container image: a name configured for the partition (extras.mlcheck.images),
     #: 'host' where the partition has no container runtime, or an image path given with -P.
-    #: A path is named by its file name, as configured images are (mlcheck.site.ImageByPath).
+    #: A path is named by its file name, as configured images are (mlcheck.site.settings.ImageByPath).
     image = parameter(_configured(lambda s: s.image_paths()), type=image_parameter)
 
     #: Number of nodes; the partition's extras.mlcheck.node_counts unless given with -P.
@@ -103,7 +101,7 @@ class DistributedLaunchCheck(rfm.RunOnlyRegressionTest):
     #: A failure to inject, to see how it is reported (-S fault=crash:1:2; docs/faults.md).
     fault = variable(str, value='')
 
-    #: Knobs (mlcheck.knobs) a site may set per partition in extras.mlcheck.checks.<checks_key>
+    #: Knobs (mlcheck.harness.knobs) a site may set per partition in extras.mlcheck.checks.<checks_key>
     #: and a user with -S: the check's own `knobs`, these common ones and partition_knobs(). Each
     #: is also a variable of the check (declare_knobs); resolve_knobs() sets it. The check's own
     #: knobs are its program's flags (script_arguments); these common ones reach the ranks in
@@ -153,7 +151,7 @@ class DistributedLaunchCheck(rfm.RunOnlyRegressionTest):
                                             type(self).__name__, keys, self.perf_variables)
         if why:
             getlogger().warning(f'{self.display_name}: performance not judged: {why} '
-                                f'(record them with python -m mlcheck.baseline)')
+                                f'(record them with python -m mlcheck.commands.baseline)')
 
     @run_after('setup')
     @reported_by_reframe
@@ -288,11 +286,11 @@ class DistributedLaunchCheck(rfm.RunOnlyRegressionTest):
     # --- what is recorded with every performance value ----------------------------------------
 
     #: Names of the check's variables that change its figures (model, batch size, epochs...):
-    #: runs are compared only with runs of the same values (mlcheck.report, baseline, scaling).
+    #: runs are compared only with runs of the same values (mlcheck.commands.report, baseline, scaling).
     figure_settings = ()
 
     #: `name=value;...` of figure_settings, and of the software stack the ranks, the library
-    #: lines and the job reported (mlcheck.perf.stack); perf log fields and database columns.
+    #: lines and the job reported (mlcheck.figures.stack); perf log fields and database columns.
     run_settings = variable(str, value='')
     software_stack = variable(str, value='')
 
@@ -306,97 +304,3 @@ class DistributedLaunchCheck(rfm.RunOnlyRegressionTest):
         if self.is_dry_run():
             return
         self.software_stack = stack.encode(stack.of_run(self.run_output(), self.image_path))
-
-
-class DistributedTrainingCheck(DistributedLaunchCheck, GPUTelemetry):
-    """A program that trains: its dataset, what its training must show (accuracy, falling
-    loss), each rank timed alone beside the timed epochs (ddp_common.SoloPhase) with the
-    slow-rank rule and the per-rank figures (docs/per-rank.md), and -S throttle."""
-
-    #: Name of the dataset in extras.mlcheck.datasets, and a path it must contain; '' for a
-    #: program that reads no data (no --data-dir, no dataset bind).
-    dataset = variable(str)
-    dataset_marker = variable(str, value='')
-
-    #: Dataset directory; overrides the partition's (-S data_dir=DIR).
-    data_dir = variable(str, value='')
-
-    #: Lowest acceptable final test accuracy; None when the script reports none.
-    min_accuracy = variable(float, type(None), value=None)
-
-    #: Knobs whose default is the partition's extras.mlcheck.<name> (partition_knobs()).
-    partition_wide_knobs = {
-        'slow_rank_fraction': Knob(PartitionSettings.slow_rank_fraction,
-                                   "a rank training alone below this fraction of the ranks' upper "
-                                   'quartile fails (0: off)', minimum=0, maximum=1, flag=None),
-    }
-    declare_knobs(locals(), partition_wide_knobs, partition_wide=True)
-
-    #: throttle: the fraction of throughput rank `throttle_rank` gives up on purpose, in the
-    #: solo and the distributed phase: it idles after each step and all ranks wait for it, as
-    #: for one slower GPU (docs/per-rank.md, docs/performance-history.md; launch_arguments()).
-    throttle_knobs = {
-        'throttle': Knob(0.0, 'fraction of throughput rank throttle_rank gives up on purpose',
-                         minimum=0, below=1, flag=None),
-        'throttle_rank': Knob(0, 'the rank -S throttle slows', minimum=0, flag=None),
-    }
-    declare_knobs(locals(), throttle_knobs)
-    common_knobs = {
-        **DistributedLaunchCheck.common_knobs,
-        **throttle_knobs,
-        **TELEMETRY_KNOBS,      # what the GPUs did (mlcheck.rfm_telemetry), declared there
-    }
-
-    def data_of_run(self):
-        if not self.dataset:
-            return None
-        data = self.settings.dataset_dir(self.dataset, self.data_dir, self.dataset_marker)
-        self.check_dataset(data, self.settings.dataset_source(self.dataset, self.data_dir))
-        return data
-
-    def check_dataset(self, path, source):
-        """Raise a ConfigError if the dataset in `path` (configured in `source`) is unusable,
-        so that a corrupt copy fails here and not in every rank."""
-
-    def launch_arguments(self):
-        if self.throttle_rank >= self.layout.num_tasks:
-            raise ConfigError(f'-S throttle_rank={self.throttle_rank}: no such rank among the '
-                              f'{self.layout.num_tasks} ranks of {self.num_nodes} node(s)')
-        ranks_per_node = ['--ranks-per-node', str(self.layout.tasks_per_node)]
-        if not self.throttle:
-            return ranks_per_node
-        return [*ranks_per_node, '--throttle', f'{self.throttle:g}', '--throttle-rank', str(self.throttle_rank)]
-
-    def program_problems(self, run):
-        return self.telemetry_problems(run)
-
-    def training_promises(self):
-        """What the training program's output must show, besides the launch (see Expectations)."""
-        return {'min_accuracy': self.min_accuracy}
-
-    def times_ranks_alone(self):
-        """The program runs its ranks' solo phase (ddp_common.solo_phase): the slow-rank rule
-        and the per-rank figures apply. A one-process mode has no solo phase."""
-        return True
-
-    def expectations(self):
-        solo = {'slow_rank_fraction': self.slow_rank_fraction} if self.times_ranks_alone() else {}
-        return sanity.Expectations.for_run(self.settings, self.layout, fault=self.fault,
-                                           **solo, **self.training_promises())
-
-    @run_before('performance')
-    def drop_per_rank_figures_without_solo_phase(self):
-        if not self.times_ranks_alone():
-            for name in ('slowest_rank_fraction', 'communication_efficiency'):
-                self.perf_variables.pop(name, None)
-
-    # --- per rank: each rank alone, and what the distributed phase keeps of it (docs/per-rank.md)
-
-    @performance_function('fraction')
-    def slowest_rank_fraction(self):
-        return self.figure('solo throughput per rank', ranks.slowest_rank_fraction(self.run_output()))
-
-    @performance_function('%')
-    def communication_efficiency(self):
-        return 100 * self.figure('communication efficiency (solo and distributed throughput)',
-                                 ranks.communication_efficiency(self.run_output()))

@@ -1,16 +1,16 @@
 """What the GPUs did, as a part of the ReFrame training checks: knobs, the figures with their
 references, the low-power and throttle rules, the note when telemetry is not available, and
 the profiler traces kept with the test's output. The ranks sample (src/pytorch/telemetry.py);
-mlcheck.perf.telemetry and mlcheck.judging.telemetry read their facts. See docs/telemetry.md.
+mlcheck.figures.gpu_use and mlcheck.judging.gpu_health read their facts. See docs/telemetry.md.
 """
 
 import reframe as rfm
 from reframe.core.builtins import performance_function, run_after, run_before
 
-from mlcheck.judging import notes, telemetry as rules
-from mlcheck.knobs import Knob, declare_knobs
-from mlcheck.perf import telemetry as figures
-from mlcheck.site import STAND_IN_GPUS
+from mlcheck.judging import notes, gpu_health as rules
+from mlcheck.harness.knobs import Knob, declare_knobs
+from mlcheck.figures import gpu_use as figures
+from mlcheck.site.settings import STAND_IN_GPUS
 
 TRACE_DIR = 'traces'     # relative to the stage directory, the ranks' working directory
 

@@ -28,7 +28,7 @@ class Sample:
     result: str = ''
     source: str = ''      # session UUID or perf log path
     settings: str = ''    # the run's settings that change a figure ('' where not recorded)
-    stack: str = ''       # its software stack (mlcheck.perf.stack; '' where not recorded)
+    stack: str = ''       # its software stack (mlcheck.figures.stack; '' where not recorded)
 
     @property
     def key(self):

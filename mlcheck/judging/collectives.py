@@ -6,8 +6,8 @@ Plain functions over a parsed run (mlcheck.judging.output.RunOutput) that return
 
 import statistics
 
-from mlcheck.judging.ranks import nodes_of_ranks, rank_list
-from mlcheck.perf.ranks import upper_quartile
+from mlcheck.judging.rank_lists import nodes_of_ranks, rank_list
+from mlcheck.figures.rank_speed import upper_quartile
 
 
 def problems(run, world_size, slow_pair_fraction):

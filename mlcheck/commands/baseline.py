@@ -1,7 +1,7 @@
 """Record a good run as the performance references: the median of its repetitions, per partition,
 image and node count, in ReFrame's external references (config/references/<system>.yaml).
 
-    python -m mlcheck.baseline SELECTION [-C CONFIG] [--db FILE] [--references-dir DIR]
+    python -m mlcheck.commands.baseline SELECTION [-C CONFIG] [--db FILE] [--references-dir DIR]
 
 SELECTION is a session UUID, a period START:END, 'latest', or a perf log with an optional
 @START:END (see --help). Entries of other tests, partitions, images and
@@ -18,12 +18,12 @@ from datetime import datetime
 
 import yaml
 
-from mlcheck.cli import (add_source_arguments, argument_parser, one_line_errors, open_database,
+from mlcheck.commands.common import (add_source_arguments, argument_parser, one_line_errors, open_database,
                          parse_fraction, text_table)
 from mlcheck.errors import InputError
-from mlcheck.perf.samples import NOT_RECORDED, group, higher_is_better
-from mlcheck.perf.selection import load, parse_selection
-from mlcheck.rfm_config import references_dir
+from mlcheck.history.samples import NOT_RECORDED, group, higher_is_better
+from mlcheck.history.selection import load, parse_selection
+from mlcheck.harness.config import references_dir
 
 INDEX = ['$partition', 'image', 'num_nodes']
 # Totals over the run, which grow with its length (-S epochs): recorded only when named. Every
@@ -34,7 +34,7 @@ PROVENANCE = '# baseline: '
 
 
 def parse_args(argv):
-    parser = argument_parser('python -m mlcheck.baseline', __doc__.split('\n\n')[0])
+    parser = argument_parser('python -m mlcheck.commands.baseline', __doc__.split('\n\n')[0])
     parser.add_argument('selection', help="the good run: session UUID, START:END, 'latest' or perf log")
     add_source_arguments(parser)
     parser.add_argument('--references-dir', default=None,
@@ -191,7 +191,7 @@ def write(path, references, data):
 
 def main(argv=None):
     args = parse_args(argv)
-    return one_line_errors('mlcheck.baseline', lambda: record(args))
+    return one_line_errors('mlcheck.commands.baseline', lambda: record(args))
 
 
 def record(args):

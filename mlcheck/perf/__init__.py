@@ -1,1 +1,0 @@
-"""Performance history: samples from perf logs and the results database, their comparison, plots, scaling."""

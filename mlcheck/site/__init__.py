@@ -1,0 +1,1 @@
+"""The site model: a partition's extras.mlcheck as settings, and their JSON Schema."""
