@@ -12,7 +12,7 @@ from datetime import datetime, timezone
 
 from conftest import DATA
 from mlcheck.figures import stack
-from mlcheck.history.samples import higher_is_better
+from mlcheck.figures.directions import LOWER, better
 from mlcheck.history.selection import load, parse_selection
 from mlcheck.harness.config import PERFLOG_HEADER
 
@@ -64,7 +64,7 @@ def write_perflog(path, found):
 
 def as_run(found, image, nodes, factor=1.0, settings='epochs=3', facts=None):
     """The samples as if run in `image` on `nodes` nodes, `factor` times as fast."""
-    scale = lambda s: s.value * factor if higher_is_better(s.unit) else s.value / factor
+    scale = lambda s: s.value / factor if better(s.var, s.unit) == LOWER else s.value * factor
     return [dataclasses.replace(s, name=f'MNISTDistributedCheck %image={image} %num_nodes={nodes}',
                                 image=image, num_nodes=nodes, value=scale(s), settings=settings,
                                 stack=stack.encode(facts or {}))

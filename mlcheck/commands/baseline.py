@@ -21,7 +21,8 @@ import yaml
 from mlcheck.commands.common import (add_source_arguments, argument_parser, one_line_errors, open_database,
                          parse_fraction, text_table)
 from mlcheck.errors import InputError
-from mlcheck.history.samples import NOT_RECORDED, group, higher_is_better
+from mlcheck.figures.directions import HIGHER, LOWER, better
+from mlcheck.history.samples import NOT_RECORDED, group
 from mlcheck.history.selection import load, parse_selection
 from mlcheck.harness.config import references_dir
 
@@ -159,13 +160,12 @@ def update(data, comments, found, selection, tolerance):
         old = per_var.get(var)
         if isinstance(old, list) and len(old) >= 3:
             lower, upper = old[1], old[2]
-        elif higher_is_better(unit):
-            lower, upper = -tolerance, None
-        else:
-            lower, upper = None, tolerance
+        else:   # worse beyond the tolerance fails; an informational figure has no bound
+            lower = -tolerance if better(var, unit) == HIGHER else None
+            upper = tolerance if better(var, unit) == LOWER else None
         per_var[var] = [value, lower, upper, unit]
         noise = (f'{100 * statistics.stdev(values) / statistics.median(values):.1f}%'
-                 if len(values) > 1 else 'unknown')
+                 if len(values) > 1 and statistics.median(values) else 'unknown')
         table.append((partition, f'{check} {image} {nodes}N', var, str(len(values)),
                       f'{old[0]:.4g}' if isinstance(old, list) and old else 'new',
                       f'{value:.4g} {unit}', noise))

@@ -61,8 +61,8 @@ def percent(value):
 
 
 # the order a reader acts in: what broke or got slower first, then what got faster
-ORDER = (compare.NO_RESULT, compare.OTHER_SETTINGS, compare.REGRESSION, compare.TOO_FEW_WORSE,
-         compare.IMPROVED, compare.WITHIN_NOISE, compare.UNCHANGED, compare.TOO_FEW,
+ORDER = (compare.NO_RESULT, compare.OTHER_SETTINGS, compare.UNIT_CHANGED, compare.REGRESSION,
+         compare.TOO_FEW_WORSE, compare.IMPROVED, compare.CHANGED, compare.ZERO_BEFORE, compare.WITHIN_NOISE, compare.UNCHANGED, compare.TOO_FEW,
          compare.ONLY_BEFORE, compare.ONLY_AFTER)
 ACT_ON = compare.FAILING
 
@@ -111,6 +111,14 @@ def summary(comparisons, rule):
         lines.append(f'{count(compare.OTHER_SETTINGS)} {compare.OTHER_SETTINGS}: ran after only '
                      'with other settings (shown in brackets), so not comparable: fails the gate; '
                      'run the settings of before, or record a new baseline')
+    if count(compare.UNIT_CHANGED):
+        lines.append(f'{count(compare.UNIT_CHANGED)} {compare.UNIT_CHANGED}: after is measured in a '
+                     'unit that does not convert to before\'s, so it is not the same figure: fails the gate')
+    for verdict, why in ((compare.CHANGED, 'a figure that is neither better higher nor lower '
+                          '(power): shown, not judged'),
+                         (compare.ZERO_BEFORE, 'a figure of 0 before has no relative change')):
+        if count(verdict):
+            lines.append(f'{count(verdict)} {verdict}: {why}')
     few = count(compare.TOO_FEW) + count(compare.TOO_FEW_WORSE)
     if few:
         tests = sorted({c.key[1] for c in comparisons

@@ -8,7 +8,8 @@ import statistics
 from dataclasses import dataclass, field
 
 from mlcheck.errors import InputError
-from mlcheck.history.samples import higher_is_better, test_of
+from mlcheck.figures.directions import worse_by
+from mlcheck.history.samples import test_of
 
 REGRESSION, IMPROVED, WITHIN_NOISE, UNCHANGED, TOO_FEW = (
     'REGRESSION', 'improved', 'within noise', 'unchanged', 'too few repetitions')
@@ -18,10 +19,22 @@ TOO_FEW_WORSE = 'WORSE, TOO FEW TO JUDGE'
 ONLY_BEFORE, ONLY_AFTER = 'only before', 'only after'
 # a test with values before and none at all after: it broke outright, the worst regression
 NO_RESULT = 'NO RESULT AFTER'
+# a figure that is neither better higher nor lower (power: mlcheck.figures.directions) and moved
+# beyond the rule: shown, never failing
+CHANGED = 'changed (informational)'
+# a figure of 0 before: no relative change exists
+ZERO_BEFORE = 'zero before: not comparable'
+# after measured in a unit that cannot be converted to before's: the figure is not the same one
+UNIT_CHANGED = 'UNIT CHANGED: not compared'
 # ... or ran after only with other settings (epochs, model...): it cannot be said to be as fast
 OTHER_SETTINGS = 'OTHER SETTINGS AFTER'
 # verdicts that fail the gate
-FAILING = (REGRESSION, NO_RESULT, OTHER_SETTINGS, TOO_FEW_WORSE)
+FAILING = (REGRESSION, NO_RESULT, OTHER_SETTINGS, TOO_FEW_WORSE, UNIT_CHANGED)
+
+# units of the same quantity, in one base unit each: a value is converted to the other side's unit
+SCALES = [{'us': 1e-6, 'ms': 1e-3, 's': 1, 'min': 60, 'h': 3600},
+          {'B': 1, 'KB': 1e3, 'MB': 1e6, 'GB': 1e9, 'TB': 1e12, 'KiB': 2**10, 'MiB': 2**20, 'GiB': 2**30},
+          {'MB/s': 1e6, 'GB/s': 1e9, 'MiB/s': 2**20, 'GiB/s': 2**30}]
 
 
 @dataclass(frozen=True)
@@ -53,6 +66,7 @@ class Comparison:
     noise: float = None     # the spread the change is judged against, relative (see judge)
     noise_of: str = ''      # 'both' sides pooled, or the one side ('before', 'after') that has it
     failed_after: int = 0   # test case runs after that ended without a value
+    units_after: set = field(default_factory=set)   # after's units that are not before's
 
     @property
     def mean_before(self):
@@ -87,14 +101,20 @@ def judge(comparison, rule):
     With too few repetitions on one side, the spread is the other side's (one_sided_noise); with
     too few on both, a change worse than the threshold fails as TOO_FEW_WORSE."""
     c = comparison
+    if c.units_after:
+        c.verdict = UNIT_CHANGED
+        return c
     if not c.after:
         c.verdict = ONLY_BEFORE
         return c
     if not c.before:
         c.verdict = ONLY_AFTER
         return c
+    if c.mean_before == 0:
+        c.verdict = ZERO_BEFORE
+        return c
     c.change = c.mean_after / c.mean_before - 1
-    c.worse = -c.change if higher_is_better(c.unit) else c.change
+    c.worse = worse_by(c.key[2], c.unit, c.change)
     enough = [name for name, side in (('before', c.before), ('after', c.after))
               if len(side) >= rule.min_repeats]
     if len(enough) == 2:
@@ -104,14 +124,22 @@ def judge(comparison, rule):
     elif enough == ['after']:
         c.noise, c.noise_of = one_sided_noise(c.after, c.before, c.mean_before), 'after'
     else:
-        c.verdict = TOO_FEW_WORSE if c.worse > rule.threshold else TOO_FEW
+        c.verdict = TOO_FEW_WORSE if c.worse is not None and c.worse > rule.threshold else TOO_FEW
         return c
     beyond = abs(c.change) > rule.threshold
     if beyond and abs(c.change) > rule.noise_factor * c.noise:
-        c.verdict = REGRESSION if c.worse > 0 else IMPROVED
+        c.verdict = CHANGED if c.worse is None else REGRESSION if c.worse > 0 else IMPROVED
     else:
         c.verdict = WITHIN_NOISE if beyond else UNCHANGED
     return c
+
+
+def in_unit(value, unit, wanted):
+    """`value` (in `unit`) in unit `wanted`, or None where the two are not units of one quantity."""
+    if unit == wanted:
+        return value
+    scale = next((s for s in SCALES if unit in s and wanted in s), None)
+    return value * scale[unit] / scale[wanted] if scale else None
 
 
 def compare(before, after, rule=Rule()):
@@ -124,10 +152,15 @@ def compare(before, after, rule=Rule()):
         for s in samples:
             entry = table.setdefault(s.key, Comparison(s.key, s.unit, s.image, s.num_nodes))
             if s.value is not None:
-                getattr(entry, side).append(s.value)
+                value = in_unit(s.value, s.unit, entry.unit)
+                if value is None:
+                    entry.units_after.add(s.unit)
+                else:
+                    getattr(entry, side).append(value)
             elif side == 'after':
                 entry.failed_after += 1
-    judged = [judge(table[key], rule) for key in sorted(table) if table[key].before or table[key].after]
+    judged = [judge(table[key], rule) for key in sorted(table)
+              if table[key].before or table[key].after or table[key].units_after]
     settings_after = {test_of(c.key) for c in judged if c.after}
     tests_after = {c.key[:2] for c in judged if c.after}
     tests_compared = {c.key[:2] for c in judged if c.before and c.after}

@@ -1,5 +1,5 @@
 """Performance samples: the Sample (one value of one test case run), what is compared like with
-like (its key, test_of), which way a unit is better, and grouping. Every reader (perf logs, the
+like (its key, test_of), and grouping (which way a figure is better: mlcheck.figures.directions). Every reader (perf logs, the
 results database) produces Samples; the comparison, the report and the baseline consume them.
 """
 
@@ -7,7 +7,6 @@ import re
 from collections import defaultdict
 from dataclasses import dataclass
 
-TIME_UNITS = {'s', 'ms', 'us', 'min', 'h'}   # lower is better; everything else higher is better
 NOT_RECORDED = 'settings not recorded'   # how values without a settings column are labelled
 
 
@@ -43,10 +42,6 @@ class Sample:
     def check(self):
         """The test's class name, which keys its references."""
         return self.name.split()[0]
-
-
-def higher_is_better(unit):
-    return unit not in TIME_UNITS
 
 
 def recorded(text):
