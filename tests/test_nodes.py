@@ -175,3 +175,24 @@ def test_k_of_n_nodes_slower_by_more_than_the_rule_are_named_exactly(n, share, s
     for verdict in result.figures:
         assert {node for node, _, _ in verdict.named} == set(slow)
     assert set(result.drain) == set(slow)
+
+
+def false_alarm_rate(n, noise, sweeps, seed=5):
+    """The share of healthy nodes named in `sweeps` partitions of `n` nodes, each figure normal
+    with a relative standard deviation of `noise` (docs/node-sweep.md states these rates)."""
+    rng = random.Random(seed)
+    named = 0
+    for _ in range(sweeps):
+        found = [Sample('p', MNIST, 'host', 1, 'samples_per_s', rng.gauss(1000, 1000 * noise),
+                        'samples/s', 0, nodelist=f'nid{i:03d}') for i in range(n)]
+        named += len(nodes.judge(found).drain)
+    return named / (n * sweeps)
+
+
+def test_healthy_partitions_with_normal_noise_of_up_to_3_percent_name_none():
+    assert false_alarm_rate(64, 0.02, 100) == 0
+    assert false_alarm_rate(512, 0.03, 20) < 0.0005
+
+
+def test_at_5_percent_noise_fewer_than_one_healthy_node_in_a_hundred_is_named():
+    assert false_alarm_rate(64, 0.05, 100) < 0.01

@@ -8,6 +8,7 @@ one, else its job's node list when that names one node; records of multi-node jo
 about one node and are counted, not judged.
 """
 
+import functools
 import re
 import statistics
 from dataclasses import dataclass, field
@@ -19,6 +20,7 @@ from mlcheck.judging.peers import below_peers
 # ReFrame's own parameters (--distribute's .nid and .part, --repeat's .repeat_no) in a test name
 INTERNAL_PARAMETER = re.compile(r'\s+%\.\w+=\S+')
 NODE_PARAMETER = re.compile(r'%\.nid=(\S+)')
+ONE_HOST = re.compile(r'[\w.-]+')
 
 
 @dataclass(frozen=True)
@@ -26,7 +28,7 @@ class Rule:
     """A node is named when a figure is below its peers' upper quartile by more than `threshold`
     of it and by more than `spread_factor` of the peers' standard deviations (docs/node-sweep.md
     has the measured false-alarm rate of these defaults)."""
-    threshold: float = 0.10
+    threshold: float = 0.15
     spread_factor: float = 3.0
 
 
@@ -88,6 +90,8 @@ def node_of(sample):
         return param.group(1)
     if sample.num_nodes != 1 or not sample.nodelist:
         return None
+    if ONE_HOST.fullmatch(sample.nodelist):
+        return sample.nodelist      # the common case, without parsing a host list
     try:
         names = hostlist.expand(sample.nodelist.strip("[]'\" "))
     except InputError:
@@ -95,6 +99,7 @@ def node_of(sample):
     return names[0] if len(names) == 1 else None
 
 
+@functools.lru_cache(maxsize=4096)
 def test_name(name):
     return INTERNAL_PARAMETER.sub('', name)
 
