@@ -134,6 +134,14 @@ class DistributedLaunchCheck(rfm.RunOnlyRegressionTest):
         self.tags |= {'pytorch', 'distributed'}
 
     @run_after('init')
+    def refuse_multi_node_copies_of_distribute(self):
+        """--distribute pins each copy of a test to one node: a check of several nodes cannot
+        run there (Slurm would refuse its job with a node-count error); say so in one line."""
+        self.skip_if(getattr(self, '.nid', None) is not None and self.num_nodes > 1,
+                     f'{self.num_nodes} nodes: --distribute runs one copy per node, so vet every '
+                     'node with -P num_nodes=1 (the fabric between nodes: docs/node-sweep.md)')
+
+    @run_after('init')
     def use_site_references(self):
         path = references_file(runtime().system.name)
         if os.path.isfile(path):
