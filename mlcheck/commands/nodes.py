@@ -23,6 +23,7 @@ from mlcheck.commands.common import (EXIT_BAD_INPUT, EXIT_INTERNAL, EXIT_REGRESS
 from mlcheck.errors import InputError
 from mlcheck.history import hostlist, nodes
 from mlcheck.history.selection import load, parse_selection
+from mlcheck.judging.peers import MIN_FOR_SPREAD
 
 REASON_LENGTH = 200   # keep a Slurm Reason readable in sinfo -R
 
@@ -73,7 +74,9 @@ def drain_lines(sweep):
     """One scontrol command per node to drain, its reasons joined (printed, never run)."""
     lines = []
     for node, reasons in sweep.drain.items():
-        reason = 'mlcheck: ' + '; '.join(reasons)
+        # the worst first: a failure, else the figure furthest below its peers
+        reason = 'mlcheck: ' + reasons[0] + (f' (and {len(reasons) - 1} more: nodes.md)'
+                                             if len(reasons) > 1 else '')
         if len(reason) > REASON_LENGTH:
             reason = reason[:REASON_LENGTH - 3] + '...'
         reason = reason.replace('"', "'")
@@ -108,6 +111,10 @@ def summary_line(sweep, rule):
 
 def report_lines(sweep, rule):
     lines = [text_table(FIGURE_COLUMNS, figure_rows(sweep)), '', summary_line(sweep, rule)]
+    alone = sum(v.spread is None for v in sweep.figures)
+    if alone:
+        lines.append(f'{alone} figure(s) on fewer than {MIN_FOR_SPREAD} nodes: judged by the '
+                     'threshold alone, without the peers\' spread')
     if sweep.unplaced:
         lines.append(f'{sweep.unplaced} record(s) of multi-node jobs left out: they name no '
                      'single node')

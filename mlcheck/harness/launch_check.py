@@ -133,7 +133,7 @@ class DistributedLaunchCheck(rfm.RunOnlyRegressionTest):
                               or names(lambda s: True) or ['*'])
         self.tags |= {'pytorch', 'distributed'}
 
-    @run_after('init')
+    @run_after('setup')   # not at init: ReFrame drops a test skipped there without a word
     def refuse_multi_node_copies_of_distribute(self):
         """--distribute pins each copy of a test to one node: a check of several nodes cannot
         run there (Slurm would refuse its job with a node-count error); say so in one line."""
