@@ -199,3 +199,16 @@ def test_healthy_partitions_with_normal_noise_of_up_to_3_percent_name_none():
 
 def test_at_5_percent_noise_fewer_than_one_healthy_node_in_a_hundred_is_named():
     assert false_alarm_rate(64, 0.05, 100) < 0.01
+
+
+def test_var_judges_only_the_named_variables_and_an_unknown_one_is_bad_input(tmp_path, capsys):
+    log = write_perflog(tmp_path / 'sweep.log', sweep(64, {'nid017': 0.20}, failed={'nid033'}))
+    code, out, _ = run(capsys, log, '--var', 'samples_per_s')
+    assert code == 1 and drained(out) == ['nid017', 'nid033'] and '1 figure(s)' in out
+    code, _, err = run(capsys, log, '--var', 'samples')
+    assert code == 2 and 'no variable samples in' in err
+
+
+def test_too_few_nodes_for_a_spread_is_said(tmp_path, capsys):
+    code, out, _ = run(capsys, write_perflog(tmp_path / 'sweep.log', sweep(4)))
+    assert code == 0 and "2 figure(s) on fewer than 8 nodes: judged by the threshold alone" in out

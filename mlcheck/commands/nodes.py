@@ -42,6 +42,8 @@ def parse_args(argv):
                         help="and by more than this many of the peers' standard deviations "
                              '(default: %(default)s)')
     parser.add_argument('-n', '--name', default='', help='only tests whose name contains this text')
+    parser.add_argument('--var', action='append', default=[], metavar='VARIABLE',
+                        help='judge only this performance variable (repeatable; default: all)')
     parser.add_argument('-o', '--output', metavar='DIR',
                         help='write DIR/nodes.md and one PNG per figure')
     return parser.parse_args(argv)
@@ -63,6 +65,10 @@ def vet(args):
         found = [s for s in found if args.name in s.name]
         if not found:
             raise InputError(f'no test named like {args.name!r} in {args.selection}')
+    if args.var:
+        found = [s for s in found if s.var in args.var]
+        if not found:
+            raise InputError(f'no variable {", ".join(args.var)} in {args.selection}')
     sweep = nodes.judge(found, rule, expected)
     print('\n'.join(report_lines(sweep, rule)))
     if args.output:
