@@ -12,18 +12,18 @@ from test_node_count_sim import four_nodes  # noqa: F401 - the fixture
 DATA = os.environ.get('MLCHECK_DATA_DIR', os.path.join(REPO, 'var', 'data'))   # config/simulated.py's
 
 
-# On this shared 2-core machine, serial one-node jobs of healthy nodes differed by up to 20 % in
-# throughput and 46 % in the one-node ratios (communication_efficiency), docs/node-sweep.md: the
-# sweep judges the throughput at 30 %. The quota of one CPU for the node's two ranks made it
-# 2.8 times slower.
-JUDGED = ['--var', 'samples_per_s', '--threshold', '30%']
+# On this shared 2-core machine (other work running), serial one-node jobs of healthy nodes
+# differed by up to 31 % in throughput and 46 % in the one-node ratios (communication_efficiency),
+# docs/node-sweep.md: the sweep judges the throughput at 50 %, and the quota gives the node's two
+# ranks a quarter of one CPU, about 8 times less than they use.
+JUDGED = ['--var', 'samples_per_s', '--threshold', '50%']
 
 
 def test_the_sweep_names_exactly_the_slowed_node_and_the_broken_one(four_nodes, tmp_path, capsys):
-    with faults.cpu_quota('nid002', 1.0) as cgroup, faults.hidden_path('nid003', DATA):
+    with faults.cpu_quota('nid002', 0.25) as cgroup, faults.hidden_path('nid003', DATA):
         done = run_reframe('simulated', tmp_path, '-r', '-n', 'MNIST', '-P', 'image=host',
                            '-P', 'num_nodes=1', '--distribute=all', '--exec-policy=serial',
-                           '-S', 'epochs=2')
+                           '-S', 'epochs=1')
         broken = faults.slurmd_pid('nid003')
     # the faults are gone: no cgroup left, nid003's slurmd sees the data again
     assert not os.path.exists(cgroup)

@@ -141,7 +141,8 @@ def judge(found, rule=Rule(), expected=()):
         if s.value is None:
             if figure_of(s) in of_figure and node not in of_figure[figure_of(s)].failed:
                 of_figure[figure_of(s)].failed.append(node)
-            reason = f'{short(test_name(s.name))} failed: {s.problem or "no value (result: " + (s.result or "fail") + ")"}'
+            reason = f'{short(test_name(s.name))} failed: ' + (
+                s.problem or f'no value (result: {s.result or "fail"})')
             if reason not in failed.setdefault(node, []):
                 failed[node].append(reason)
     nodes = sorted({node for node, _ in placed})
@@ -167,20 +168,14 @@ def judge_figure(figure, node_samples, rule):
     judged = {node: _scale(v, higher) for node, v in values.items()
               if v > 0 or higher}
     verdict = below_peers(judged, rule.threshold, rule.spread_factor)
-    reference = verdict.reference
-    limit = None
-    if reference is not None:
-        limit = (1 - rule.threshold) * reference
-        if verdict.spread is not None:
-            limit = min(limit, reference - rule.spread_factor * verdict.spread)
     named = [(node, values[node], _reason(figure, values[node], judged[node], verdict, higher))
              for node, _ in verdict.named]
     # a time of 0 or less cannot be inverted: it is no figure, and is named as such
     named += [(node, v, f'{figure.label} = {v:g} {figure.unit}: not a time')
               for node, v in values.items() if node not in judged]
     as_unit = lambda x: None if x is None or x <= 0 else _scale(x, higher)
-    return FigureVerdict(figure, values, higher, as_unit(reference), verdict.spread,
-                         as_unit(limit), named)
+    return FigureVerdict(figure, values, higher, as_unit(verdict.reference), verdict.spread,
+                         as_unit(verdict.limit), named)
 
 
 def _scale(value, higher):
