@@ -136,7 +136,7 @@ class DistributedLaunchCheck(rfm.RunOnlyRegressionTest):
     @run_after('setup')   # not at init: ReFrame drops a test skipped there without a word
     def refuse_multi_node_copies_of_distribute(self):
         """--distribute pins each copy of a test to one node: a check of several nodes cannot
-        run there (Slurm would refuse its job with a node-count error); say so in one line."""
+        run there (its job asks for more nodes than the one it is pinned to); say so in one line."""
         self.skip_if(getattr(self, '.nid', None) is not None and self.num_nodes > 1,
                      f'{self.num_nodes} nodes: --distribute runs one copy per node, so vet every '
                      'node with -P num_nodes=1 (the fabric between nodes: docs/node-sweep.md)')
