@@ -126,7 +126,7 @@ def hidden_path(node, path):
     """`path` empty on `node` only: its slurmd restarted in a private mount namespace with an
     empty read-only tmpfs over `path`; restarted plainly afterwards."""
     old = slurmd_pid(node)
-    hide = f'mount -t tmpfs -o ro,size=1m mlcheck-fault "$1" && shift && exec "$@"'
+    hide = 'mount -t tmpfs -o ro,size=1m mlcheck-fault "$1" && shift && exec "$@"'
     pid = _restart_slurmd(node, old, ['unshare', '--mount', '--propagation', 'private',
                                       'sh', '-c', hide, 'hide', path])
     try:
