@@ -3,6 +3,8 @@ quota on one node's slurmd, the dataset hidden from another's), judged by mlchec
 
 import os
 
+import pytest
+
 from conftest import REPO
 from mlcheck.commands import nodes as command
 from mlcheck.simulated import faults
@@ -55,3 +57,18 @@ def test_a_multi_node_check_under_distribute_is_skipped_in_one_line(cluster, tmp
     assert len(cases) == 2 and {c['result'] for c in cases} == {'skip'}, done.stdout[-3000:]
     assert done.stdout.count('2 nodes: --distribute runs one copy per node, so vet every node '
                              'with -P num_nodes=1') == 2
+
+
+def test_the_faults_undo_themselves_when_their_block_fails(cluster):
+    home = faults.cpu_cgroup_of(faults.slurmd_pid('nid001'))
+    with pytest.raises(KeyError):
+        with faults.cpu_quota('nid001', 0.5) as cgroup:
+            assert faults.cpu_cgroup_of(faults.slurmd_pid('nid001')) == cgroup
+            raise KeyError('the block failed')
+    assert not os.path.exists(cgroup)
+    assert faults.cpu_cgroup_of(faults.slurmd_pid('nid001')) == home
+    with pytest.raises(KeyError):
+        with faults.hidden_path('nid001', DATA) as hidden:
+            assert 'mlcheck-fault' in open(f'/proc/{hidden}/mountinfo').read()
+            raise KeyError('the block failed')
+    assert 'mlcheck-fault' not in open(f"/proc/{faults.slurmd_pid('nid001')}/mountinfo").read()

@@ -6,7 +6,7 @@ failed runs and the nodes that never ran, as a drain list.
 SELECTION is a session UUID, a period START:END, 'latest', or a perf log file or directory with
 an optional @START:END (as for mlcheck-report), of one-node runs such as
 `reframe -c checks/ -r -P num_nodes=1 --distribute=all`. A node is named when a figure is worse
-than its peers' upper quartile by more than --threshold and --spread-factor times their spread,
+than its peers' better quartile (upper for a rate, lower for a time) by more than --threshold and --spread-factor times their spread,
 or when a check failed on it. The drain list is printed as scontrol commands, never run.
 
 Exit status: 0 every node healthy and vetted; 1 a node named, or an expected node not vetted;
@@ -100,7 +100,7 @@ def figure_rows(sweep):
     return rows
 
 
-FIGURE_COLUMNS = ('test', 'variable', 'nodes', "peers' upper quartile", 'named past',
+FIGURE_COLUMNS = ('test', 'variable', 'nodes', "peers' reference", 'named past',
                   'better', 'named')
 
 
@@ -111,7 +111,7 @@ def _value(x, unit):
 def summary_line(sweep, rule):
     return (f'{len(sweep.nodes)} node(s) with records, {len(sweep.figures)} figure(s): '
             f'{len(sweep.drain)} to drain, {len(sweep.not_vetted)} not vetted '
-            f'(rule: worse than the peers\' upper quartile by more than '
+            f'(rule: worse than the peers\' better quartile by more than '
             f'{100 * rule.threshold:g}% and {rule.spread_factor:g} sd)')
 
 

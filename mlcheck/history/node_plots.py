@@ -1,5 +1,5 @@
 """One PNG per figure of a node sweep: every node's value, nodes sorted worst first, the peers'
-band (from the line past which a node is named up to the peers' upper quartile) shaded, and the
+band (from the line past which a node is named up to the peers' better quartile) shaded, and the
 named nodes in red with their names."""
 
 import os
@@ -38,7 +38,7 @@ def plot(verdict, path):
         ax.axhspan(min(verdict.limit, verdict.reference), max(verdict.limit, verdict.reference),
                    color='tab:green', alpha=0.12, label="peers' band (not named)")
         ax.axhline(verdict.reference, color='tab:green', lw=1,
-                   label=f"peers' upper quartile {verdict.reference:.4g}")
+                   label=f"peers' reference (their better quartile) {verdict.reference:.4g}")
         ax.axhline(verdict.limit, color='tab:red', lw=1, ls='--',
                    label=f'named past {verdict.limit:.4g}')
     colours = ['tab:red' if node in named else 'tab:blue' for node, _ in worse_first]
