@@ -8,7 +8,8 @@ import sys
 
 from conftest import REPO
 
-SCRIPTS = {'mlcheck-report': 'mlcheck.commands.report:main', 'mlcheck-baseline': 'mlcheck.commands.baseline:main'}
+SCRIPTS = {'mlcheck-report': 'mlcheck.commands.report:main', 'mlcheck-baseline': 'mlcheck.commands.baseline:main',
+           'mlcheck-nodes': 'mlcheck.commands.nodes:main'}
 
 
 def project_scripts():
@@ -25,7 +26,7 @@ def test_the_console_scripts_are_declared_and_resolve_to_callables():
 
 
 def test_python_dash_m_still_works():
-    for module in ('mlcheck.commands.report', 'mlcheck.commands.baseline'):
+    for module in ('mlcheck.commands.report', 'mlcheck.commands.baseline', 'mlcheck.commands.nodes'):
         done = subprocess.run([sys.executable, '-m', module, '--help'], capture_output=True, text=True)
         assert done.returncode == 0 and 'usage:' in done.stdout
 

@@ -133,6 +133,14 @@ class DistributedLaunchCheck(rfm.RunOnlyRegressionTest):
                               or names(lambda s: True) or ['*'])
         self.tags |= {'pytorch', 'distributed'}
 
+    @run_after('setup')   # not at init: ReFrame drops a test skipped there without a word
+    def refuse_multi_node_copies_of_distribute(self):
+        """--distribute pins each copy of a test to one node: a check of several nodes cannot
+        run there (Slurm would refuse its job with a node-count error); say so in one line."""
+        self.skip_if(getattr(self, '.nid', None) is not None and self.num_nodes > 1,
+                     f'{self.num_nodes} nodes: --distribute runs one copy per node, so vet every '
+                     'node with -P num_nodes=1 (the fabric between nodes: docs/node-sweep.md)')
+
     @run_after('init')
     def use_site_references(self):
         path = references_file(runtime().system.name)

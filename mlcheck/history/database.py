@@ -108,8 +108,17 @@ def samples_of_testcases(testcases, with_failed=False):
                 nodelist=nodes if isinstance(nodes, str) else ','.join(nodes),
                 reference=(ref, lower, upper), result=(result or [''])[0] or '',
                 source=case.get('session_uuid', ''), settings=recorded(case.get('run_settings')),
-                stack=recorded(case.get('software_stack'))))
+                stack=recorded(case.get('software_stack')),
+                problem=_first_line(case.get('fail_phase'), case.get('fail_reason'))))
     return samples
+
+
+def _first_line(phase, reason):
+    """The first line of a stored failure, with the phase it failed in: '' for none."""
+    lines = [line.strip() for line in str(reason or '').splitlines() if line.strip()]
+    if not lines:
+        return ''
+    return f'{phase}: {lines[0]}' if phase else lines[0]
 
 
 def session_stores_results():

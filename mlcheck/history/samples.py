@@ -29,6 +29,7 @@ class Sample:
     source: str = ''      # session UUID or perf log path
     settings: str = ''    # the run's settings that change a figure ('' where not recorded)
     stack: str = ''       # its software stack (mlcheck.figures.stack; '' where not recorded)
+    problem: str = ''     # why the test case failed, where the record says (the results database)
 
     @property
     def key(self):

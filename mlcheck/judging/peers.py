@@ -31,6 +31,7 @@ class Verdict:
     named: list          # [(member, value)] below the peers, lowest first
     reference: float     # the peers' upper quartile (None without values)
     spread: float        # the peers' estimated standard deviation (None below MIN_FOR_SPREAD values)
+    limit: float = None  # a member below this is named (None without values)
 
     def shortfall(self, value):
         """How far `value` is below the reference, as a fraction of it (0.2: 20 % below)."""
@@ -69,4 +70,4 @@ def below_peers(values, threshold, spread_factor=0.0):
     if sigma is not None:
         limit = min(limit, reference - spread_factor * sigma)
     named = sorted(((m, v) for m, v in values.items() if v < limit), key=lambda mv: mv[1])
-    return Verdict(named, reference, sigma)
+    return Verdict(named, reference, sigma, limit)

@@ -1,0 +1,117 @@
+#!/usr/bin/env python3
+"""What mlcheck-nodes costs and how often it is wrong.
+
+Scale: perf logs of N one-node runs of 3 checks (2 figures each, a rate and a time) at 1,024,
+2,048 and 4,096 nodes; the seconds to read and judge them (mlcheck.history.nodes.judge, as the
+command does, without plots), and to write the plots, the median of --runs runs.
+
+False alarms: healthy partitions of n nodes whose figure is normal with a relative standard
+deviation of 1-5 %: the share of healthy nodes named, and of sweeps naming at least one, by the
+default rule (15 % below the peers' upper quartile and 3 of their standard deviations) and by the
+published median/MAD score (0.6745 (x - median) / MAD < -2, at least 10 nodes) and by the rule at 10 %. Detection: the
+share of sweeps in which one node 20 % slower is named.
+
+    PYTHONPATH=. .venv/bin/python bench/node_sweep.py [--runs 5] [--trials 400]
+"""
+
+import argparse
+import os
+import random
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), 'tests'))
+from mlcheck.history import node_plots, nodes  # noqa: E402
+from mlcheck.history.samples import Sample  # noqa: E402
+from mlcheck.history.selection import load, parse_selection  # noqa: E402
+from mlcheck.judging.peers import below_peers  # noqa: E402
+from perflogs import write_perflog  # noqa: E402
+
+CHECKS = ('MNISTDistributedCheck', 'CifarCheck', 'InterconnectCheck')
+
+
+def records(n, rng):
+    found = []
+    for c, check in enumerate(CHECKS):
+        name = f'{check} %image=host %num_nodes=1'
+        for i in range(n):
+            node = f'nid{i:05d}'
+            found += [Sample('lumi:gpu', name, 'host', 1, 'samples_per_s', 1000 * rng.gauss(1, .02),
+                             'samples/s', 1.79e9 + i, jobid=str(i), nodelist=node),
+                      Sample('lumi:gpu', name, 'host', 1, 'epoch_time', 10 * rng.gauss(1, .02), 's',
+                             1.79e9 + i, jobid=str(i), nodelist=node)]
+    return found
+
+
+def scale(runs):
+    rng = random.Random(1)
+    with tempfile.TemporaryDirectory() as scratch:
+        print('nodes  records  read+judge s (median)  judge s  plots s')
+        for n in (1024, 2048, 4096):
+            log = write_perflog(Path(scratch) / f'{n}.log', records(n, rng))
+            both, judged, plotted = [], [], []
+            for _ in range(runs):
+                start = time.perf_counter()
+                found = load(parse_selection(log), with_failed=True)
+                middle = time.perf_counter()
+                sweep = nodes.judge(found)
+                end = time.perf_counter()
+                both.append(end - start)
+                judged.append(end - middle)
+            start = time.perf_counter()
+            node_plots.plot_all(scratch, sweep.figures)
+            plotted.append(time.perf_counter() - start)
+            print(f'{n:5d}  {len(found):7d}  {statistics.median(both):21.2f}  '
+                  f'{statistics.median(judged):7.2f}  {plotted[0]:7.2f}')
+
+
+def mad_named(values):
+    """The published score: 0.6745 (x - median) / MAD below -2, with at least 10 nodes."""
+    if len(values) < 10:
+        return set()
+    centre = statistics.median(values.values())
+    mad = statistics.median(abs(v - centre) for v in values.values())
+    return {m for m, v in values.items() if mad and 0.6745 * (v - centre) / mad < -2}
+
+
+def rule_named(values, rule=nodes.Rule()):
+    return {m for m, _ in below_peers(values, rule.threshold, rule.spread_factor).named}
+
+
+def false_alarms(trials):
+    rng = random.Random(2)
+    print('nodes  noise  rule        healthy nodes named  sweeps naming any  20 % slow node named')
+    for n in (16, 64, 512):
+        for noise in (0.01, 0.02, 0.03, 0.05):
+            for label, named_by in (('default', rule_named), ('MAD < -2', mad_named),
+                                    ('10%, 3 sd', lambda v: rule_named(v, nodes.Rule(0.10, 3)))):
+                named = any_named = caught = 0
+                for _ in range(trials):
+                    values = {i: rng.gauss(1, noise) for i in range(n)}
+                    wrong = named_by(values)
+                    named += len(wrong)
+                    any_named += bool(wrong)
+                    values[0] *= 0.8
+                    caught += 0 in named_by(values)
+                print(f'{n:5d}  {100 * noise:4.0f}%  {label:10s}  {100 * named / trials / n:18.3f}%  '
+                      f'{100 * any_named / trials:16.1f}%  {100 * caught / trials:19.1f}%')
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.split('\n')[0])
+    parser.add_argument('--runs', type=int, default=5)
+    parser.add_argument('--trials', type=int, default=400)
+    parser.add_argument('--only', choices=('scale', 'false-alarms'))
+    args = parser.parse_args()
+    if args.only != 'false-alarms':
+        scale(args.runs)
+    if args.only != 'scale':
+        false_alarms(args.trials)
+
+
+if __name__ == '__main__':
+    main()

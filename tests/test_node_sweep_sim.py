@@ -1,0 +1,48 @@
+"""End to end: a sweep of a 4-node simulated partition with faults injected at the nodes (a CPU
+quota on one node's slurmd, the dataset hidden from another's), judged by mlcheck-nodes."""
+
+import os
+
+from conftest import REPO
+from mlcheck.commands import nodes as command
+from mlcheck.simulated import faults
+from reframe_runner import job_file, report_cases, run_reframe
+from test_node_count_sim import four_nodes  # noqa: F401 - the fixture
+
+DATA = os.environ.get('MLCHECK_DATA_DIR', os.path.join(REPO, 'var', 'data'))   # config/simulated.py's
+
+
+# On this shared 2-core machine (other work running), serial one-node jobs of healthy nodes
+# differed by up to 31 % in throughput and 46 % in the one-node ratios (communication_efficiency),
+# docs/node-sweep.md: the sweep judges the throughput at 50 %, and the quota gives the node's two
+# ranks a quarter of one CPU, about 8 times less than they use.
+JUDGED = ['--var', 'samples_per_s', '--threshold', '50%']
+
+
+def test_the_sweep_names_exactly_the_slowed_node_and_the_broken_one(four_nodes, tmp_path, capsys):
+    with faults.cpu_quota('nid002', 0.25) as cgroup, faults.hidden_path('nid003', DATA):
+        done = run_reframe('simulated', tmp_path, '-r', '-n', 'MNIST', '-P', 'image=host',
+                           '-P', 'num_nodes=1', '--distribute=all', '--exec-policy=serial',
+                           '-S', 'epochs=1')
+        broken = faults.slurmd_pid('nid003')
+    # the faults are gone: no cgroup left, nid003's slurmd sees the data again
+    assert not os.path.exists(cgroup)
+    assert faults.slurmd_pid('nid003') != broken
+    assert 'mlcheck-fault' not in open(f"/proc/{faults.slurmd_pid('nid003')}/mountinfo").read()
+    cases = report_cases(tmp_path)
+    assert sorted(c['job_nodelist'][0] for c in cases) == ['nid001', 'nid002', 'nid003', 'nid004'], \
+        done.stdout[-3000:]
+    code = command.main(['-C', os.path.join(REPO, 'config', 'simulated.py'),
+                         '--db', str(tmp_path / 'results.db'), 'latest',
+                         '--expect', 'nid[001-004]', *JUDGED, '-o', str(tmp_path / 'sweep')])
+    out = capsys.readouterr().out
+    drained = sorted(line.split()[2] for line in out.splitlines() if line.startswith('scontrol'))
+    assert (code, drained) == (1, ['NodeName=nid002', 'NodeName=nid003']), out
+    slowed = next(line for line in out.splitlines() if 'NodeName=nid002' in line)
+    failed = next(line for line in out.splitlines() if 'NodeName=nid003' in line)
+    assert 'below its peers' in slowed and 'failed' not in slowed, slowed
+    assert 'MNISTDistributedCheck[image=host] failed: ' in failed, failed
+    [case] = [c for c in cases if c['job_nodelist'] == ['nid003']]
+    said = open(job_file(case)).read() + open(job_file(case, 'rfm_job.err')).read()
+    assert DATA in said, said[-3000:]      # the node's job could not read the hidden dataset
+    print(out)
