@@ -14,8 +14,9 @@ import re
 import statistics
 from dataclasses import dataclass, field
 
+from mlcheck.errors import InputError
 from mlcheck.figures import stack
-from mlcheck.history import compare
+from mlcheck.history import compare, hostlist
 from mlcheck.history.samples import group
 
 INTERCONNECT = 'InterconnectCheck'
@@ -43,7 +44,10 @@ class Cell:
     failing: bool = False
     failed: bool = False                          # no result after
     judged: bool = False
-    nodes: set = field(default_factory=set)
+    nodes: set = field(default_factory=set)      # that any of its runs used
+    always: set = field(default_factory=set)     # that every one of its runs used
+    loader: float = None                          # the loss of its loader figure, if recorded
+    loader_failing: bool = False
 
     @property
     def loss(self):
@@ -51,50 +55,72 @@ class Cell:
         return 1.0 if self.failed else statistics.median(self.worse) if self.worse else 0.0
 
 
-def likely_causes(comparisons, after=(), reasons=None, before=()):
+def likely_causes(comparisons, before=(), after=()):
     """[Cause] of judged comparisons (mlcheck.history.compare.compare); `before` and `after` are
-    the samples (for node lists and software stacks), `reasons` an optional {test name: failure
-    reason} (the report has none: perf logs do not record why a test failed)."""
+    their samples, failed ones included: their node lists, software stacks and, where the record
+    keeps it (the results database, not a perf log), why a test failed."""
     found = []
     for partition, judged in sorted(group(comparisons, lambda c: c.key[0]).items()):
         side = lambda samples: [s for s in samples if s.partition == partition]
-        causes = _of_partition(judged, side(before), side(after), reasons or {})
+        causes = _of_partition(judged, side(before), side(after))
         prefix = f'on {partition}: ' if len({c.key[0] for c in comparisons}) > 1 else ''
         found += [Cause(c.layer, prefix + c.evidence) for c in causes]
     return found
 
 
-def _of_partition(judged, before, after, reasons):
+def _of_partition(judged, before, after):
     causes = []
+    reasons = {s.name: s.problem for s in after if s.value is None and s.problem}
     binding = sorted({c.key[1] for c in judged if c.verdict == compare.NO_RESULT
                       and BINDING_WORDS.search(reasons.get(c.key[1], ''))})
     if binding:
         causes.append(Cause('binding', f'{_count(binding, "test")} failed the placement sanity '
                                        f'({_listed(binding)})'))
-    loader = [c for c in judged if c.key[2] == LOADER_VAR]
-    cells = _cells([c for c in judged if c.key[2] != LOADER_VAR and c.key[1] not in binding],
-                   before + after)
-    worse = [c for c in cells.values() if c.failing]
-    causes += _data_path(loader, cells)
-    if not worse:
+    cells = _cells([c for c in judged if c.key[1] not in binding], before + after)
+    loader_bound = _data_path(cells)
+    if loader_bound:
+        causes.append(loader_bound)
+        # their training figures lost less than the loader's: the data path explains them
+        cells = {name: c for name, c in cells.items() if c.loader is None or not c.loader_failing}
+    if not any(c.failing for c in cells.values()):
         return causes
     stacks = _stack_changes(before, after)
-    for layer in (_host, _image, _fabric):
-        named = layer(cells, stacks)
-        if named:
-            return causes + [_unless_one_node(named, cells)]
-    return causes + [_node(cells) or Cause('cannot tell', _why_not(cells))]
+    fitting = [cause for cause in (layer(cells, stacks) for layer in (_host, _image, _fabric, _node))
+               if cause]
+    if len(fitting) == 1:
+        return causes + fitting
+    if fitting:
+        layers = [c.layer for c in fitting]
+        return causes + [Cause('cannot tell', f'{" or ".join(layers)}: the runs fit each; '
+                               f'{_separating(layers)}. ' + '; '.join(c.line()[len('likely cause: '):]
+                                                                 for c in fitting))]
+    return causes + [Cause('cannot tell', _why_not(cells))]
+
+
+def _separating(layers):
+    if any(layer.startswith('node') for layer in layers):
+        return 'run the checks at 1 node on each node (the partition sweep), and each image apart'
+    return 'run each image at 1 node and at several'
 
 
 def _cells(judged, samples):
-    nodes = {s.name: _nodes(s.nodelist) for s in samples}
+    nodes, always = {}, {}
+    for s in samples:
+        used = _nodes(s.nodelist)
+        nodes.setdefault(s.name, set()).update(used)
+        always[s.name] = always.get(s.name, used) & used
     cells = {}
     for c in judged:
         check, rate = c.key[1].split()[0], c.unit.endswith('/s')
         if not rate and c.verdict != compare.NO_RESULT:
             continue
-        cell = cells.setdefault((check, c.image, c.num_nodes), Cell(check, c.image, c.num_nodes))
-        cell.nodes |= nodes.get(c.key[1], set())
+        # a test with its parameters (a node sweep's copies are tests of their own)
+        cell = cells.setdefault(c.key[1], Cell(check, c.image, c.num_nodes))
+        if c.key[2] == LOADER_VAR:
+            if c.worse is not None:
+                cell.loader, cell.loader_failing = c.worse, c.verdict in compare.FAILING
+            continue
+        cell.nodes, cell.always = nodes.get(c.key[1], set()), always.get(c.key[1], set())
         if c.verdict == compare.NO_RESULT:
             cell.failing = cell.failed = cell.judged = True
         elif c.worse is not None and c.verdict not in (compare.ONLY_BEFORE, compare.ONLY_AFTER):
@@ -117,7 +143,7 @@ def _split(cells, predicted_worse):
 
 def _host(cells, stacks):
     training = [c for c in cells.values() if c.check != INTERCONNECT]
-    images, counts = {c.image for c in training}, {c.num_nodes for c in training}
+    images, counts = sorted({c.image for c in training}), {c.num_nodes for c in training}
     if len(images) < 2 or 1 not in counts or not training or not all(c.failing for c in training):
         return None
     return Cause('host stack', f'every image slower at every node count, 1 node too '
@@ -132,7 +158,7 @@ def _image(cells, stacks):
         if len(images) >= 2 and split:
             hit, rest = split
             counts = sorted({c.num_nodes for c in hit})
-            change = stacks.get(image)
+            change = stack.change_line(stacks.get(image, []))
             return Cause(f'image {image}', f'only {image} slower, at {_counts(counts)} ({_range(hit)}); '
                          f'{_listed(sorted(set(images) - {image}))} unchanged there'
                          + (f'; its stack: {change}' if change else ''))
@@ -156,55 +182,47 @@ def _fabric(cells, stacks):
                            f'{_range(across)}, within a node unchanged{_shared_changes(stacks, images)}')
 
 
-def _unless_one_node(cause, cells):
-    """The named layer, unless every worse cell ran on one node that no fine cell ran on: then
-    that node could be the cause as well."""
-    suspects = _suspect_nodes(cells)
-    if not suspects:
-        return cause
-    return Cause('cannot tell', f'{cause.layer} or node {_listed(sorted(suspects))}: every slower run '
-                 f'used it and no unchanged one did; run the checks at 1 node on it and on '
-                 f'another node (the partition sweep). {cause.layer}: {cause.evidence}')
-
-
 def _suspect_nodes(cells):
+    """Nodes every worse cell ran on and no fine one did (none without fine cells)."""
     worse = [c for c in cells.values() if c.failing]
-    if any(not c.nodes for c in cells.values()):
+    fine = [c for c in cells.values() if not c.failing]
+    if not worse or not fine or any(not c.nodes for c in cells.values()):
         return set()
-    shared = set.intersection(*(c.nodes for c in worse))
-    fine_nodes = set().union(*(c.nodes for c in cells.values() if not c.failing))
-    return shared - fine_nodes
+    return set.intersection(*(c.nodes for c in worse)) - set().union(*(c.nodes for c in fine))
 
 
-def _node(cells):
-    """`node N`: every worse cell ran on N, no fine one did, and a 1-node run on N is worse
-    while 1-node runs on other nodes are fine (per-node data, e.g. from the sweep)."""
-    suspects = _suspect_nodes(cells)
-    if len(suspects) != 1:
+def _node(cells, stacks=None):
+    """`node N`: the runs on N alone are worse, the runs on 2 other nodes alone fine (per-node
+    data: a node sweep, or 1-node tests that stayed on one node); every run that always used N
+    is worse, and every worse run always used N."""
+    alone = group([c for c in cells.values() if len(c.nodes) == 1], lambda c: next(iter(c.nodes)))
+    bad = [node for node, found in alone.items() if all(c.failing for c in found)]
+    good = [node for node, found in alone.items() if not any(c.failing for c in found)]
+    if len(bad) != 1 or len(good) < 2 or len(bad) + len(good) != len(alone):
         return None
-    node = next(iter(suspects))
-    alone = [c for c in cells.values() if c.num_nodes == 1]
-    on_it = [c for c in alone if c.nodes == {node}]
-    elsewhere = [c for c in alone if node not in c.nodes]
-    if not on_it or not elsewhere or not _split(list(cells.values()), lambda c: node in c.nodes):
-        return None
+    node = bad[0]
     worse = [c for c in cells.values() if c.failing]
-    return Cause(f'node {node}', f'every slower or failed run used {node} ({_range(worse)}), 1-node '
-                                 f'runs on {_listed(sorted(set().union(*(c.nodes for c in elsewhere))))} '
-                                 'unchanged')
+    on_it = [c for c in cells.values() if node in c.always]
+    if not all(node in c.always for c in worse) or not all(c.failing for c in on_it) \
+            or len(on_it) < 2:
+        return None
+    if _mean_loss(sum((alone[n] for n in good), [])) * CONTRAST >= _mean_loss(alone[node]):
+        return None
+    return Cause(f'node {node}', f'runs on {node} alone slower ({_range(alone[node])}), on '
+                                 f'{_listed(sorted(good))} alone unchanged; every slower or failed '
+                                 f'run used {node} ({_range(worse)})')
 
 
-def _data_path(loader, cells):
-    worse = [c for c in loader if c.verdict in compare.FAILING]
-    if not worse:
-        return []
-    lost = statistics.median(1.0 if c.worse is None else c.worse for c in worse)
-    training = [c for c in cells.values() if c.check == worse[0].key[1].split()[0]]
-    if training and _mean_loss(training) * CONTRAST >= lost:
-        return [Cause('cannot tell', f'the loader figure {LOADER_VAR} is {-lost:+.0%} and its '
-                      'training figures lost as much: the data path or the whole run')]
-    return [Cause('data path', f'{LOADER_VAR} {-lost:+.0%} in {_count(worse, "test")}, its '
-                               f'training figures {_range(training) if training else "not compared"}')]
+def _data_path(cells):
+    """'data path' where the loader figure of a check failed in every test that has it and its
+    training figures lost under a third as much."""
+    measured = [c for c in cells.values() if c.loader is not None]
+    if not measured or not all(c.loader_failing for c in measured):
+        return None
+    if any(c.loss * CONTRAST >= c.loader for c in measured):
+        return None
+    return Cause('data path', f'{LOADER_VAR} {_range_of([-c.loader for c in measured])} in every '
+                              f'test that has it, their training figures {_range(measured)}')
 
 
 def _why_not(cells):
@@ -216,52 +234,53 @@ def _why_not(cells):
     bad_counts = sorted({c.num_nodes for c in worse})
     what = (f'{_count(worse, "run")} slower or failed ({_range(worse)}: '
             f'{_listed(bad_images)} at {_counts(bad_counts)})')
+    advice = []
+    suspects = sorted(_suspect_nodes(cells))
+    if suspects:
+        advice.append(f'each ran on {_listed(suspects)} and no unchanged run did: run the checks '
+                      'at 1 node on each node (the partition sweep)')
     if len(images) < 2:
-        advice = f'run a second image at {_counts(counts)} (image or host stack)'
-    elif 1 not in counts:
-        advice = f'run {_listed(bad_images)} at 1 node (fabric or the host stack)'
-    elif not any(c.check == INTERCONNECT and c.num_nodes > 1 for c in cells.values()) \
+        advice.append(f'run a second image at {_counts(counts)} (one image or the host stack)')
+    if 1 not in counts:
+        advice.append(f'run {_listed(bad_images)} at 1 node (the fabric or the host stack)')
+    if not any(c.check == INTERCONNECT and c.num_nodes > 1 for c in cells.values()) \
             and all(n > 1 for n in bad_counts):
-        advice = 'run the interconnect check at 1 and 2 nodes (fabric or the images\' own communication)'
-    elif len(worse) == 1:
+        advice.append('run the interconnect check at 1 and 2 nodes (the fabric or the images\' '
+                      'own communication)')
+    checks = {c.check for c in cells.values() if c.check != INTERCONNECT}
+    if len({c.check for c in worse}) == 1 < len(checks) and not any(
+            c.loader is not None for c in cells.values()):
+        advice.append(f'only {worse[0].check} slower: the data path or its model; its loader '
+                      f'figure {LOADER_VAR} is not recorded')
+    if not advice and len(worse) == 1:
         cell = worse[0]
-        advice = (f'one run only: repeat {cell.check} in {cell.image} at {cell.num_nodes} node(s) '
-                  f'on other nodes, and at other node counts')
-    else:
-        advice = ('they fit no one layer (mixed, or too close to the noise): repeat with '
-                  '--repeat 5 and compare again')
+        advice.append(f'one run only: repeat {cell.check} in {cell.image} at {cell.num_nodes} '
+                      'node(s) on other nodes, and at other node counts')
+    advice = '; '.join(advice) or ('they fit no one layer (several at once, or too close to the '
+                                   'noise): repeat with --repeat 5 and compare again')
     return f'{what}; {advice}'
 
 
 def _nodes(nodelist):
-    """The node names of a node list: 'nid001,nid002' or Slurm's 'nid[001-003,007]'."""
-    found = set()
-    for prefix, ranges, plain in re.findall(r'([^,\[]+)\[([^\]]*)\]|([^,\[\]]+)', nodelist or ''):
-        if plain:
-            found.add(plain.strip())
-            continue
-        for part in ranges.split(','):
-            low, _, high = part.partition('-')
-            for n in range(int(low), int(high or low) + 1):
-                found.add(f'{prefix}{n:0{len(low)}d}')
-    return found
+    """The node names of a recorded node list ('nid001,nid002' or 'nid[001-003]'); none where
+    it is absent or unreadable (the node is then not judged)."""
+    try:
+        return set(hostlist.expand(nodelist)) if nodelist else set()
+    except InputError:
+        return set()
 
 
 def _stack_changes(before, after):
-    """{image: change line} of each image whose recorded stack differs."""
+    """{image: [(fact, old, new)]} of each image whose recorded stack differs."""
     sides = [group([s for s in ss if s.stack], lambda s: s.image) for ss in (before, after)]
-    lines = {}
-    for image in set(sides[0]) & set(sides[1]):
-        changed = stack.changes(*([stack.decode(s.stack) for s in side[image]] for side in sides))
-        lines[image] = changed
-    return lines
+    return {image: stack.changes(*([stack.decode(s.stack) for s in side[image]] for side in sides))
+            for image in set(sides[0]) & set(sides[1])}
 
 
 def _shared_changes(stacks, images):
-    """'; libfabric 1.20 -> 1.22 in every image' for the changes every image shares."""
-    each = [set(stacks.get(image) or ()) for image in images]
-    shared = [change for change in stacks.get(images and sorted(images)[0], []) or []
-              if all(change in mine for mine in each)] if each and all(each) else []
+    """'; libfabric 1.20 -> 1.22 in every image' of the changes that every image shares."""
+    shared = [change for change in stacks.get(images[0], [])
+              if all(change in stacks.get(image, []) for image in images)]
     return f'; {stack.change_line(shared)} in every image' if shared else ''
 
 
@@ -270,18 +289,29 @@ def _mean_loss(cells):
 
 
 def _range(cells):
-    losses = sorted(-c.loss for c in cells if not c.failed)
+    """'-31 % to -38 %, 2 failed' of the cells' losses."""
     failed = sum(c.failed for c in cells)
-    text = (f'{losses[0]:+.0%}' if losses[0] == losses[-1] else f'{losses[0]:+.0%} to {losses[-1]:+.0%}') \
-        if losses else ''
-    return ', '.join(filter(None, [text, f'{failed} failed' if failed else '']))
+    return ', '.join(filter(None, [_range_of([-c.loss for c in cells if not c.failed]),
+                                   f'{failed} failed' if failed else '']))
+
+
+def _range_of(changes):
+    changes = sorted(changes, reverse=True)
+    if not changes or _percent(changes[0]) == _percent(changes[-1]):
+        return _percent(changes[0]) if changes else ''
+    return f'{_percent(changes[0])} to {_percent(changes[-1])}'
+
+
+def _percent(change):
+    return f'{100 * change:+.0f} %'
 
 
 def _counts(counts):
+    """'1 node', '2 and 4 nodes', '1, 2 and 4 nodes'."""
     if counts == [1]:
         return '1 node'
-    return ' and '.join([', '.join(map(str, counts[:-1])), str(counts[-1])][-2:] if len(counts) > 1
-                        else [str(counts[0])]) + ' nodes'
+    words = list(map(str, counts))
+    return (', '.join(words[:-1]) + ' and ' if len(words) > 1 else '') + words[-1] + ' nodes'
 
 
 def _count(items, noun):
