@@ -53,11 +53,12 @@ def matrix(rng, cause, effect, noise, repetitions, target=None, images=IMAGES, c
            checks=tuple(FIGURES), sweep=False, fail=False, with_loader=True):
     """(before, after) [Sample] of the matrix, the cause injected after with relative `effect`
     (0.2: a fifth of the throughput lost) or, with `fail`, as failures of the runs it reaches.
-    `sweep` adds 1-node MNIST runs of the first image on each node, as a per-node sweep does."""
+    `sweep` adds 1-node runs of each check in the first image on each node, as a per-node sweep
+    does."""
     runs = [(check, i, image, n, '') for check in checks for i, image in enumerate(images)
             for n in counts]
     if sweep:
-        runs += [('MNISTDistributedCheck', 0, images[0], 1, node) for node in NODES]
+        runs += [(check, 0, images[0], 1, node) for check in checks for node in NODES]
     sides = []
     for side in ('before', 'after'):
         found = []

@@ -81,7 +81,7 @@ def _of_partition(judged, before, after):
     if loader_bound:
         causes.append(loader_bound)
         # their training figures lost less than the loader's: the data path explains them
-        cells = {name: c for name, c in cells.items() if c.loader is None or not c.loader_failing}
+        cells = {name: c for name, c in cells.items() if c.loader is None}
     if not any(c.failing for c in cells.values()):
         return causes
     stacks = _stack_changes(before, after)
@@ -192,9 +192,9 @@ def _suspect_nodes(cells):
 
 
 def _node(cells, stacks=None):
-    """`node N`: the runs on N alone are worse, the runs on 2 other nodes alone fine (per-node
-    data: a node sweep, or 1-node tests that stayed on one node); every run that always used N
-    is worse, and every worse run always used N."""
+    """`node N`: two or more runs on N alone are worse, the runs on 2 other nodes alone fine
+    (per-node data: a node sweep, or 1-node tests that stayed on one node); every run that always
+    used N is worse, and every worse run used N."""
     alone = group([c for c in cells.values() if len(c.nodes) == 1], lambda c: next(iter(c.nodes)))
     bad = [node for node, found in alone.items() if all(c.failing for c in found)]
     good = [node for node, found in alone.items() if not any(c.failing for c in found)]
@@ -203,8 +203,8 @@ def _node(cells, stacks=None):
     node = bad[0]
     worse = [c for c in cells.values() if c.failing]
     on_it = [c for c in cells.values() if node in c.always]
-    if not all(node in c.always for c in worse) or not all(c.failing for c in on_it) \
-            or len(on_it) < 2:
+    if len(alone[node]) < 2 or not all(node in c.nodes for c in worse) \
+            or not all(c.failing for c in on_it):
         return None
     if _mean_loss(sum((alone[n] for n in good), [])) * CONTRAST >= _mean_loss(alone[node]):
         return None
@@ -214,15 +214,15 @@ def _node(cells, stacks=None):
 
 
 def _data_path(cells):
-    """'data path' where the loader figure of a check failed in every test that has it and its
-    training figures lost under a third as much."""
+    """'data path' where the loader figure failed in two thirds or more of the tests that have it,
+    and it lost on average CONTRAST times as much as their training figures."""
     measured = [c for c in cells.values() if c.loader is not None]
-    if not measured or not all(c.loader_failing for c in measured):
+    if not measured or 3 * sum(c.loader_failing for c in measured) < 2 * len(measured):
         return None
-    if any(c.loss * CONTRAST >= c.loader for c in measured):
+    if _mean_loss(measured) * CONTRAST >= statistics.fmean(c.loader for c in measured):
         return None
-    return Cause('data path', f'{LOADER_VAR} {_range_of([-c.loader for c in measured])} in every '
-                              f'test that has it, their training figures {_range(measured)}')
+    return Cause('data path', f'{LOADER_VAR} {_range_of([-c.loader for c in measured])} in the '
+                              f'tests that have it, their training figures {_range(measured)}')
 
 
 def _why_not(cells):
