@@ -107,11 +107,15 @@ def test_failures_count_as_a_loss():
 def test_placement_failures_are_the_binding():
     rng = random.Random(1)
     before, after = matrix(rng, 'image', 0.3, 0.02, 4, target='torch-2.12.0', fail=True)
-    reason = 'sanity: rank 1 has affinity 0-3, expected 4-7 (mask 0xf0)'
+    reason = 'sanity: rank 1 (local rank 1 on nid002) runs on cores [0, 1], expected [2, 3] (mask 0xc)'
     after = [dataclasses.replace(s, problem=reason) if s.value is None else s for s in after]
     found = causes.likely_causes(compare.compare(before, after), before, after)
     assert [c.layer for c in found] == ['binding']
     assert found[0].evidence.startswith('9 tests failed the placement sanity')
+    # another failure is a loss of its runs, not the binding
+    other = [dataclasses.replace(s, problem='sanity: no result line') for s in after]
+    found = causes.likely_causes(compare.compare(before, other), before, other)
+    assert [c.layer for c in found] == ['image torch-2.12.0']
 
 
 def test_a_layer_that_fits_with_a_node_that_fits_too_cannot_tell():

@@ -21,8 +21,10 @@ from mlcheck.history.samples import group
 
 INTERCONNECT = 'InterconnectCheck'
 LOADER_VAR = 'loader_images_per_s'     # the CIFAR-100 loader's own rate, when recorded
-# words of the placement sanity's failure reasons (mlcheck.judging.sanity)
-BINDING_WORDS = re.compile(r'affinity|cpu mask|binding|local rank|visible devices', re.I)
+# the placement sanity's failure reasons (mlcheck.judging.sanity: cpu_affinity, one_gpu_per_rank,
+# the ranks per node)
+BINDING_WORDS = re.compile(r'runs on cores .*\(mask |local rank .* outside |GPU\(s\); expected exactly'
+                           r'|ranks ran on \d+ node\(s\)|node \S+ ran \d+ ranks, expected')
 CONTRAST = 3      # the fine cells' mean loss must be under 1/CONTRAST of the worse cells'
 
 
