@@ -7,7 +7,8 @@ now-1d:now), 'latest', or a perf log file or directory with an optional @START:E
 and performance variable is compared by the mean of its repetitions (reframe --repeat N). A
 change is a regression only when it is worse than both --threshold and --noise-factor times the
 noise: the standard deviation of the repetitions, pooled over both sides (or of the one side with
-repetitions, see docs/performance-history.md). With -o DIR it writes
+repetitions, see docs/performance-history.md). It starts with the likely cause, one line per
+cause (mlcheck.history.causes: the layer that broke, or `cannot tell`). With -o DIR it writes
 DIR/report.md and PNG plots.
 
 Exit status: 0 no regression; 1 regression found, a test with values before and none after
@@ -24,7 +25,7 @@ from mlcheck.commands.common import (add_source_arguments, argument_parser, one_
                          parse_fraction, text_table)
 from mlcheck.commands.common import EXIT_BAD_INPUT, EXIT_INTERNAL, EXIT_REGRESSION  # noqa: F401 - its documented codes
 from mlcheck.errors import InputError
-from mlcheck.history import compare
+from mlcheck.history import causes, compare
 from mlcheck.figures import stack
 from mlcheck.history.compare import Rule
 from mlcheck.history.samples import NOT_RECORDED, group, slug, test_of_sample, valued
@@ -168,7 +169,13 @@ def stack_changes(before, after):
     return found
 
 
-def write_report(directory, args, before, after, comparisons, rule):
+def cause_lines(comparisons, ran_before, ran_after):
+    """The 'likely cause: ' lines (mlcheck.history.causes), or one saying there is none."""
+    found = causes.likely_causes(comparisons, ran_before, ran_after)
+    return [c.line() for c in found] or ['no likely cause: nothing got slower or failed']
+
+
+def write_report(directory, args, before, after, comparisons, rule, likely=()):
     """DIR/report.md and its plots; returns the report's path. What a reader acts on comes
     first: regressions, improvements, the software stack's changes, then the rest."""
     os.makedirs(directory, exist_ok=True)
@@ -180,6 +187,8 @@ def write_report(directory, args, before, after, comparisons, rule):
             f'Written {datetime.now().astimezone():%Y-%m-%d %H:%M %Z} by `python -m mlcheck.commands.report`'
             f' from `{args.before}` ({len(before)} values) and `{args.after}` ({len(after)} values).',
             '', f'**{lines[0]}**', '']
+    if likely:
+        text += ['## Likely cause', '', *(f'- {line}' for line in likely), '']
     for title, body in sections.items():
         text += [f'## {title}', '', markdown_table(COLUMNS, body) if body else 'None.', '']
     text += ['## What changed in the software stack', '']
@@ -268,13 +277,16 @@ def compare_and_report(args):
             raise InputError(f'no test named like {args.name!r} in either selection')
     comparisons = compare.compare(ran_before, ran_after, rule)
     before, after = valued(ran_before), valued(ran_after)
+    likely = cause_lines(comparisons, ran_before, ran_after)
+    print('\n'.join(likely))
+    print()
     print(text_table(COLUMNS, rows(comparisons)))
     print()
     print('\n'.join(summary(comparisons, rule) + notes(after)))
     for partition, image, line in stack_changes(before, after):
         print(f'stack of {image} on {partition}: {line}')
     if args.output:
-        print(f'report: {write_report(args.output, args, before, after, comparisons, rule)}')
+        print(f'report: {write_report(args.output, args, before, after, comparisons, rule, likely)}')
     return gate(comparisons)
 
 
