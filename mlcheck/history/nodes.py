@@ -14,6 +14,7 @@ import statistics
 from dataclasses import dataclass, field
 
 from mlcheck.errors import InputError
+from mlcheck.figures import directions
 from mlcheck.history import hostlist, samples as history
 from mlcheck.judging.peers import below_peers
 
@@ -85,8 +86,10 @@ class Sweep:
 
 
 def higher_is_better(var, unit):
-    """Which way a figure is better: the history's table (one place for it)."""
-    return history.higher_is_better(unit)
+    """Which way a figure is better (mlcheck.figures.directions). Power, informational across an
+    upgrade, is judged here as higher-is-better: on one partition at one time, a node drawing far
+    less than its peers for the same work is capped or throttled."""
+    return directions.better(var, unit) != directions.LOWER
 
 
 def node_of(sample):
