@@ -1,6 +1,6 @@
 """One GPU read every way the training programs' sampler can read it, side by side, idle and
 under load: torch's accessors (raw and as TorchSource scales them) and each nvidia-smi command
-that telemetry.tool_candidates builds (raw CSV kept, and as read_nvidia_smi reads it); then the
+that gpu_sources.tool_candidates builds (raw CSV kept, and as read_nvidia_smi reads it); then the
 whole Sampler once on the tool path, as on an image whose torch has no NVML; and what one read
 of each part of a sample costs (the GPU through torch, through nvidia-smi, the host memory).
 
@@ -19,6 +19,8 @@ from pathlib import Path
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / 'src' / 'pytorch'))
+import gpu_readers  # noqa: E402
+import gpu_sources  # noqa: E402
 import telemetry  # noqa: E402
 
 SAMPLES = 5
@@ -47,9 +49,9 @@ def torch_raw(device):
 
 def tool_readings(index, out, phase, first):
     readings = []
-    for name, command, reader in telemetry.tool_candidates(index):
-        query = 'with_throttle' if telemetry.NVIDIA_THROTTLE_FIELD in command[-1] else 'without_throttle'
-        done = subprocess.run(command, capture_output=True, text=True, timeout=telemetry.TOOL_TIMEOUT)
+    for name, command, reader in gpu_sources.tool_candidates(index):
+        query = 'with_throttle' if gpu_readers.NVIDIA_THROTTLE_FIELD in command[-1] else 'without_throttle'
+        done = subprocess.run(command, capture_output=True, text=True, timeout=gpu_sources.TOOL_TIMEOUT)
         if first:
             (out / f'{name.replace("-", "_")}_{query}_{phase}.csv').write_text(done.stdout + done.stderr)
         readings.append({'tool': name, 'query': query, 'exit': done.returncode,
@@ -70,7 +72,7 @@ def main():
     out = Path(sys.argv[1])
     out.mkdir(parents=True, exist_ok=True)
     device = torch.device('cuda', 0)
-    index = telemetry.node_gpu_index(device)
+    index = gpu_sources.node_gpu_index(device)
     print(json.dumps({'event': 'device', 'name': torch.cuda.get_device_name(device), 'torch': torch.__version__,
                       'cuda': torch.version.cuda, 'index': index}), flush=True)
     stop = threading.Event()
@@ -81,13 +83,13 @@ def main():
             time.sleep(5)       # power and clocks settle
         for sample in range(SAMPLES):
             print(json.dumps({'event': 'sample', 'phase': phase, 'torch_raw': torch_raw(device),
-                              'torch_source': telemetry.TorchSource(device).read(),
+                              'torch_source': gpu_sources.TorchSource(device).read(),
                               'tools': tool_readings(index, out, phase, sample == 0)}), flush=True)
             time.sleep(1)
 
     # what each part of one sample costs, under load (median of TIMED_READS reads, in ms)
-    tool = telemetry.ToolSource(*telemetry.tool_candidates(index)[0], index)
-    costs = {name: read_ms(read) for name, read in (('torch', telemetry.TorchSource(device).read),
+    tool = gpu_sources.ToolSource(*gpu_sources.tool_candidates(index)[0], index)
+    costs = {name: read_ms(read) for name, read in (('torch', gpu_sources.TorchSource(device).read),
                                                     ('nvidia-smi', tool.read),
                                                     ('host_memory', telemetry.host_resident_bytes))}
     # the host memory again with 4 data-loader workers alive, as the CIFAR-100 program has them
@@ -100,7 +102,7 @@ def main():
     class NoTorchAccessors:
         def __init__(self, device):
             raise RuntimeError('torch accessors left out by the probe')
-    telemetry.TorchSource = NoTorchAccessors
+    gpu_sources.TorchSource = NoTorchAccessors
     sampler = telemetry.Sampler(device, 0.5).start()
     time.sleep(6)
     print(json.dumps({'event': 'sampler_on_tool', **sampler.stop().fields()}), flush=True)

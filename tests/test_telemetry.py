@@ -14,7 +14,9 @@ import pytest
 import torch
 from hypothesis import given, settings, strategies as st
 
-import telemetry as rank_telemetry    # src/pytorch/telemetry.py, as the programs import it
+import gpu_readers   # src/pytorch/gpu_readers.py, gpu_sources.py and telemetry.py, as the programs import them
+import gpu_sources
+import telemetry as rank_telemetry
 from conftest import DATA
 from mlcheck.judging import output, gpu_health as rules
 from mlcheck.figures import gpu_use as figures
@@ -26,7 +28,7 @@ RECORDED = os.path.join(DATA, 'telemetry')
 # --- readers, on real outputs ---------------------------------------------------------------
 
 def test_rocm_smi_mi250_primary_gives_the_package_power_and_the_secondary_none():
-    readings = rank_telemetry.read_rocm_smi(saved('telemetry/rocm_smi_mi250_secondary_die.json'))
+    readings = gpu_readers.read_rocm_smi(saved('telemetry/rocm_smi_mi250_secondary_die.json'))
     assert readings[0] == {'power_w': 102.0, 'utilization': 50.0, 'memory_gb': 51.52702464}
     assert 'power_w' not in readings[1]          # 'N/A (Secondary die)': no power, not 0 W
     assert readings[1]['power_note'].startswith('secondary die')
@@ -34,30 +36,30 @@ def test_rocm_smi_mi250_primary_gives_the_package_power_and_the_secondary_none()
 
 
 def test_rocm_smi_takes_the_junction_temperature_and_the_rocm6_power_key():
-    assert rank_telemetry.read_rocm_smi(saved('telemetry/rocm_smi_7900xtx.json')) == {0: {
+    assert gpu_readers.read_rocm_smi(saved('telemetry/rocm_smi_7900xtx.json')) == {0: {
         'power_w': 19.0, 'utilization': 0.0, 'temperature_c': 49.0, 'memory_gb': 0.794341376}}
-    apu = rank_telemetry.read_rocm_smi(saved('telemetry/rocm_smi_780m_rocm62.json'))[0]
+    apu = gpu_readers.read_rocm_smi(saved('telemetry/rocm_smi_780m_rocm62.json'))[0]
     assert apu['power_w'] == 7.222 and apu['utilization'] == 19.0 and apu['temperature_c'] == 31.0
 
 
 def test_amd_smi_readings_and_not_available_fields():
-    assert rank_telemetry.read_amd_smi(saved('telemetry/amd_smi_metric_watch_na.json')) == {0: {}}
-    assert rank_telemetry.read_amd_smi(saved('telemetry/amd_smi_metric_usage_w7700.json')) == {0: {'utilization': 42.0}}
-    reading = rank_telemetry.read_amd_smi(saved('telemetry/amd_smi_metric_from_text_output.json'))[0]
+    assert gpu_readers.read_amd_smi(saved('telemetry/amd_smi_metric_watch_na.json')) == {0: {}}
+    assert gpu_readers.read_amd_smi(saved('telemetry/amd_smi_metric_usage_w7700.json')) == {0: {'utilization': 42.0}}
+    reading = gpu_readers.read_amd_smi(saved('telemetry/amd_smi_metric_from_text_output.json'))[0]
     assert reading == {'power_w': 20.0, 'utilization': 0.0, 'clock_mhz': 14.0}   # UNTHROTTLED: no throttle
 
 
 def test_amd_smi_newer_gpu_data_wrapper_and_a_warning_before_the_json():
     gpus = json.loads(saved('telemetry/amd_smi_metric_from_text_output.json'))
     wrapped = 'WARNING: user is not in the render group\n' + json.dumps({'gpu_data': gpus})
-    assert rank_telemetry.read_amd_smi(wrapped) == rank_telemetry.read_amd_smi(json.dumps(gpus))
+    assert gpu_readers.read_amd_smi(wrapped) == gpu_readers.read_amd_smi(json.dumps(gpus))
 
 
 def test_nvidia_smi_header_driven_with_units_and_without_an_index_column():
-    series = rank_telemetry.read_nvidia_smi(saved('telemetry/nvidia_smi_one_gpu_series.csv'))
+    series = gpu_readers.read_nvidia_smi(saved('telemetry/nvidia_smi_one_gpu_series.csv'))
     assert series == {0: {'power_w': 78.22, 'utilization': 25.0, 'temperature_c': 55.0,
                           'clock_mhz': 1470.0}}       # the last row of GPU 0
-    two = rank_telemetry.read_nvidia_smi(saved('telemetry/nvidia_smi_two_gpus_no_index.csv'))
+    two = gpu_readers.read_nvidia_smi(saved('telemetry/nvidia_smi_two_gpus_no_index.csv'))
     assert two[0] == {'power_w': 106.56, 'utilization': 36.0, 'temperature_c': 60.0,
                       'clock_mhz': 1936.0, 'memory_gb': pytest.approx(2856 * 2**20 / 1e9)}
     assert two[1]['power_w'] == 5.68 and two[1]['memory_gb'] == pytest.approx(4 * 2**20 / 1e9)
@@ -69,7 +71,7 @@ def test_nvidia_smi_throttle_reasons_name_only_the_slowdowns():
     for reasons, named in (('0x0000000000000040', 'software thermal slowdown (nvidia-smi 0x0000000000000040)'),
                            ('0x0000000000000004', None), ('[N/A]', None)):
         text = f'{header}, clocks_throttle_reasons.active\n{row}, {reasons}\n'
-        assert rank_telemetry.read_nvidia_smi(text)[0].get('throttle') == named
+        assert gpu_readers.read_nvidia_smi(text)[0].get('throttle') == named
 
 
 def test_nvidia_smi_on_an_h100_answers_the_query_the_sampler_sends():
@@ -78,22 +80,22 @@ def test_nvidia_smi_on_an_h100_answers_the_query_the_sampler_sends():
     clocks_event_reasons.active; under load the GPU runs at its software power cap (0x4) and idle
     it is idle (0x1): neither is a throttle."""
     which = {'nvidia-smi': '/usr/bin/nvidia-smi'}.get
-    (_, with_throttle, _), (_, without, _) = rank_telemetry.tool_candidates(0, which)
+    (_, with_throttle, _), (_, without, _) = gpu_sources.tool_candidates(0, which)
     for command, recorded in ((with_throttle, 'with_throttle_loaded'), (without, 'without_throttle_loaded')):
         asked = command[-1].removeprefix('--query-gpu=').split(',')
         header = saved(f'telemetry/nvidia_smi_h100_{recorded}.csv').splitlines()[0].split(', ')
         assert len(header) == len(asked)             # one column per field asked, in order
-    loaded = rank_telemetry.read_nvidia_smi(saved('telemetry/nvidia_smi_h100_with_throttle_loaded.csv'))
+    loaded = gpu_readers.read_nvidia_smi(saved('telemetry/nvidia_smi_h100_with_throttle_loaded.csv'))
     assert loaded == {0: {'power_w': 694.6, 'utilization': 99.0, 'temperature_c': 55.0,
                           'clock_mhz': 1395.0, 'memory_gb': pytest.approx(1011 * 2**20 / 1e9)}}
-    idle = rank_telemetry.read_nvidia_smi(saved('telemetry/nvidia_smi_h100_with_throttle_idle.csv'))
+    idle = gpu_readers.read_nvidia_smi(saved('telemetry/nvidia_smi_h100_with_throttle_idle.csv'))
     assert idle[0]['power_w'] == 70.53 and 'throttle' not in idle[0]
-    assert rank_telemetry.read_nvidia_smi(saved('telemetry/nvidia_smi_h100_without_throttle_loaded.csv'))[0][
+    assert gpu_readers.read_nvidia_smi(saved('telemetry/nvidia_smi_h100_without_throttle_loaded.csv'))[0][
         'power_w'] == 694.91
     # the broken case: the same row with a hardware thermal slowdown (0x80) beside the power cap
     hot = saved('telemetry/nvidia_smi_h100_with_throttle_loaded.csv').replace('0x0000000000000004',
                                                                              '0x0000000000000084')
-    assert rank_telemetry.read_nvidia_smi(hot)[0]['throttle'] == \
+    assert gpu_readers.read_nvidia_smi(hot)[0]['throttle'] == \
         'hardware thermal slowdown (nvidia-smi 0x0000000000000084)'
 
 
@@ -111,7 +113,7 @@ def test_torch_accessors_on_cuda_read_as_nvidia_smi_does():
     assert {s['phase'] for s in samples} == {'idle', 'loaded'} and len(samples) == 10
     for sample in samples:
         tool = sample['tools'][0]['reading']
-        for field, (accessor, scale) in rank_telemetry.TorchSource.ACCESSORS.items():
+        for field, (accessor, scale) in gpu_sources.TorchSource.ACCESSORS.items():
             assert sample['torch_raw'][accessor] * scale == pytest.approx(tool[field], rel=0.05, abs=1), field
 
 
@@ -137,7 +139,7 @@ def test_no_gpu_says_why_once_and_host_memory_is_still_measured():
 
 
 def test_a_gpu_with_no_torch_accessor_and_no_tool_in_the_image():
-    source, why = rank_telemetry.gpu_source(torch.device('cuda', 0), which=lambda name: None)
+    source, why = gpu_sources.gpu_source(torch.device('cuda', 0), which=lambda name: None)
     assert source is None
     assert why.startswith('torch: ') and why.endswith('no amd-smi, rocm-smi or nvidia-smi on PATH')
 
@@ -152,7 +154,7 @@ def fake_tool(tmp_path, name, recorded_output):
 def test_rocm_smi_in_the_image_read_for_the_secondary_gcd(tmp_path, monkeypatch):
     monkeypatch.setenv('ROCR_VISIBLE_DEVICES', '1')      # this rank's GCD: the package's second
     which = fake_tool(tmp_path, 'rocm-smi', 'rocm_smi_mi250_secondary_die.json')
-    source, why = rank_telemetry.gpu_source(torch.device('cuda', 0), which=which)
+    source, why = gpu_sources.gpu_source(torch.device('cuda', 0), which=which)
     assert why is None and source.name == 'rocm-smi'
     sampler = rank_telemetry.Sampler(torch.device('cuda', 0), 0.05, which=which).start()
     fields = sampler.stop().fields()
@@ -206,7 +208,7 @@ def run_of(readings_by_rank, node_of=lambda rank: f'nid00{rank // 8}', extra=Non
 def mi250x_node(package_power):
     """8 GCDs, 4 packages: each primary from the recorded MI250 primary, at `package_power[p]`
     watts, each secondary as recorded (no power)."""
-    primary, secondary = (rank_telemetry.read_rocm_smi(saved('telemetry/rocm_smi_mi250_secondary_die.json'))[i]
+    primary, secondary = (gpu_readers.read_rocm_smi(saved('telemetry/rocm_smi_mi250_secondary_die.json'))[i]
                           for i in (0, 1))
     return {2 * p + die: ({**primary, 'power_w': watts} if die == 0 else secondary)
             for p, watts in enumerate(package_power) for die in (0, 1)}
@@ -228,7 +230,7 @@ def test_one_mi250x_package_at_half_power_is_named_and_only_it():
 
 
 def test_one_gpu_at_half_power_among_nvidia_gpus():
-    gpu = rank_telemetry.read_nvidia_smi(saved('telemetry/nvidia_smi_two_gpus_no_index.csv'))[0]
+    gpu = gpu_readers.read_nvidia_smi(saved('telemetry/nvidia_smi_two_gpus_no_index.csv'))[0]
     readings = {rank: {**gpu, 'power_w': 106.56 / 2 if rank == 5 else 106.56} for rank in range(8)}
     found = rules.problems(run_of(readings), 0.75)
     assert len(found) == 1 and found[0].startswith('rank 5 on nid000 (GPU 5) drew 53 W, 0.50 of the median GPU')

@@ -12,34 +12,20 @@ epochs, this rank's GPU through the most portable layer that answers:
   3. else nothing, and the fact says why (`gpu_telemetry_unavailable`).
 and the resident memory of the rank and its children (data-loader workers), from /proc.
 
-The readers of the tools' output (read_rocm_smi, read_amd_smi, read_nvidia_smi) are plain
-functions of the text, tested on recorded real outputs (tests/data/telemetry/).
-A GPU whose tool gives no power (MI250X's secondary GCD: rocm-smi says `N/A (Secondary die)`,
-the primary GCD reporting the package) reports no power: never zero, never a guess.
+The sources are in gpu_sources.py, the readers of the tools' output in gpu_readers.py.
 """
 
-import csv
-import io
-import json
 import os
 import shutil
 import statistics
-import subprocess
 import threading
 import time
 
 import torch
 
-TOOL_TIMEOUT = 10          # seconds one call of a vendor tool may take
+from gpu_sources import gpu_source, node_gpu_index
+
 BUDGET = 50                # the sampler waits at least BUDGET times as long as a sample took
-ROCM_SMI_ARGS = ['--showpower', '--showuse', '--showmeminfo', 'vram', '--showtemp', '--json']
-NVIDIA_QUERY = ['index', 'power.draw', 'utilization.gpu', 'memory.used', 'temperature.gpu',
-                'clocks.gr']
-NVIDIA_THROTTLE_FIELD = 'clocks_throttle_reasons.active'
-# clock-event reasons of NVML that mean the GPU was slowed against its will (nvmlClocksEventReasons:
-# 0x1 idle, 0x2 application clocks and 0x4 the software power cap are how a GPU normally runs)
-NVIDIA_THROTTLE_BITS = {0x8: 'hardware slowdown', 0x20: 'sync boost', 0x40: 'software thermal slowdown',
-                        0x80: 'hardware thermal slowdown', 0x100: 'power brake'}
 
 
 def add_arguments(parser):
@@ -53,213 +39,6 @@ def add_arguments(parser):
                              'epochs, one Chrome trace per rank in --trace-dir (0: none)')
     parser.add_argument('--trace-dir', default='traces', help='where the profiler traces go')
     return parser
-
-
-# --- readers of the vendor tools' output: {'power_w', 'utilization', 'memory_gb',
-#     'temperature_c', 'clock_mhz', 'throttle'}, each absent where the tool gives none
-
-def number(text):
-    """A float from a tool's field ('237.0', '106.56 W', {'value': 42, 'unit': '%'}), or None
-    for 'N/A', 'N/A (Secondary die)', '[N/A]', '[Not Supported]' and the like."""
-    if isinstance(text, dict):
-        text = text.get('value')
-    if isinstance(text, (int, float)) and not isinstance(text, bool):
-        return float(text)
-    if not isinstance(text, str):
-        return None
-    head = text.strip().split(' ')[0]
-    try:
-        return float(head)
-    except ValueError:
-        return None
-
-
-def _positive(value):
-    """A power of 0 W is no reading: a GPU that trains draws power (rocm-smi's older layouts
-    give the secondary die 0.0)."""
-    return value if value else None
-
-
-def _first(fields, *names):
-    for name in names:
-        value = number(fields.get(name))
-        if value is not None:
-            return value
-    return None
-
-
-def read_rocm_smi(text):
-    """{gpu index: reading} from `rocm-smi --showpower --showuse --showmeminfo vram --showtemp
-    --json`: keys 'card0', 'card1', ... (the power key changed name in ROCm 6)."""
-    readings = {}
-    for card, fields in json.loads(text).items():
-        if not card.startswith('card') or not isinstance(fields, dict):
-            continue        # a 'system' entry, when there is one
-        reading = {'power_w': _positive(_first(fields, 'Average Graphics Package Power (W)',
-                                               'Current Socket Graphics Package Power (W)')),
-                   'utilization': _first(fields, 'GPU use (%)'),
-                   'temperature_c': _first(fields, 'Temperature (Sensor junction) (C)',
-                                           'Temperature (Sensor edge) (C)')}
-        used = _first(fields, 'VRAM Total Used Memory (B)')
-        reading['memory_gb'] = used / 1e9 if used is not None else None
-        if 'Secondary die' in str(fields.get('Average Graphics Package Power (W)', '')):
-            reading['power_note'] = 'secondary die: the package power is on its primary'
-        readings[int(card[len('card'):])] = _known(reading)
-    return readings
-
-
-def read_amd_smi(text):
-    """{gpu index: reading} from `amd-smi metric --json`: a list of GPUs, or {'gpu_data': [...]}
-    in newer releases; every figure {'value': ..., 'unit': ...} or 'N/A'. Lines before the JSON
-    (a warning about the render group) are skipped."""
-    lines = text.splitlines()
-    first = next((i for i, line in enumerate(lines) if line.lstrip()[:1] in ('[', '{')), 0)
-    document = json.loads('\n'.join(lines[first:]))     # after any warning the tool printed first
-    gpus = document.get('gpu_data', []) if isinstance(document, dict) else document
-    readings = {}
-    for gpu in gpus:
-        def field(section, *names):
-            values = gpu.get(section)
-            return _first(values, *names) if isinstance(values, dict) else None
-        reading = {'power_w': _positive(field('power', 'socket_power', 'average_socket_power')),
-                   'utilization': field('usage', 'gfx_activity'),
-                   'temperature_c': field('temperature', 'hotspot', 'edge')}
-        used = field('mem_usage', 'used_vram')       # MB
-        reading['memory_gb'] = used / 1e3 if used is not None else None
-        clock = gpu.get('clock')
-        if isinstance(clock, dict) and isinstance(clock.get('gfx_0'), dict):
-            reading['clock_mhz'] = number(clock['gfx_0'].get('clk'))
-        status = gpu.get('power', {}).get('throttle_status') if isinstance(gpu.get('power'), dict) else None
-        if isinstance(status, str) and status.upper() == 'THROTTLED':
-            reading['throttle'] = 'throttled (amd-smi throttle_status)'
-        readings[int(gpu.get('gpu', len(readings)))] = _known(reading)
-    return readings
-
-
-def read_nvidia_smi(text):
-    """{gpu index: reading} from `nvidia-smi --query-gpu=index,... --format=csv`: a header
-    ('power.draw [W]', 'clocks.current.graphics [MHz]', ...) and one row per GPU."""
-    rows = list(csv.reader(io.StringIO(text.strip()), skipinitialspace=True))
-    if not rows:
-        return {}
-    header = [name.split(' [')[0].strip() for name in rows[0]]
-    readings = {}
-    for position, row in enumerate(rows[1:]):
-        fields = dict(zip(header, row))
-        used = _first(fields, 'memory.used')         # MiB
-        reading = {'power_w': _positive(_first(fields, 'power.draw')),
-                   'utilization': _first(fields, 'utilization.gpu'),
-                   'temperature_c': _first(fields, 'temperature.gpu'),
-                   'clock_mhz': _first(fields, 'clocks.current.graphics', 'clocks.gr'),
-                   'memory_gb': used * 2**20 / 1e9 if used is not None else None}
-        reasons = fields.get('clocks_throttle_reasons.active', fields.get('clocks_event_reasons.active'))
-        if reasons and reasons.strip().lower().startswith('0x'):
-            bits = int(reasons, 16)
-            named = [why for bit, why in NVIDIA_THROTTLE_BITS.items() if bits & bit]
-            if named:
-                reading['throttle'] = ', '.join(named) + f' (nvidia-smi {reasons.strip()})'
-        index = number(fields.get('index'))
-        readings[int(index) if index is not None else position] = _known(reading)
-    return readings
-
-
-def _known(reading):
-    return {name: value for name, value in reading.items() if value is not None}
-
-
-# --- sources: each answers read() with one reading of this rank's GPU, or raises
-
-class TorchSource:
-    """torch.cuda's accessors; those that raise on this build or GPU are left out."""
-    name = 'torch'
-    # power_draw is NVML's milliwatts on CUDA builds but amdsmi's socket power in watts on ROCm
-    # builds, 0 where amdsmi says N/A (torch/cuda/__init__.py, _get_amdsmi_power_draw, torch 2.14)
-    ACCESSORS = {'power_w': ('power_draw', 1 if torch.version.hip else 1e-3),
-                 'utilization': ('utilization', 1), 'temperature_c': ('temperature', 1),
-                 'clock_mhz': ('clock_rate', 1)}
-
-    def __init__(self, device):
-        self.device = device
-        self.working = {}
-        for field, (accessor, scale) in self.ACCESSORS.items():
-            function = getattr(torch.cuda, accessor, None)
-            try:
-                function(device)
-            except Exception:       # no NVML/amdsmi, or this GPU does not tell
-                continue
-            self.working[field] = (function, scale)
-        if 'power_w' not in self.working:
-            raise RuntimeError('torch.cuda.power_draw does not answer here')
-
-    def read(self):
-        return _known({field: _positive(function(self.device) * scale) if field == 'power_w'
-                       else function(self.device) * scale
-                       for field, (function, scale) in self.working.items()})
-
-
-class ToolSource:
-    """A vendor tool, called once per sample, its reading of GPU `index` (the node's number)."""
-
-    def __init__(self, name, command, reader, index):
-        self.name, self.command, self.reader, self.index = name, command, reader, index
-        self.read()         # raises if the tool does not answer for this GPU
-
-    def read(self):
-        done = subprocess.run(self.command, capture_output=True, text=True, timeout=TOOL_TIMEOUT)
-        if done.returncode != 0:
-            raise RuntimeError(f'{self.command[0]} exited {done.returncode}: '
-                               f'{(done.stderr or done.stdout).strip()[:120]}')
-        readings = self.reader(done.stdout)
-        if self.index not in readings:
-            raise RuntimeError(f'{self.command[0]} reports no GPU {self.index}')
-        return readings[self.index]
-
-
-def node_gpu_index(device):
-    """This rank's GPU as the node's tools number it: the first id of the visible-devices
-    variable that selected it, else torch's index."""
-    for name in ('ROCR_VISIBLE_DEVICES', 'HIP_VISIBLE_DEVICES', 'CUDA_VISIBLE_DEVICES'):
-        ids = [i for i in os.environ.get(name, '').split(',') if i.strip()]
-        if ids and device.index is not None and device.index < len(ids) and ids[device.index].isdigit():
-            return int(ids[device.index])
-    return device.index or 0
-
-
-def tool_candidates(index, which=shutil.which):
-    """(name, command, reader) of the vendor tools found on PATH, most portable first."""
-    candidates = []
-    if which('amd-smi'):
-        candidates.append(('amd-smi', [which('amd-smi'), 'metric', '--json'], read_amd_smi))
-    if which('rocm-smi'):
-        candidates.append(('rocm-smi', [which('rocm-smi'), *ROCM_SMI_ARGS], read_rocm_smi))
-    if which('nvidia-smi'):
-        query = [which('nvidia-smi'), '--format=csv', f'--id={index}']
-        candidates.append(('nvidia-smi', [*query, '--query-gpu=' + ','.join(
-            [*NVIDIA_QUERY, NVIDIA_THROTTLE_FIELD])], read_nvidia_smi))
-        # a driver that no longer knows the throttle field refuses the whole query
-        candidates.append(('nvidia-smi', [*query, '--query-gpu=' + ','.join(NVIDIA_QUERY)],
-                           read_nvidia_smi))
-    return candidates
-
-
-def gpu_source(device, which=shutil.which):
-    """(source, None), or (None, why no GPU telemetry can be read for this rank)."""
-    if device.type != 'cuda':
-        return None, f'the rank trains on {device.type}: no GPU to read'
-    tried = []
-    try:
-        return TorchSource(device), None
-    except Exception as err:
-        tried.append(f'torch: {err}')
-    index = node_gpu_index(device)
-    for name, command, reader in tool_candidates(index, which):
-        try:
-            return ToolSource(name, command, reader, index), None
-        except Exception as err:
-            tried.append(f'{name}: {str(err)[:120]}')
-    if len(tried) == 1:
-        tried.append('no amd-smi, rocm-smi or nvidia-smi on PATH')
-    return None, '; '.join(tried)
 
 
 # --- host memory: the rank and its children (data-loader workers)
