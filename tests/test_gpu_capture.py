@@ -134,8 +134,8 @@ def test_what_the_gpu_did_is_read_through_torch_and_judged(name):
 
 def test_a_throttled_gpu_in_a_real_run_is_named():
     """The broken case of the same capture: the tool reported a hardware thermal slowdown."""
-    run = gpu_run('cifar100', 'telemetry', throttle='hardware thermal slowdown (nvidia-smi 0x80)')
+    run = gpu_run('cifar100', 'telemetry', throttle='HW thermal slowdown (nvidia-smi 0x40)')
     (found,) = telemetry_rules.problems(run, low_power_fraction=0.75)
-    assert found.startswith('rank 0 on vm (GPU 0) was throttled: hardware thermal slowdown (nvidia-smi 0x80); '
+    assert found.startswith('rank 0 on vm (GPU 0) was throttled: HW thermal slowdown (nvidia-smi 0x40); '
                             'utilization 26 %, clock 1980 MHz'), found
 

@@ -68,10 +68,32 @@ def test_nvidia_smi_header_driven_with_units_and_without_an_index_column():
 def test_nvidia_smi_throttle_reasons_name_only_the_slowdowns():
     # the recorded row with a throttle column added (no recorded output has one): NVML's bits
     header, row = saved('telemetry/nvidia_smi_two_gpus_no_index.csv').splitlines()[:2]
-    for reasons, named in (('0x0000000000000040', 'software thermal slowdown (nvidia-smi 0x0000000000000040)'),
+    for reasons, named in (('0x0000000000000040', 'HW thermal slowdown (nvidia-smi 0x0000000000000040)'),
+                           ('0x0000000000000020', 'SW thermal slowdown (nvidia-smi 0x0000000000000020)'),
+                           ('0x0000000000000100', None),       # display clock setting: no slowdown
+                           ('0x0000000000000010', None),       # sync boost
                            ('0x0000000000000004', None), ('[N/A]', None)):
         text = f'{header}, clocks_throttle_reasons.active\n{row}, {reasons}\n'
         assert gpu_readers.read_nvidia_smi(text)[0].get('throttle') == named
+
+
+# each bit of NVML's clock-event reasons: its constant in NVIDIA's binding, and the slowdown named
+# for it (None: how a GPU normally runs, never a throttle)
+NVML_REASONS = {'GpuIdle': None, 'ApplicationsClocksSetting': None, 'SwPowerCap': None,
+                'HwSlowdown': 'HW slowdown', 'SyncBoost': None,
+                'SwThermalSlowdown': 'SW thermal slowdown', 'HwThermalSlowdown': 'HW thermal slowdown',
+                'HwPowerBrakeSlowdown': 'HW power brake slowdown', 'DisplayClockSetting': None}
+
+
+def test_throttle_bits_are_nvmls_own():
+    """Issue 30: the bits were one off (0x100, the display clock, read as a power brake; 0x20,
+    a thermal slowdown, as sync boost). Every bit against nvidia-ml-py's constants."""
+    pynvml = pytest.importorskip('pynvml')
+    for reason, named in NVML_REASONS.items():
+        bit = getattr(pynvml, f'nvmlClocksEventReason{reason}')
+        assert gpu_readers.NVIDIA_THROTTLE_BITS.get(bit) == named, reason
+    assert set(gpu_readers.NVIDIA_THROTTLE_BITS) <= {getattr(pynvml, f'nvmlClocksEventReason{r}')
+                                                      for r in NVML_REASONS}
 
 
 def test_nvidia_smi_on_an_h100_answers_the_query_the_sampler_sends():
@@ -92,11 +114,11 @@ def test_nvidia_smi_on_an_h100_answers_the_query_the_sampler_sends():
     assert idle[0]['power_w'] == 70.53 and 'throttle' not in idle[0]
     assert gpu_readers.read_nvidia_smi(saved('telemetry/nvidia_smi_h100_without_throttle_loaded.csv'))[0][
         'power_w'] == 694.91
-    # the broken case: the same row with a hardware thermal slowdown (0x80) beside the power cap
+    # the broken case: the same row with a hardware thermal slowdown (0x40) beside the power cap
     hot = saved('telemetry/nvidia_smi_h100_with_throttle_loaded.csv').replace('0x0000000000000004',
-                                                                             '0x0000000000000084')
+                                                                             '0x0000000000000044')
     assert gpu_readers.read_nvidia_smi(hot)[0]['throttle'] == \
-        'hardware thermal slowdown (nvidia-smi 0x0000000000000084)'
+        'HW thermal slowdown (nvidia-smi 0x0000000000000044)'
 
 
 def probe_events(event):
@@ -239,10 +261,10 @@ def test_one_gpu_at_half_power_among_nvidia_gpus():
 
 
 def test_a_throttle_the_tool_reports_is_named():
-    readings = {rank: {'power_w': 100.0, **({'throttle': 'hardware thermal slowdown (nvidia-smi 0x80)'}
+    readings = {rank: {'power_w': 100.0, **({'throttle': 'HW thermal slowdown (nvidia-smi 0x40)'}
                                             if rank == 3 else {})} for rank in range(4)}
     assert rules.problems(run_of(readings), 0.75) == [
-        'rank 3 on nid000 (GPU 3) was throttled: hardware thermal slowdown (nvidia-smi 0x80)']
+        'rank 3 on nid000 (GPU 3) was throttled: HW thermal slowdown (nvidia-smi 0x40)']
 
 
 def test_absent_telemetry_is_no_failure_and_is_said_once():
@@ -277,7 +299,7 @@ def test_a_gpu_is_flagged_exactly_when_below_the_fraction_of_the_median(powers, 
 
 def test_a_slow_reader_is_read_less_often_than_the_interval():
     class SlowTool:
-        name = 'slow'
+        name, throttle_not_checked = 'slow', None
 
         def read(self):
             time.sleep(0.02)       # as a vendor tool started per sample
@@ -291,3 +313,58 @@ def test_a_slow_reader_is_read_less_often_than_the_interval():
     # every 50 x 0.02 s = 1 s at most: the first sample and the last (at stop); not ~40
     assert 1 <= fields['gpu_samples'] <= 3 and fields['power_w'] == 100.0
     assert fields['sampling_seconds'] < 0.2
+
+
+# --- throttling where torch reads the GPU (issue 30: it was never looked at) --------------------
+
+class FakeNVML:
+    """pynvml as NVIDIA's binding answers on a GPU whose clock-event reasons are `reasons`."""
+    def __init__(self, reasons, works=True):
+        self.reasons, self.works = reasons, works
+
+    def nvmlInit(self):
+        if not self.works:
+            raise RuntimeError('NVML Shared Library Not Found')
+
+    def nvmlDeviceGetHandleByIndex(self, index):
+        return index
+
+    def nvmlDeviceGetCurrentClocksEventReasons(self, handle):
+        return self.reasons
+
+
+@pytest.fixture
+def torch_reads_a_gpu(monkeypatch):
+    """torch.cuda's accessors answering as on an H100 at its cap (no GPU here)."""
+    for accessor, value in (('power_draw', 694600), ('utilization', 99), ('temperature', 55),
+                            ('clock_rate', 1395)):
+        monkeypatch.setattr(torch.cuda, accessor, lambda device, value=value: value, raising=False)
+    monkeypatch.setattr(torch.version, 'hip', None)
+
+
+def test_where_torch_reads_the_gpu_nvmls_reasons_are_read_beside_it(torch_reads_a_gpu, monkeypatch):
+    monkeypatch.setitem(sys.modules, 'pynvml', FakeNVML(0x44))     # power cap + HW thermal
+    source = gpu_sources.TorchSource(torch.device('cuda', 0))
+    assert source.read()['throttle'] == 'HW thermal slowdown (NVML 0x44)'
+    assert source.throttle_not_checked is None
+
+
+def test_where_nothing_reads_throttling_the_run_says_so(torch_reads_a_gpu, monkeypatch):
+    monkeypatch.setitem(sys.modules, 'pynvml', FakeNVML(0x44, works=False))
+    source = gpu_sources.TorchSource(torch.device('cuda', 0))
+    assert 'throttle' not in source.read()
+    assert source.throttle_not_checked == ("torch's accessors give no clock-event reasons and "
+                                           'pynvml does not answer')
+    unchecked = {'gpu_source': 'torch', 'throttle_not_checked': source.throttle_not_checked}
+    run = run_of({0: {'power_w': 690.0}, 1: {'power_w': 695.0}}, extra={0: unchecked, 1: unchecked})
+    assert rules.problems(run, 0.75) == []
+    assert rules.throttle_note(run) == ("throttling not checked (ranks 0-1: torch's accessors give "
+                                        'no clock-event reasons and pynvml does not answer)')
+
+
+def test_nvidia_smi_asked_without_the_throttle_column_says_throttling_was_not_checked(tmp_path):
+    which = fake_tool(tmp_path, 'nvidia-smi', 'nvidia_smi_two_gpus_no_index.csv')
+    (_, with_throttle, reader), (_, without, _) = gpu_sources.tool_candidates(0, which)
+    assert gpu_sources.ToolSource('nvidia-smi', with_throttle, reader, 0).throttle_not_checked is None
+    assert gpu_sources.ToolSource('nvidia-smi', without, reader, 0).throttle_not_checked == \
+        'nvidia-smi was asked for no throttle reasons'

@@ -58,8 +58,9 @@ class GPUTelemetry(rfm.RegressionTestPlugin):
             return
         note = notes.to_say(self.settings, 'telemetry', rules.unavailable_note(
             self.run_output(), stand_in=self.settings.gpu_vendor == STAND_IN_GPUS))
-        if note:
-            self.logger.warning(f'{self.display_name}: {note}')
+        for note in (note, rules.throttle_note(self.run_output())):
+            if note:
+                self.logger.warning(f'{self.display_name}: {note}')
 
     @run_before('performance')
     def drop_telemetry_figures_not_reported(self):

@@ -45,6 +45,19 @@ def problems(run, low_power_fraction):
     return found
 
 
+def throttle_note(run):
+    """One line on the ranks whose GPU was read but whose throttling could not be, and why, or None:
+    a throttled GPU there would pass unnamed, so it is said, never failed."""
+    reasons = {}
+    for rank, fact in sorted(figures.telemetry_facts(run).items()):
+        if fact.get('throttle_not_checked'):
+            reasons.setdefault(fact['throttle_not_checked'], []).append(rank)
+    if not reasons:
+        return None
+    return 'throttling not checked (' + '; '.join(f'{rank_list(ranks)}: {reason}'
+                                                  for reason, ranks in reasons.items()) + ')'
+
+
 def unavailable_note(run, stand_in=False):
     """One line on the ranks that could not read their GPU, and why, or None: said, never failed."""
     reasons = {}

@@ -14,10 +14,14 @@ ROCM_SMI_ARGS = ['--showpower', '--showuse', '--showmeminfo', 'vram', '--showtem
 NVIDIA_QUERY = ['index', 'power.draw', 'utilization.gpu', 'memory.used', 'temperature.gpu',
                 'clocks.gr']
 NVIDIA_THROTTLE_FIELD = 'clocks_throttle_reasons.active'
-# clock-event reasons of NVML that mean the GPU was slowed against its will (nvmlClocksEventReasons:
-# 0x1 idle, 0x2 application clocks and 0x4 the software power cap are how a GPU normally runs)
-NVIDIA_THROTTLE_BITS = {0x8: 'hardware slowdown', 0x20: 'sync boost', 0x40: 'software thermal slowdown',
-                        0x80: 'hardware thermal slowdown', 0x100: 'power brake'}
+# NVML's clock-event reasons that slow a GPU against its will, by bit (nvml.h's
+# nvmlClocksEventReason* constants, as NVIDIA's own binding nvidia-ml-py defines them in pynvml.py;
+# tests/test_telemetry.py checks every bit against it), named as `nvidia-smi -q` names them. The
+# others are how a GPU normally runs and are never named: 0x1 GPU idle, 0x2 applications clocks
+# setting, 0x4 software power cap (a GPU at full load runs at its power limit), 0x10 sync boost
+# (clocks held to a group's), 0x100 display clock setting.
+NVIDIA_THROTTLE_BITS = {0x8: 'HW slowdown', 0x20: 'SW thermal slowdown', 0x40: 'HW thermal slowdown',
+                        0x80: 'HW power brake slowdown'}
 
 
 # --- readers of the vendor tools' output: {'power_w', 'utilization', 'memory_gb',
@@ -119,13 +123,16 @@ def read_nvidia_smi(text):
                    'memory_gb': used * 2**20 / 1e9 if used is not None else None}
         reasons = fields.get('clocks_throttle_reasons.active', fields.get('clocks_event_reasons.active'))
         if reasons and reasons.strip().lower().startswith('0x'):
-            bits = int(reasons, 16)
-            named = [why for bit, why in NVIDIA_THROTTLE_BITS.items() if bits & bit]
-            if named:
-                reading['throttle'] = ', '.join(named) + f' (nvidia-smi {reasons.strip()})'
+            reading['throttle'] = nvidia_throttle(int(reasons, 16), f'nvidia-smi {reasons.strip()}')
         index = number(fields.get('index'))
         readings[int(index) if index is not None else position] = _known(reading)
     return readings
+
+
+def nvidia_throttle(bits, source):
+    """The slowdowns among NVML's clock-event reason `bits`, with where they were read, or None."""
+    named = [why for bit, why in NVIDIA_THROTTLE_BITS.items() if bits & bit]
+    return ', '.join(named) + f' ({source})' if named else None
 
 
 def _known(reading):

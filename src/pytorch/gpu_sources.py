@@ -9,15 +9,33 @@ import subprocess
 import torch
 
 from gpu_readers import (NVIDIA_QUERY, NVIDIA_THROTTLE_FIELD, ROCM_SMI_ARGS, _known, _positive,
-                         read_amd_smi, read_nvidia_smi, read_rocm_smi)
+                         nvidia_throttle, read_amd_smi, read_nvidia_smi, read_rocm_smi)
 
 TOOL_TIMEOUT = 10          # seconds one call of a vendor tool may take
 
 
 # --- sources: each answers read() with one reading of this rank's GPU, or raises
 
+def nvml_throttle_reader(device):
+    """A function that reads this GPU's slowdowns from NVML's clock-event reasons, through NVIDIA's
+    pynvml (which torch's own accessors use on CUDA builds), or None where it cannot."""
+    try:
+        import pynvml
+        pynvml.nvmlInit()
+        handle = pynvml.nvmlDeviceGetHandleByIndex(node_gpu_index(device))
+        # named ...ThrottleReasons before NVML 12
+        get = getattr(pynvml, 'nvmlDeviceGetCurrentClocksEventReasons', None) or \
+            pynvml.nvmlDeviceGetCurrentClocksThrottleReasons
+        get(handle)
+    except Exception:
+        return None
+    return lambda: nvidia_throttle(get(handle), f'NVML {get(handle):#x}')
+
+
 class TorchSource:
-    """torch.cuda's accessors; those that raise on this build or GPU are left out."""
+    """torch.cuda's accessors; those that raise on this build or GPU are left out. They give no
+    throttle: on CUDA builds NVML's clock-event reasons are read beside them where pynvml answers,
+    and where nothing can, `throttle_not_checked` says why."""
     name = 'torch'
     # power_draw is NVML's milliwatts on CUDA builds but amdsmi's socket power in watts on ROCm
     # builds, 0 where amdsmi says N/A (torch/cuda/__init__.py, _get_amdsmi_power_draw, torch 2.14)
@@ -37,11 +55,18 @@ class TorchSource:
             self.working[field] = (function, scale)
         if 'power_w' not in self.working:
             raise RuntimeError('torch.cuda.power_draw does not answer here')
+        self.throttle = None if torch.version.hip else nvml_throttle_reader(device)
+        self.throttle_not_checked = None if self.throttle else (
+            "torch's amdsmi accessors give no throttle status" if torch.version.hip
+            else "torch's accessors give no clock-event reasons and pynvml does not answer")
 
     def read(self):
-        return _known({field: _positive(function(self.device) * scale) if field == 'power_w'
-                       else function(self.device) * scale
-                       for field, (function, scale) in self.working.items()})
+        reading = {field: _positive(function(self.device) * scale) if field == 'power_w'
+                   else function(self.device) * scale
+                   for field, (function, scale) in self.working.items()}
+        if self.throttle:
+            reading['throttle'] = self.throttle()
+        return _known(reading)
 
 
 class ToolSource:
@@ -50,6 +75,10 @@ class ToolSource:
     def __init__(self, name, command, reader, index):
         self.name, self.command, self.reader, self.index = name, command, reader, index
         self.read()         # raises if the tool does not answer for this GPU
+        self.throttle_not_checked = (
+            None if name == 'amd-smi' or (name == 'nvidia-smi' and NVIDIA_THROTTLE_FIELD in command[-1])
+            else f'{name} was asked for no throttle reasons' if name == 'nvidia-smi'
+            else f'{name} gives no throttle status')
 
     def read(self):
         done = subprocess.run(self.command, capture_output=True, text=True, timeout=TOOL_TIMEOUT)

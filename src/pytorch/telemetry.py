@@ -143,6 +143,8 @@ class Sampler:
             return {**figures, 'gpu_telemetry_unavailable': self.unavailable}
         figures['gpu_source'] = self.source.name
         figures['gpu'] = node_gpu_index(self.device)
+        if self.source.throttle_not_checked:
+            figures['throttle_not_checked'] = self.source.throttle_not_checked
         figures.update(summarise(self.samples))
         reserved = _allocator_peak(self.device)
         if reserved:
