@@ -115,7 +115,7 @@ def test_rank_that_checked_nothing_fails(sim):
 def test_slow_pair_fails_naming_both_nodes(sim):
     text = with_pair_speeds(saved(OUTPUT[3]), {('nid002', 'nid003'): 0.3})
     assert problems_of(sim, text, nodes=3) == [
-        'node pair nid002 <-> nid003: 0.3 GB/s, below 50% of the median pair (1.71 GB/s)']
+        'node pair nid002 <-> nid003: 0.3 GB/s, below 50% of the upper-quartile pair (2.59 GB/s)']
 
 
 def with_pair_speeds(text, speeds):

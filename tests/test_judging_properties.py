@@ -9,7 +9,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from mlcheck.judging import collectives, output, sanity
-from mlcheck.figures.rank_speed import upper_quartile
+from mlcheck.judging.peers import upper_quartile
 from saved_outputs import fact_line
 
 BASE = 2000.0       # samples/s of a healthy rank, GB/s x 1000 of a healthy pair

@@ -20,6 +20,7 @@ import telemetry as rank_telemetry
 from conftest import DATA
 from mlcheck.judging import output, gpu_health as rules
 from mlcheck.figures import gpu_use as figures
+from mlcheck.judging.peers import upper_quartile
 from saved_outputs import fact_line, saved
 
 RECORDED = os.path.join(DATA, 'telemetry')
@@ -240,22 +241,26 @@ def test_healthy_mi250x_node_never_flags_a_secondary_gcd():
     run = run_of(mi250x_node([102.0, 98.0, 105.0, 100.0]))
     assert rules.problems(run, 0.75) == []
     assert figures.median_power(run) == 101.0
-    assert figures.lowest_power_fraction(run) == pytest.approx(98 / 101)
+    assert figures.lowest_power_fraction(run) == pytest.approx(98 / 102)    # of the upper quartile
     assert figures.peak_gpu_memory(run) == pytest.approx(51.527, abs=1e-3)
     assert figures.peak_host_memory(run) == 3.5
 
 
-def test_one_mi250x_package_at_half_power_is_named_and_only_it():
-    found = rules.problems(run_of(mi250x_node([102.0, 51.0, 105.0, 100.0])), 0.75)
-    assert found == ['rank 2 on nid000 (GPU 2) drew 51 W, 0.50 of the median package (101 W; limit 0.75); '
-                     'utilization 50 %']
+def test_one_mi250x_package_at_half_power_is_named_with_both_its_gcds():
+    """Issue 30: the package was blamed on its primary GCD (rank 2), and the secondary (rank 3),
+    the one that may idle, appeared nowhere."""
+    node = mi250x_node([102.0, 51.0, 105.0, 100.0])
+    node[3] = {**node[3], 'utilization': 3.0}
+    found = rules.problems(run_of(node), 0.75)
+    assert found == ['the package of GCDs 2-3 on nid000 (ranks 2, 3) drew 51 W, 0.50 of the '
+                     'upper-quartile package (102 W; limit 0.75); utilization GCD 2 50 %, GCD 3 3 %']
 
 
 def test_one_gpu_at_half_power_among_nvidia_gpus():
     gpu = gpu_readers.read_nvidia_smi(saved('telemetry/nvidia_smi_two_gpus_no_index.csv'))[0]
     readings = {rank: {**gpu, 'power_w': 106.56 / 2 if rank == 5 else 106.56} for rank in range(8)}
     found = rules.problems(run_of(readings), 0.75)
-    assert len(found) == 1 and found[0].startswith('rank 5 on nid000 (GPU 5) drew 53 W, 0.50 of the median GPU')
+    assert len(found) == 1 and found[0].startswith('rank 5 on nid000 (GPU 5) drew 53 W, 0.50 of the upper-quartile GPU')
     assert 'clock 1936 MHz' in found[0] and 'max temperature 60 °C' in found[0]
     assert rules.problems(run_of(readings), 0) == []           # the rule off
 
@@ -284,17 +289,18 @@ def test_absent_telemetry_is_no_failure_and_is_said_once():
 @settings(max_examples=100, deadline=None)
 @given(powers=st.lists(st.one_of(st.none(), st.floats(1, 700)), min_size=1, max_size=32),
        fraction=st.floats(0.05, 1))
-def test_a_gpu_is_flagged_exactly_when_below_the_fraction_of_the_median(powers, fraction):
+def test_a_gpu_is_flagged_exactly_when_below_the_fraction_of_the_upper_quartile(powers, fraction):
     readings = {rank: ({'power_w': watts} if watts else {'power_note': 'secondary die: ...'})
                 for rank, watts in enumerate(powers)}
-    found = rules.problems(run_of(readings), fraction)
+    # each GPU on a node of its own: one line per low GPU (packages and nodes: the tests above)
+    found = rules.problems(run_of(readings, node_of=lambda rank: f'nid{rank:03d}'), fraction)
     reported = sorted(w for w in powers if w)
     if not reported:
         assert found == []
         return
-    median = (reported[(len(reported) - 1) // 2] + reported[len(reported) // 2]) / 2
+    reference = upper_quartile(reported)
     flagged = {int(line.split()[1]) for line in found}
-    assert flagged == {rank for rank, w in enumerate(powers) if w and w < fraction * median}
+    assert flagged == {rank for rank, w in enumerate(powers) if w and w < fraction * reference}
 
 
 def test_a_slow_reader_is_read_less_often_than_the_interval():

@@ -10,6 +10,8 @@ See docs/telemetry.md.
 
 import statistics
 
+from mlcheck.judging.peers import below_peers, upper_quartile
+
 
 def telemetry_facts(run):
     """{rank: its telemetry fact}."""
@@ -38,9 +40,9 @@ def median_power(run):
 
 
 def lowest_power_fraction(run):
-    """The lowest reporting GPU's mean power over the median GPU's, or None."""
+    """The lowest reporting GPU's mean power over the GPUs' upper quartile (judging.peers), or None."""
     powers = values(run, 'power_w')
-    return min(powers.values()) / statistics.median(powers.values()) if powers else None
+    return min(powers.values()) / upper_quartile(powers.values()) if powers else None
 
 
 def median_utilization(run):
@@ -56,11 +58,9 @@ def peak_host_memory(run):
 
 
 def low_power(run, fraction):
-    """[(rank, watts)] of the GPUs below `fraction` of the median, lowest first, and the median.
+    """[(rank, watts)] of the GPUs below `fraction` of the GPUs' upper quartile, lowest first, and
+    that reference: the one peer rule (judging.peers), so that the low GPUs, while they are at most
+    half, cannot drag the reference down to themselves (a median sits between two equal groups).
     When every GPU draws equally little, none is low: that is a regression, not an outlier."""
-    powers = values(run, 'power_w')
-    if not powers:
-        return [], None
-    median = statistics.median(powers.values())
-    low = sorted(((r, w) for r, w in powers.items() if w < fraction * median), key=lambda rw: rw[1])
-    return low, median
+    verdict = below_peers(values(run, 'power_w'), 1 - fraction)
+    return verdict.named, verdict.reference

@@ -14,21 +14,15 @@ steps, batches and load as the throughput it is compared with. Two figures come 
   slowest rank), not to a different node or a different day. See docs/per-rank.md.
 """
 
-import math
 import statistics
+
+from mlcheck.judging.peers import below_peers, upper_quartile
 
 
 def solo_throughputs(run):
     """{rank: samples/s alone} of the ranks that reported a positive solo throughput."""
     return {rank: fact['samples_per_s'] for rank, fact in run.by_rank('solo').items()
             if isinstance(fact.get('samples_per_s'), (int, float)) and fact['samples_per_s'] > 0}
-
-
-def upper_quartile(values):
-    """The smallest of `values` that at least three quarters of them do not exceed (the nearest-rank
-    75th percentile): always one of the values, and the fastest of two."""
-    ordered = sorted(values)
-    return ordered[math.ceil(0.75 * len(ordered)) - 1]
 
 
 def median_solo(run):
@@ -55,9 +49,5 @@ def below_upper_quartile(run, fraction):
     """[(rank, samples/s)] of the ranks below `fraction` of the upper quartile, slowest first, and
     the upper quartile. When every rank is equally slow, none is: that is a regression, not an
     outlier."""
-    speeds = solo_throughputs(run)
-    if not speeds:
-        return [], None
-    reference = upper_quartile(speeds.values())
-    slow = sorted(((r, s) for r, s in speeds.items() if s < fraction * reference), key=lambda rs: rs[1])
-    return slow, reference
+    verdict = below_peers(solo_throughputs(run), 1 - fraction)
+    return verdict.named, verdict.reference

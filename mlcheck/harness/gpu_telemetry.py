@@ -17,8 +17,8 @@ TRACE_DIR = 'traces'     # relative to the stage directory, the ranks' working d
 KNOBS = {
     'telemetry_interval': Knob(1.0, 'seconds between telemetry samples of each rank (0: off)',
                                minimum=0, flag=None),
-    'low_power_fraction': Knob(0.75, "a GPU drawing less than this fraction of the median GPU's "
-                                     'power fails (0: off)', minimum=0, maximum=1, flag=None),
+    'low_power_fraction': Knob(0.75, "a GPU drawing less than this fraction of the GPUs' "
+                                     'upper-quartile power fails (0: off)', minimum=0, maximum=1, flag=None),
     'profile_steps': Knob(0, 'steady-state steps to profile on every rank after the timed '
                              'epochs, one trace per rank kept in the output directory', minimum=0,
                   flag=None),     # all three reach the ranks in the environment (below)

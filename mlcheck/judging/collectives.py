@@ -4,10 +4,9 @@ rank checked, the result line, and nodes or node pairs far slower than the other
 Plain functions over a parsed run (mlcheck.judging.output.RunOutput) that return one-line problems.
 """
 
-import statistics
 
 from mlcheck.judging.rank_lists import nodes_of_ranks, rank_list
-from mlcheck.figures.rank_speed import upper_quartile
+from mlcheck.judging.peers import below_peers, upper_quartile
 
 
 def problems(run, world_size, slow_pair_fraction):
@@ -49,17 +48,19 @@ def result_reported(run):
 
 
 def slow_pairs(run, fraction):
-    """Nodes whose every pair is slow, then the other node pairs below `fraction` of the median
-    pair: the slow link, named by both nodes. See slow_nodes() for why nodes come first."""
+    """Nodes whose every pair is slow, then the other node pairs below `fraction` of the pairs'
+    upper quartile (the one peer rule, judging.peers: half the pairs slow cannot drag it down to
+    themselves, as they dragged the median): the slow link, named by both nodes. See slow_nodes()
+    for why nodes come first."""
     pairs = run.events('pair')
     if len(pairs) < 2:
         return []
     found, named = slow_nodes(pairs, fraction)
-    median = statistics.median(p['GBps'] for p in pairs)
-    return found + [f'node pair {a} <-> {b}: {p["GBps"]:.3g} GB/s, below {fraction:.0%} of the median '
-                    f'pair ({median:.3g} GB/s)'
-                    for p in pairs for a, b in [p['nodes']]
-                    if p['GBps'] < fraction * median and not named & {a, b}]
+    verdict = below_peers(dict(enumerate(p['GBps'] for p in pairs)), 1 - fraction)
+    return found + [f'node pair {a} <-> {b}: {gbps:.3g} GB/s, below {fraction:.0%} of the '
+                    f'upper-quartile pair ({verdict.reference:.3g} GB/s)'
+                    for i, gbps in sorted(verdict.named) for a, b in [pairs[i]['nodes']]
+                    if not named & {a, b}]
 
 
 def slow_nodes(pairs, fraction):

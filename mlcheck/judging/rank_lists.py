@@ -46,3 +46,14 @@ def group_by_error(errors):
     for rank, error in sorted(errors.items()):
         grouped.setdefault(error, []).append(rank)
     return grouped
+
+
+def group_by_node(run, members):
+    """{node: [(rank, value)]} of `members` [(rank, value)], in their order; a rank of no known
+    node stands alone, under the key (None, rank)."""
+    placed = run.by_rank('rank')
+    grouped = {}
+    for rank, value in members:
+        node = placed.get(rank, {}).get('node')
+        grouped.setdefault(node if node else (None, rank), []).append((rank, value))
+    return grouped

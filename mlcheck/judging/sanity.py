@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 from mlcheck.contract import spans
 from mlcheck.judging import failures, locality, nccl, output
-from mlcheck.judging.rank_lists import rank_list
+from mlcheck.judging.rank_lists import group_by_node, rank_list
 from mlcheck.figures import rank_speed
 from mlcheck.placement.topology import mask_to_cores
 
@@ -207,14 +207,10 @@ def slow_ranks(run, expect):
         found.append(f'{rank_list(missing)} reported no solo throughput (no solo line)')
     slow, reference = rank_speed.below_upper_quartile(run, expect.slow_rank_fraction)
     placed = run.by_rank('rank')
-    on_node = {}
-    for rank, speed in slow:
-        node = placed.get(rank, {}).get('node')
-        # a rank of no known node stands alone
-        on_node.setdefault((node, None if node else rank), []).append((rank, speed))
     device = 'GPU' if expect.gpus else 'local rank'
     limit = f'(limit {expect.slow_rank_fraction:g})'
-    for (node, _), members in on_node.items():
+    for node, members in group_by_node(run, slow).items():
+        node = node if isinstance(node, str) else None
         ranks = [rank for rank, _ in members]
         speeds = [speed for _, speed in members]
         locals_ = [placed.get(rank, {}).get('local_rank') for rank in ranks]
