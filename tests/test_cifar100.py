@@ -12,7 +12,8 @@ import numpy as np
 import pytest
 
 from conftest import DATA, REPO
-from ddp_common import load_program, steady_state, steps_per_epoch
+from ddp_common import load_program
+from epochs import steady_state, steps_per_epoch
 from mlcheck.data import staging
 from mlcheck.judging import output
 from saved_outputs import judged, saved, with_facts

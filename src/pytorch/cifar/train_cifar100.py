@@ -11,13 +11,13 @@ times the same number of steps per rank, whatever the number of ranks: --steps, 
 the steps that one pass over the data takes on one node (--ranks-per-node ranks). A rank whose
 share of the data runs out starts another pass (a new shuffle), so adding nodes never shrinks
 the timed work; a share smaller than one batch (many nodes) cycles through the data to make one
-(../ddp_common.py RankShare). The device is synchronised before every clock read; the first epoch is reported
+(../epochs.py RankShare). The device is synchronised before every clock read; the first epoch is reported
 apart from the steady state (epochs 2 and later), since it pays for allocator growth, kernel
 selection and caches.
 
 Facts, one `MLCHECK {json}` line each (see ../ddp_common.py): `rendezvous` and `rank` per rank
 (arriving at, and having joined, the process group); `solo` per rank (its images/s training
-alone, beside the timed epochs, see ../ddp_common.py SoloPhase); `epoch` per
+alone, beside the timed epochs, see ../solo_phase.py SoloPhase); `epoch` per
 rank and epoch; `summary` per epoch from rank 0 (all ranks' samples, the slowest rank's
 seconds); `result` from rank 0 (steady-state and first-epoch samples/s, per device, step
 time, model FLOPs per sample and achieved FLOP/s); `done` per rank.
@@ -37,10 +37,11 @@ import torchvision
 from torchvision import datasets, transforms
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-from ddp_common import (RankShare, SoloPhase, Throttle, add_epoch_arguments,  # noqa: E402
-                        add_rank_speed_arguments, add_wait_arguments, emit, endless_batches,
-                        epoch_summary, finish, init_distributed, pick_device, private_batches, report_rank,
-                        steady_state, steps_per_epoch, synchronize)
+from ddp_common import (add_wait_arguments, emit, finish, init_distributed, pick_device,  # noqa: E402
+                        report_rank, synchronize)
+from epochs import (RankShare, add_epoch_arguments, endless_batches, epoch_summary,  # noqa: E402
+                    steady_state, steps_per_epoch)
+from solo_phase import SoloPhase, Throttle, add_rank_speed_arguments, private_batches  # noqa: E402
 import telemetry  # noqa: E402
 
 MODELS = ('resnet18', 'resnet50', 'resnet101', 'resnet152')
