@@ -30,7 +30,7 @@ def staged(tmp_path_factory):
 
 
 def test_torchvision_loader_reads_the_staged_set(staged):
-    program = load_program('cifar/train_cifar100.py')
+    program = load_program('cifar/cifar_data.py')
     train = program.StagedCIFAR100(str(staged), train=True)
     test = program.StagedCIFAR100(str(staged), train=False)
     assert (len(train), len(test)) == (5000, 1000)
