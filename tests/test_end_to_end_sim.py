@@ -156,7 +156,8 @@ def test_scaling_efficiency_from_stored_results(cluster, tmp_path):
         100 * two['images_per_s_per_gpu'][0] / one['images_per_s_per_gpu'][0])
     [device] = report_cases(tmp_path / 'alone')
     assert 'scaling_efficiency' not in perf(device) and perf(device)['loader_images_per_s'][0] > 0
-    assert 'data=device;' in device['run_settings'] and 'data=loader;' in report_cases(tmp_path / 'one')[0]['run_settings']
+    assert 'data=device;' in device['run_settings']
+    assert 'data=loader;' in report_cases(tmp_path / 'one')[0]['run_settings']
 
 
 def test_scaling_efficiency_only_against_a_one_node_run_of_the_same_settings(cluster, tmp_path):

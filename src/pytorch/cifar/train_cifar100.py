@@ -21,10 +21,10 @@ selection and caches.
 
 Facts, one `MLCHECK {json}` line each (see ../ddp_common.py): `rendezvous` and `rank` per rank
 (arriving at, and having joined, the process group); `solo` per rank (its images/s training
-alone, beside the timed epochs, see ../solo_phase.py SoloPhase); `epoch` per
-rank and epoch; `summary` per epoch from rank 0 (all ranks' samples, the slowest rank's
-seconds); `loader` per rank (the loader alone); `result` from rank 0 (steady-state and first-epoch samples/s, per device, step
-time, model FLOPs per sample and achieved FLOP/s); `done` per rank.
+alone, beside the timed epochs, see ../solo_phase.py SoloPhase); `loader` per rank (the loader
+alone); `epoch` per rank and epoch; `summary` per epoch from rank 0 (all ranks' samples, the
+slowest rank's seconds); `result` from rank 0 (steady-state and first-epoch samples/s, per
+device, step time, model FLOPs per sample and achieved FLOP/s); `done` per rank.
 """
 
 import argparse
@@ -164,7 +164,8 @@ def main(argv=None):
                                                weight_decay=5e-4)
     # each stream of the device path augments with random numbers of its own, per rank
     seeds = {name: (args.seed << 24) + (rank << 2) + i for i, name in enumerate(('train', 'solo', 'probe'))}
-    probe_batch = next(private_stream(on_device, sampler, batch, seeds['probe']) if on_device else iter(loader))
+    probe = private_stream(on_device, sampler, batch, seeds['probe']) if on_device else iter(loader)
+    probe_batch = next(probe)
     flops = flops_per_sample(model, [t.to(device) for t in probe_batch], criterion, autocast)
 
     def solo_step(alone, alone_optimizer, batch):
