@@ -4,7 +4,9 @@ The LUMI AI course's benchmark (ResNet-152 on CIFAR-100, DDP across GPUs) as a c
 still train (every rank finishes, the loss is finite and falls), wired right (binding, one GPU
 per rank, network plugin), and how many images/s, per GPU, and how well it scales. The course
 also compares DataParallel in one process and a single device: -S mode=dp, -S mode=single
-(docs/cifar-benchmark.md).
+(docs/cifar-benchmark.md). The data stays on the GPU and is augmented there (-S data=device), so
+the training figure follows the GPU; the loader alone is its own figure, and the model's FLOP/s
+are shown as a share of the GPU's peak where the partition declares it.
 """
 
 import reframe as rfm
@@ -13,8 +15,9 @@ from reframe.core.logging import getlogger
 
 from mlcheck.errors import ConfigError
 from mlcheck.harness.knobs import Knob, declare_knobs
-from mlcheck.figures import scaling
+from mlcheck.figures import data_path, scaling
 from mlcheck.harness.training_check import DistributedTrainingCheck
+from mlcheck.judging import notes
 
 
 @rfm.simple_test
@@ -36,6 +39,10 @@ class CIFAR100ResNetCheck(DistributedTrainingCheck):
                          'the same at every node count', minimum=0),
         'warmup_steps': Knob(10, 'untimed steps before epoch 1', minimum=0),
         'workers': Knob(4, 'data-loader workers per rank', minimum=0),
+        'data': Knob('device', 'device: the decoded set on the GPU, augmented there; loader: '
+                               "torchvision's DataLoader, augmenting in its workers",
+                     choices=('device', 'loader')),
+        'augment': Knob(True, 'random crop (4-pixel padding) and horizontal flip'),
         'amp': Knob(False, 'bf16 autocast'),
         'channels_last': Knob(False, 'channels_last memory format'),
         'mode': Knob('ddp', 'ddp: one rank per GPU; dp: one process, DataParallel over the '
@@ -99,3 +106,28 @@ class CIFAR100ResNetCheck(DistributedTrainingCheck):
     @performance_function('GFLOP/s')
     def model_gflop_per_s(self):
         return self.figure('model FLOP/s', self.run_output().result_value('model_flops_per_s')) / 1e9
+
+    @run_before('performance')
+    def without_a_declared_peak(self):
+        if self.is_dry_run() or self.peak_tflops() is not None:
+            return
+        self.perf_variables.pop('model_flops_of_peak')
+        note = notes.to_say(self.settings, 'gpu peak', f'model FLOP/s of peak not reported: partition '
+                            f'{self.settings.partition} declares no gpu_peak_tflops.'
+                            f'{data_path.precision(self.amp)}')
+        if note:
+            getlogger().info(f'{self.display_name}: {note}')
+
+    def peak_tflops(self):
+        return self.settings.gpu_peak_tflops.get(data_path.precision(self.amp))
+
+    @performance_function('%')
+    def model_flops_of_peak(self):
+        run = self.run_output()
+        return self.figure('model FLOP/s per GPU', data_path.percent_of_peak(
+            run.result_value('model_flops_per_s'), run.result_value('devices'), self.peak_tflops()))
+
+    @performance_function('images/s')
+    def loader_images_per_s(self):
+        return self.figure('loader images/s (the loader alone)',
+                           data_path.loader_images_per_s(self.run_output()))

@@ -60,6 +60,9 @@ site_configuration = {
                         'gpu_domains': [0, 0, 0, 0, 1, 1, 1, 1],  # 14 cores per GPU
                     },
                     'gpu_vendor': 'nvidia',
+                    # NVIDIA's H100 datasheet, H100 SXM: TF32 tensor core 989 and BFLOAT16 1,979
+                    # TFLOPS with sparsity, half that dense; torch lets cuDNN run fp32 convolutions as TF32
+                    'gpu_peak_tflops': {'fp32': 494.5, 'bf16': 989.5},
                     'node_counts': [1, 2, 4],
                     # NGC's PyTorch, imported by Enroot on each node; a squashfs made beforehand
                     # with `enroot import` is given by its path instead

@@ -58,6 +58,11 @@ site_configuration = {
                         'reserved_cores_per_domain': [0],
                     },
                     'gpu_vendor': 'amd',
+                    # one GCD's peak: AMD's MI250X specifications give 95.7 TFLOPS FP32 matrix and
+                    # 383.0 TFLOPS bf16 for the module of 2 GCDs (220 CUs at 1.7 GHz, with AMD's
+                    # ROCm "MI250 microarchitecture" page: 256 and 1024 FLOPS/clock/CU); MIOpen
+                    # runs fp32 convolutions on the matrix cores
+                    'gpu_peak_tflops': {'fp32': 47.9, 'bf16': 191.5},
                     'node_counts': [1, 2, 4],
                     'max_nodes': 9472,      # the largest job of the batch partition
                     'datasets': {'mnist': DATA_DIR, 'cifar100': DATA_DIR},

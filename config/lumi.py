@@ -57,6 +57,11 @@ site_configuration = {
                         'reserved_cores_per_domain': [0],
                     },
                     'gpu_vendor': 'amd',
+                    # one GCD's peak: AMD's MI250X specifications give 95.7 TFLOPS FP32 matrix and
+                    # 383.0 TFLOPS bf16 for the module of 2 GCDs (220 CUs at 1.7 GHz, with AMD's
+                    # ROCm "MI250 microarchitecture" page: 256 and 1024 FLOPS/clock/CU); MIOpen
+                    # runs fp32 convolutions on the matrix cores
+                    'gpu_peak_tflops': {'fp32': 47.9, 'bf16': 191.5},
                     # LUMI's documented binding; its 2026 one (since Slurm 24.05) is 'by_domain':
                     # CCDs in order, --gpu-bind=map_gpu:4,5,2,3,6,7,0,1 (-S binding=by_domain)
                     'binding': 'by_gpu',

@@ -50,6 +50,9 @@ site_configuration = {
                         'gpu_domains': [3, 2, 1, 0],     # GPU i by cores 16*(3-i).. (above)
                     },
                     'gpu_vendor': 'nvidia',
+                    # NVIDIA's A100 datasheet (A100 SXM, 40 and 80 GB alike): TF32 tensor core 156
+                    # and BFLOAT16 312 TFLOPS dense; torch lets cuDNN run fp32 convolutions as TF32
+                    'gpu_peak_tflops': {'fp32': 156, 'bf16': 312},
                     'node_counts': [1, 2, 4],
                     # NERSC's PyTorch image of its SC25 tutorial (above), pulled with shifterimg
                     # beforehand; 24.06.01 and 24.06.02 are the SC24 ones

@@ -12,7 +12,8 @@ import numpy as np
 import pytest
 
 from conftest import DATA, REPO
-from ddp_common import load_program, steady_state, steps_per_epoch
+from ddp_common import load_program
+from epochs import steady_state, steps_per_epoch
 from mlcheck.data import staging
 from mlcheck.judging import output
 from saved_outputs import judged, saved, with_facts
@@ -29,7 +30,7 @@ def staged(tmp_path_factory):
 
 
 def test_torchvision_loader_reads_the_staged_set(staged):
-    program = load_program('cifar/train_cifar100.py')
+    program = load_program('cifar/cifar_data.py')
     train = program.StagedCIFAR100(str(staged), train=True)
     test = program.StagedCIFAR100(str(staged), train=False)
     assert (len(train), len(test)) == (5000, 1000)

@@ -104,7 +104,8 @@ def test_cifar_runs_the_course_benchmark_from_config(lumi_scripts):
     _, tmp, scripts = lumi_scripts
     srun = next(line for line in scripts['CIFAR100ResNetCheck', 4].splitlines() if line.startswith('srun '))
     assert (f'python -u ./pytorch/cifar/train_cifar100.py --data-dir {tmp / "data"} --model resnet152 '
-            f'--batch-size 128 --epochs 3 --steps 0 --warmup-steps 10 --workers 4') in srun
+            f'--batch-size 128 --epochs 3 --steps 0 --warmup-steps 10 --workers 4 --data device '
+            f'--augment') in srun     # a partition with GPUs: the data on them by default
 
 
 @pytest.mark.parametrize('check', CHECKS)
@@ -193,7 +194,7 @@ def test_unknown_check_knob_in_config_fails_that_check_in_one_line(tmp_path):
                        '-P', 'num_nodes=1', '-P', f'image={image}', '-S', f'data_dir={tmp_path / "data"}')
     assert done.returncode != 0
     assert ('config error: partition lumi:standard-g extras.mlcheck.checks.cifar100: unknown key(s) '
-            'batchsize; allowed: amp, batch_size, channels_last, collective_timeout, epochs, '
+            'batchsize; allowed: amp, augment, batch_size, channels_last, collective_timeout, data, epochs, '
             'low_power_fraction, mode, model, profile_steps, rendezvous_timeout, slow_rank_fraction, steps, '
             'telemetry_interval, throttle, throttle_rank, warmup_steps, workers') in done.stdout
 

@@ -23,8 +23,9 @@ TELEMETRY_VARS = ('peak_host_memory',)
 PERF_VARS = {
     'MNISTDistributedCheck': ('samples_per_s', 'samples_per_s_per_gpu', 'train_time', *PER_RANK_VARS,
                               *TELEMETRY_VARS),
+    # no model_flops_of_peak: the simulated partition declares no GPU peak
     'CIFAR100ResNetCheck': ('images_per_s', 'images_per_s_per_gpu', 'scaling_efficiency',
-                            'model_gflop_per_s', *PER_RANK_VARS, *TELEMETRY_VARS),
+                            'model_gflop_per_s', 'loader_images_per_s', *PER_RANK_VARS, *TELEMETRY_VARS),
 }
 
 
@@ -50,9 +51,11 @@ def test_every_check_passes_in_every_image_at_1_and_2_nodes(suite_run):
 
 def test_stand_in_gpus_are_noted_once_per_session(suite_run):
     """The simulated partition's GPUs are stand-ins: the locality note and the telemetry note
-    were printed by every training test (18 and 12 times a session); each is said once."""
+    were printed by every training test (18 and 12 times a session); each is said once, as is
+    CIFAR-100's note that the partition declares no GPU peak."""
     _, done = suite_run
-    for words in ('GPU locality could not be read', 'GPU telemetry not available'):
+    for words in ('GPU locality could not be read', 'GPU telemetry not available',
+                  'model FLOP/s of peak not reported: partition sim:cluster declares no gpu_peak_tflops.fp32'):
         said = [line for line in done.stdout.splitlines() if words in line]
         assert len(said) == 1 and 'said once per session' in said[0], said
 
@@ -137,20 +140,24 @@ def test_ranks_ran_where_and_how_they_were_asked(suite_run):
 
 def test_scaling_efficiency_from_stored_results(cluster, tmp_path):
     """A 2-node run alone takes its one-node baseline from an earlier, stored session;
-    without stored results it reports no efficiency rather than a made-up one."""
+    without stored results it reports no efficiency rather than a made-up one. That last run
+    takes the other data path (the partition's is the loader): the device path, end to end."""
     storage = {'RFM_ENABLE_RESULTS_STORAGE': '1', 'RFM_SQLITE_DB_FILE': str(tmp_path / 'results.db')}
     short = ('-n', 'CIFAR100ResNetCheck', '-P', 'image=host', '-S', 'epochs=2')
     first = run_reframe('simulated', tmp_path / 'one', '-r', *short, '-P', 'num_nodes=1', env=storage)
     second = run_reframe('simulated', tmp_path / 'two', '-r', *short, '-P', 'num_nodes=2', env=storage)
     alone = run_reframe('simulated', tmp_path / 'alone', '-r', *short, '-P', 'num_nodes=2',
-                        env={'RFM_ENABLE_RESULTS_STORAGE': '0'})
+                        '-S', 'data=device', env={'RFM_ENABLE_RESULTS_STORAGE': '0'})
     for done in (first, second, alone):
         assert done.returncode == 0, done.stdout[-3000:]
     one = perf(report_cases(tmp_path / 'one')[0])
     two = perf(report_cases(tmp_path / 'two')[0])
     assert two['scaling_efficiency'][0] == pytest.approx(
         100 * two['images_per_s_per_gpu'][0] / one['images_per_s_per_gpu'][0])
-    assert 'scaling_efficiency' not in perf(report_cases(tmp_path / 'alone')[0])
+    [device] = report_cases(tmp_path / 'alone')
+    assert 'scaling_efficiency' not in perf(device) and perf(device)['loader_images_per_s'][0] > 0
+    assert 'data=device;' in device['run_settings']
+    assert 'data=loader;' in report_cases(tmp_path / 'one')[0]['run_settings']
 
 
 def test_scaling_efficiency_only_against_a_one_node_run_of_the_same_settings(cluster, tmp_path):

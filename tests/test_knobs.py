@@ -105,7 +105,8 @@ def _program_flags(*scripts):
 
 @pytest.mark.parametrize('check', knob_table.check_classes(), ids=lambda check: check.__name__)
 def test_every_knob_flag_is_one_its_program_takes(check):
-    taken = _program_flags(str(check.script), 'pytorch/ddp_common.py')
+    taken = _program_flags(str(check.script), 'pytorch/ddp_common.py', 'pytorch/epochs.py',
+                           'pytorch/solo_phase.py')
     flags = {flag for name, knob in check.knobs.items() for flag in knob.flags(name)}
     assert flags and flags <= taken, f'{check.__name__}: {sorted(flags - taken)} not arguments of {check.script}'
 

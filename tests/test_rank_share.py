@@ -1,5 +1,5 @@
 """Every rank gets at least one batch at any node count (issue 18 item 8): the training
-programs' sampler (ddp_common.RankShare), and the programs run by 2 gloo ranks whose share of
+programs' sampler (epochs.RankShare), and the programs run by 2 gloo ranks whose share of
 the data is smaller than one batch."""
 
 import os
@@ -11,7 +11,8 @@ import torch
 from hypothesis import given, settings, strategies as st
 
 from conftest import REPO
-from ddp_common import RankShare, free_port
+from ddp_common import free_port
+from epochs import RankShare
 from mlcheck.judging import output
 
 
@@ -103,7 +104,7 @@ def test_mnist_with_a_batch_larger_than_each_share(tmp_path):
 
 def test_a_loader_without_a_batch_ends_the_program_in_one_line():
     """It spun at 100 % CPU: each pass yielded nothing, and the next began at once."""
-    from ddp_common import endless_batches
+    from epochs import endless_batches
     empty = torch.utils.data.DataLoader(range(3), batch_size=4, drop_last=True)
     with pytest.raises(SystemExit, match='^rank 0: a pass over the data gave no batch of 4$'):
         next(endless_batches(empty))

@@ -11,7 +11,8 @@ import pytest
 import torch
 
 from conftest import load_site_config
-from ddp_common import RankShare, load_program
+from ddp_common import load_program
+from epochs import RankShare
 from mlcheck.placement.launch import Waits
 from mlcheck.site.settings import PartitionSettings
 

@@ -10,8 +10,9 @@ import json
 import pytest
 import torch
 
-import ddp_common
-from ddp_common import SoloPhase, steady_state
+import solo_phase
+from epochs import steady_state
+from solo_phase import SoloPhase
 
 
 class Clock:
@@ -33,7 +34,7 @@ def run_program(monkeypatch, capsys, epochs, epoch_steps, solo_steps, solo_warmu
     included), and `first_step_cost` that of the solo phase's first step. Returns (solo facts,
     steady-state samples/s, batches each phase trained on)."""
     clock = Clock()
-    monkeypatch.setattr(ddp_common, 'time', clock)
+    monkeypatch.setattr(solo_phase, 'time', clock)
     trained = {'solo': [], 'epochs': []}
     solo_calls = itertools.count()
 

@@ -1,7 +1,7 @@
 """Per-rank speed: each rank's throughput training alone (its `solo` fact), against the ranks'
 upper quartile.
 
-The solo phase of the training programs (src/pytorch/ddp_common.py SoloPhase) times every rank
+The solo phase of the training programs (src/pytorch/solo_phase.py SoloPhase) times every rank
 alone, with no communication, right before each timed epoch of the distributed phase: the same
 steps, batches and load as the throughput it is compared with. Two figures come from it:
 

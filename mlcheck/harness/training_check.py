@@ -16,7 +16,7 @@ from mlcheck.site.settings import PartitionSettings
 
 class DistributedTrainingCheck(DistributedLaunchCheck, GPUTelemetry):
     """A program that trains: its dataset, what its training must show (accuracy, falling
-    loss), each rank timed alone beside the timed epochs (ddp_common.SoloPhase) with the
+    loss), each rank timed alone beside the timed epochs (solo_phase.SoloPhase) with the
     slow-rank rule and the per-rank figures (docs/per-rank.md), and -S throttle."""
 
     #: Name of the dataset in extras.mlcheck.datasets, and a path it must contain; '' for a
@@ -81,7 +81,7 @@ class DistributedTrainingCheck(DistributedLaunchCheck, GPUTelemetry):
         return {'min_accuracy': self.min_accuracy}
 
     def times_ranks_alone(self):
-        """The program runs its ranks' solo phase (ddp_common.solo_phase): the slow-rank rule
+        """The program runs its ranks' solo phase (solo_phase.SoloPhase): the slow-rank rule
         and the per-rank figures apply. A one-process mode has no solo phase."""
         return True
 

@@ -100,6 +100,15 @@ SCHEMA = {
             'type': 'number', 'minimum': 0, 'maximum': 1, 'default': 0.8,
             'description': "a rank training alone below this fraction of the ranks' upper quartile "
                            'fails the check (0: off); `-S slow_rank_fraction=` for one run (docs/per-rank.md)'},
+        'gpu_peak_tflops': {
+            'type': 'object', 'additionalProperties': False, 'default': {},
+            'properties': {key: {'type': 'number', 'exclusiveMinimum': 0} for key in ('fp32', 'bf16')},
+            'description': "one GPU's peak TFLOP/s (dense; an MI250X's GCD, not its package) at the "
+                           'precision training uses: `fp32` (where cuDNN runs fp32 convolutions as '
+                           'TF32, its default in torch, the TF32 tensor-core peak) and `bf16` '
+                           '(autocast, `-S amp=true`); the CIFAR-100 check reports model FLOP/s as a '
+                           "percentage of it, and not at all without it; cite the vendor's source "
+                           'beside each number'},
         'node_counts': {
             'type': 'array', 'items': {'type': 'integer', 'minimum': 1}, 'minItems': 1, 'default': [1],
             'description': 'node counts to test'},
@@ -213,6 +222,8 @@ def explain(error):
         return f'{value!r} is not one of {", ".join(map(str, error.validator_value))}'
     if kind == 'minimum':
         return f'{value!r} is less than {error.validator_value}'
+    if kind == 'exclusiveMinimum':
+        return f'{value!r} is not more than {error.validator_value}'
     if kind == 'maximum':
         return f'{value!r} is more than {error.validator_value}'
     if kind in ('minItems', 'minLength'):

@@ -121,6 +121,7 @@ class PartitionSettings:
     binding: str = 'by_gpu'        # how tasks meet GPUs: topology.BINDING_STYLES
     gpu_task_sharing: bool = False # --gres-flags=allow-task-sharing with --gpu-bind (Slurm >= 23.11)
     slow_rank_fraction: float = 0.8   # a rank alone below this of the ranks' upper quartile fails
+    gpu_peak_tflops: dict = field(default_factory=dict)   # precision -> one GPU's peak TFLOP/s
 
     @classmethod
     def from_extras(cls, partition, extras, container_runtime=None):
@@ -161,6 +162,7 @@ class PartitionSettings:
             binding=entry.get('binding', cls.binding),
             gpu_task_sharing=entry.get('gpu_task_sharing', cls.gpu_task_sharing),
             slow_rank_fraction=float(entry.get('slow_rank_fraction', cls.slow_rank_fraction)),
+            gpu_peak_tflops={key: float(value) for key, value in entry.get('gpu_peak_tflops', {}).items()},
         )
 
     @property

@@ -3,24 +3,28 @@
 
 Modes, as in the LUMI AI course: `ddp` (one process per device under srun, the default),
 `single` (one process, one device) and `dp` (one process, DataParallel over the visible GPUs).
-The data is read by torchvision's CIFAR100 loader from --data-dir (the directory holding
-cifar-100-python/), or made in memory with --synthetic for a pure compute measurement.
+The data is read by torchvision's CIFAR100 reader from --data-dir (the directory holding
+cifar-100-python/), or made in memory with --synthetic for a pure compute measurement. Two data
+paths (cifar_data.py): --data loader augments in a DataLoader's worker processes, --data device
+keeps the decoded set on the device and augments there, so the GPU, not the loader, sets the pace.
+Either way the loader is also timed alone, no model, for --loader-steps batches before training
+(a `loader` fact per rank): a slower filesystem or fewer cores show there.
 
 Timing: --warmup-steps untimed steps come before epoch 1 and belong to no epoch; every epoch then
 times the same number of steps per rank, whatever the number of ranks: --steps, or by default
 the steps that one pass over the data takes on one node (--ranks-per-node ranks). A rank whose
 share of the data runs out starts another pass (a new shuffle), so adding nodes never shrinks
 the timed work; a share smaller than one batch (many nodes) cycles through the data to make one
-(../ddp_common.py RankShare). The device is synchronised before every clock read; the first epoch is reported
+(../epochs.py RankShare). The device is synchronised before every clock read; the first epoch is reported
 apart from the steady state (epochs 2 and later), since it pays for allocator growth, kernel
 selection and caches.
 
 Facts, one `MLCHECK {json}` line each (see ../ddp_common.py): `rendezvous` and `rank` per rank
 (arriving at, and having joined, the process group); `solo` per rank (its images/s training
-alone, beside the timed epochs, see ../ddp_common.py SoloPhase); `epoch` per
-rank and epoch; `summary` per epoch from rank 0 (all ranks' samples, the slowest rank's
-seconds); `result` from rank 0 (steady-state and first-epoch samples/s, per device, step
-time, model FLOPs per sample and achieved FLOP/s); `done` per rank.
+alone, beside the timed epochs, see ../solo_phase.py SoloPhase); `loader` per rank (the loader
+alone); `epoch` per rank and epoch; `summary` per epoch from rank 0 (all ranks' samples, the
+slowest rank's seconds); `result` from rank 0 (steady-state and first-epoch samples/s, per
+device, step time, model FLOPs per sample and achieved FLOP/s); `done` per rank.
 """
 
 import argparse
@@ -34,18 +38,19 @@ import torch
 import torch.distributed as dist
 import torch.nn as nn
 import torchvision
-from torchvision import datasets, transforms
 
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-from ddp_common import (RankShare, SoloPhase, Throttle, add_epoch_arguments,  # noqa: E402
-                        add_rank_speed_arguments, add_wait_arguments, emit, endless_batches,
-                        epoch_summary, finish, init_distributed, pick_device, private_batches, report_rank,
-                        steady_state, steps_per_epoch, synchronize)
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path[:0] = [HERE, os.path.dirname(HERE)]     # cifar_data beside it; ddp_common one up
+from ddp_common import (add_wait_arguments, emit, finish, init_distributed, pick_device,  # noqa: E402
+                        report_rank, synchronize)
+from epochs import (RankShare, add_epoch_arguments, endless_batches, epoch_summary,  # noqa: E402
+                    steady_state, steps_per_epoch)
+from solo_phase import SoloPhase, Throttle, add_rank_speed_arguments, private_batches  # noqa: E402
 import telemetry  # noqa: E402
+from cifar_data import (DATA_PATHS, NUM_CLASSES, DeviceImages, private_stream,  # noqa: E402
+                        time_loader, training_set)
 
 MODELS = ('resnet18', 'resnet50', 'resnet101', 'resnet152')
-CIFAR100_MEAN, CIFAR100_STD = (0.5071, 0.4865, 0.4409), (0.2673, 0.2564, 0.2762)
-NUM_CLASSES = 100
 
 
 def get_args_parser():
@@ -60,6 +65,13 @@ def get_args_parser():
     parser.add_argument('--amp', action='store_true', help='bf16 autocast')
     parser.add_argument('--channels-last', action='store_true')
     parser.add_argument('--workers', type=int, default=2, help='data-loader workers per process')
+    parser.add_argument('--data', choices=DATA_PATHS, default='loader',
+                        help='loader: augment in the DataLoader; device: the set on the device, '
+                             'augmented there (cifar_data.py)')
+    parser.add_argument('--augment', action='store_true',
+                        help='random crop (4-pixel zero padding) and horizontal flip, on either data path')
+    parser.add_argument('--loader-steps', type=int, default=20,
+                        help='batches of the loader timed alone before training (0: not timed)')
     # 0.05 diverged from scratch (ResNet-152 at batch 128 on an H100, ResNet-18 at batch 16 on the
     # simulated partition: the loss rose over 3 epochs); 0.01 fell in every run (docs/cifar-benchmark.md)
     parser.add_argument('--lr', type=float, default=0.01)
@@ -68,31 +80,6 @@ def get_args_parser():
     add_rank_speed_arguments(parser, solo_steps=10, solo_warmup_steps=2)
     telemetry.add_arguments(parser)
     return add_epoch_arguments(add_wait_arguments(parser))
-
-
-class StagedCIFAR100(datasets.CIFAR100):
-    """torchvision's CIFAR100 reader for a staged directory.
-
-    The published archive's checksums are not checked: a site may stage the real files or a
-    generated stand-in in the same format; unreadable files still fail when they are read.
-    """
-    train_list = [['train', None]]
-    test_list = [['test', None]]
-    meta = {**datasets.CIFAR100.meta, 'md5': None}
-
-
-def training_set(args, samples_needed):
-    if args.synthetic:
-        generator = torch.Generator().manual_seed(args.seed)
-        images = torch.randn(samples_needed, 3, 32, 32, generator=generator)
-        labels = torch.randint(0, NUM_CLASSES, (samples_needed,), generator=generator)
-        return torch.utils.data.TensorDataset(images, labels)
-    if not args.data_dir or not os.path.isdir(os.path.join(args.data_dir, 'cifar-100-python')):
-        sys.exit(f'CIFAR-100 data not found: {args.data_dir}/cifar-100-python does not exist '
-                 f'(stage it, or use --synthetic)')
-    transform = transforms.Compose([transforms.ToTensor(),
-                                    transforms.Normalize(CIFAR100_MEAN, CIFAR100_STD)])
-    return StagedCIFAR100(args.data_dir, train=True, download=False, transform=transform)
 
 
 def flops_per_sample(model, batch, criterion, autocast):
@@ -155,14 +142,19 @@ def main(argv=None):
         report_rank(0, 1, 0, device, 'none')
 
     batch = args.batch_size * (devices if args.mode == 'dp' else 1)
-    dataset = training_set(args, samples_needed=batch * min(args.steps or 50, 50))
+    dataset = training_set(args, samples_needed=batch * min(args.steps or 50, 50), augment=args.augment)
     steps = steps_per_epoch(args.steps, len(dataset), batch, args.ranks_per_node)
     # this rank's share of each pass, never less than a batch (RankShare)
     sampler = RankShare(len(dataset), world_size, rank, batch, seed=args.seed)
     loader = torch.utils.data.DataLoader(dataset, batch_size=batch, sampler=sampler, drop_last=True,
                                          num_workers=args.workers, pin_memory=device.type == 'cuda',
-                                         persistent_workers=args.workers > 0)
+                                         persistent_workers=args.workers > 0 and args.data == 'loader')
+    if args.loader_steps:
+        emit('loader', rank=rank, batch_size=batch, workers=args.workers,
+             **time_loader(private_batches(loader), args.loader_steps))
+    on_device = DeviceImages(dataset, device, augment=args.augment) if args.data == 'device' else None
 
+    torch.manual_seed(args.seed)    # the same initial model, whatever the loader's timing drew
     model = getattr(torchvision.models, args.model)(num_classes=NUM_CLASSES).to(device)
     if args.channels_last:
         model = model.to(memory_format=torch.channels_last)
@@ -170,7 +162,10 @@ def main(argv=None):
     autocast = lambda: torch.autocast(device.type, dtype=torch.bfloat16, enabled=args.amp)  # noqa: E731
     make_optimizer = lambda m: torch.optim.SGD(m.parameters(), lr=args.lr, momentum=0.9,  # noqa: E731
                                                weight_decay=5e-4)
-    probe_batch = next(iter(loader))
+    # each stream of the device path augments with random numbers of its own, per rank
+    seeds = {name: (args.seed << 24) + (rank << 2) + i for i, name in enumerate(('train', 'solo', 'probe'))}
+    probe = private_stream(on_device, sampler, batch, seeds['probe']) if on_device else iter(loader)
+    probe_batch = next(probe)
     flops = flops_per_sample(model, [t.to(device) for t in probe_batch], criterion, autocast)
 
     def solo_step(alone, alone_optimizer, batch):
@@ -186,8 +181,12 @@ def main(argv=None):
     optimizer = make_optimizer(model)
     throttle = Throttle(args, rank)
 
-    stream = endless_batches(loader, sampler)
-    solo_batches = private_batches(loader) if solo else None
+    if on_device:
+        stream = on_device.batches(sampler, batch, seeds['train'])
+        solo_batches = private_stream(on_device, sampler, batch, seeds['solo']) if solo else None
+    else:
+        stream = endless_batches(loader, sampler)
+        solo_batches = private_batches(loader) if solo else None
     train_steps(model, stream, args.warmup_steps, optimizer, criterion, device, args, autocast)
     summaries = []
     sampler = telemetry.Sampler(device, args.telemetry_interval).start()
@@ -216,7 +215,8 @@ def main(argv=None):
              flops_per_sample=flops, model_flops_per_s=flops * steady['samples_per_s'],
              devices=devices, world_size=world_size, mode=args.mode, model=args.model,
              batch_size=args.batch_size, epochs=args.epochs, steps=steps, warmup_steps=args.warmup_steps,
-             amp=args.amp, channels_last=args.channels_last, synthetic=args.synthetic)
+             amp=args.amp, channels_last=args.channels_last, synthetic=args.synthetic, data=args.data,
+             augment=args.augment)
     finish(rank, distributed=args.mode == 'ddp')
 
 

@@ -12,7 +12,7 @@ The learning problem is the same at every node count: each epoch has the same nu
 optimizer steps (--steps, or by default one pass over the data on one node of --ranks-per-node
 ranks), each rank --batch-size samples per step; a rank whose share of the data runs out starts
 another pass, and a share smaller than one batch (many nodes) cycles through the data to make
-one (../ddp_common.py RankShare). So the test accuracy a healthy run reaches depends on the epochs, not on the
+one (../epochs.py RankShare). So the test accuracy a healthy run reaches depends on the epochs, not on the
 number of nodes.
 
 Every fact is printed as one line `MLCHECK {json}` with an "event" key:
@@ -27,7 +27,7 @@ Every fact is printed as one line `MLCHECK {json}` with an "event" key:
   fault    a rank about to inject the fault asked for with --fault (never in normal runs)
 
 Waits are bounded, and a fault can be injected (--fault), as ../ddp_common.py describes.
-Only the standard library, torch, torchvision and ../ddp_common.py are used.
+Only the standard library, torch, torchvision and ../ddp_common.py, ../epochs.py and ../solo_phase.py are used.
 """
 
 import argparse
@@ -42,9 +42,10 @@ import torch.nn.functional as F
 from torchvision import datasets, transforms
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-from ddp_common import (RankShare, Throttle, add_epoch_arguments, add_rank_speed_arguments,  # noqa: E402
-                        add_wait_arguments, emit, endless_batches, epoch_summary, finish, init_distributed,
-                        SoloPhase, private_batches, steady_state, steps_per_epoch)
+from ddp_common import add_wait_arguments, emit, finish, init_distributed  # noqa: E402
+from epochs import (RankShare, add_epoch_arguments, endless_batches, epoch_summary,  # noqa: E402
+                    steady_state, steps_per_epoch)
+from solo_phase import SoloPhase, Throttle, add_rank_speed_arguments, private_batches  # noqa: E402
 import telemetry  # noqa: E402
 
 MNIST_MEAN, MNIST_STD = 0.1307, 0.3081

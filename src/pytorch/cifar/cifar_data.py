@@ -1,0 +1,140 @@
+"""The CIFAR-100 program's two data paths, and the loader timed alone.
+
+- loader: torchvision's CIFAR100 dataset and a DataLoader; each image is cropped, flipped, made a
+  tensor and normalised in the loader's worker processes (the seeds' code path).
+- device: the training set, decoded once by the same torchvision reader, kept as uint8 on the
+  rank's device (50,000 x 3 x 32 x 32 bytes: 150 MB); each batch is cropped, flipped and
+  normalised there (augment_on_device). Each pass reshuffles which images a rank gets (RankShare,
+  as DistributedSampler), so every rank holds the whole set, not a fixed share of it.
+
+Both paths draw the same samples per pass (the same sampler), the same augmentation
+distribution (RandomCrop(32, padding=4) with zero padding, then a flip with probability 1/2)
+and normalise with the same mean and deviation. Standard library, torch and torchvision only.
+"""
+
+import copy
+import itertools
+import os
+import sys
+import time
+
+import torch
+from torchvision import datasets, transforms
+
+MEAN, STD = (0.5071, 0.4865, 0.4409), (0.2673, 0.2564, 0.2762)
+NUM_CLASSES = 100
+SIZE, PADDING = 32, 4
+DATA_PATHS = ('device', 'loader')
+
+
+class StagedCIFAR100(datasets.CIFAR100):
+    """torchvision's CIFAR100 reader for a staged directory.
+
+    The published archive's checksums are not checked: a site may stage the real files or a
+    generated stand-in in the same format; unreadable files still fail when they are read.
+    """
+    train_list = [['train', None]]
+    test_list = [['test', None]]
+    meta = {**datasets.CIFAR100.meta, 'md5': None}
+
+
+def loader_transform(augment=True):
+    """The loader path's per-image augmentation and normalisation (PIL image -> tensor)."""
+    crop_and_flip = [transforms.RandomCrop(SIZE, padding=PADDING),
+                     transforms.RandomHorizontalFlip()] if augment else []
+    return transforms.Compose([*crop_and_flip, transforms.ToTensor(), transforms.Normalize(MEAN, STD)])
+
+
+def training_set(args, samples_needed, augment=True):
+    """The training set: the staged CIFAR-100, transformed as the loader path does, or with
+    --synthetic random normalised images (no augmentation)."""
+    if args.synthetic:
+        generator = torch.Generator().manual_seed(args.seed)
+        images = torch.randn(samples_needed, 3, SIZE, SIZE, generator=generator)
+        labels = torch.randint(0, NUM_CLASSES, (samples_needed,), generator=generator)
+        return torch.utils.data.TensorDataset(images, labels)
+    if not args.data_dir or not os.path.isdir(os.path.join(args.data_dir, 'cifar-100-python')):
+        sys.exit(f'CIFAR-100 data not found: {args.data_dir}/cifar-100-python does not exist '
+                 f'(stage it, or use --synthetic)')
+    return StagedCIFAR100(args.data_dir, train=True, download=False, transform=loader_transform(augment))
+
+
+def augment_on_device(images, generator):
+    """uint8 images (N, 3, 32, 32) on a device -> float, randomly cropped from the image padded
+    by 4 zero pixels (both offsets uniform in 0..8, as RandomCrop), flipped left-right with
+    probability 1/2 (as RandomHorizontalFlip), scaled to [0, 1] and normalised (as ToTensor and
+    Normalize). The random numbers come from `generator`, on the images' device."""
+    count, device = len(images), images.device
+    padded = torch.nn.functional.pad(images, (PADDING,) * 4)
+    top, left = (torch.randint(0, 2 * PADDING + 1, (count,), device=device, generator=generator)
+                 for _ in range(2))
+    flip = torch.rand(count, device=device, generator=generator) < 0.5
+    offsets = torch.arange(SIZE, device=device)
+    rows = (top[:, None] + offsets)[:, None, :, None]
+    # a flipped crop reads its columns right to left
+    columns = torch.where(flip[:, None], left[:, None] + offsets.flip(0), left[:, None] + offsets)
+    crops = padded[torch.arange(count, device=device)[:, None, None, None],
+                   torch.arange(3, device=device)[None, :, None, None], rows, columns[:, None, None, :]]
+    return normalise(crops)
+
+
+def normalise(images):
+    """uint8 images (N, 3, H, W) -> float, as ToTensor and Normalize do."""
+    mean = torch.tensor(MEAN, device=images.device).view(1, 3, 1, 1)
+    std = torch.tensor(STD, device=images.device).view(1, 3, 1, 1)
+    return (images.float() / 255 - mean) / std
+
+
+class DeviceImages:
+    """The training set on the rank's device, and endless streams of its augmented batches."""
+
+    def __init__(self, dataset, device, augment=True):
+        self.synthetic = isinstance(dataset, torch.utils.data.TensorDataset)
+        if self.synthetic:      # --synthetic: made normalised, no augmentation
+            self.images, self.labels = (t.to(device) for t in dataset.tensors)
+        else:   # torchvision's reader decoded the pickle into (N, 32, 32, 3) uint8
+            self.images = torch.from_numpy(dataset.data).to(device).permute(0, 3, 1, 2).contiguous()
+            self.labels = torch.tensor(dataset.targets, device=device)
+        self.augment, self.device = augment, device
+
+    def __len__(self):
+        return len(self.labels)
+
+    def batches(self, sampler, batch, seed):
+        """Batches of `batch` in `sampler`'s order, a new pass (sampler.set_epoch) when one runs
+        out, short last batches dropped (as the loader's drop_last); augmentation draws from a
+        generator of its own seeded with `seed`, so two streams leave each other's draws alone."""
+        generator = torch.Generator(device=self.device).manual_seed(seed)
+        for data_pass in itertools.count():
+            sampler.set_epoch(data_pass)
+            order = torch.tensor(list(sampler), device=self.device)
+            for start in range(0, len(order) - batch + 1, batch):
+                chosen = order[start:start + batch]
+                images = self.images[chosen]
+                yield self.prepare(images, generator), self.labels[chosen]
+
+    def prepare(self, images, generator):
+        """A batch as the model takes it: augmented and normalised, as the loader path's."""
+        if self.synthetic:
+            return images
+        if self.augment:
+            return augment_on_device(images, generator)
+        return normalise(images)
+
+
+def private_stream(device_images, sampler, batch, seed):
+    """A stream on the device path with a copy of `sampler`: the main stream's order is untouched."""
+    return device_images.batches(copy.copy(sampler), batch, seed)
+
+
+def time_loader(batches, steps, warmup=3):
+    """The loader alone, no model: images/s of `steps` batches of the stream `batches` (a
+    private stream on the loader path), after `warmup` untimed ones (its workers starting)."""
+    for _ in range(warmup):
+        next(batches)
+    samples, start = 0, time.perf_counter()
+    for _ in range(steps):
+        samples += len(next(batches)[1])
+    seconds = time.perf_counter() - start
+    return {'steps': steps, 'samples': samples, 'seconds': seconds,
+            'images_per_s': samples / seconds if seconds > 0 else 0.0}
