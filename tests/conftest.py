@@ -25,6 +25,19 @@ def cluster():
     assert up.returncode == 0, 'bin/simslurm up failed:\n' + up.stdout + up.stderr
 
 
+@pytest.fixture
+def four_nodes(cluster):
+    """The cluster with 4 nodes for one test, then back to its default."""
+    env = {k: v for k, v in os.environ.items() if k != 'SIMSLURM_NODES'}
+    up = subprocess.run([SIMSLURM, 'up'], env={**env, 'SIMSLURM_NODES': '4'}, capture_output=True,
+                        text=True, timeout=300)
+    assert up.returncode == 0, up.stdout + up.stderr
+    try:
+        yield   # reframe needs no SIMSLURM_NODES: config/simulated.py reads what `up` recorded
+    finally:
+        subprocess.run([SIMSLURM, 'up'], env=env, capture_output=True, text=True, timeout=300)
+
+
 def pytest_collection_modifyitems(items):
     """The tier of each test, in one place: a test that needs the simulated cluster, through
     the `cluster` fixture or a fixture that uses it, is marked `cluster` (bin/run-tests --quick

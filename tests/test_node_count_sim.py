@@ -1,11 +1,5 @@
 """End to end: what a check measures, and the bar it sets, do not change with the node count."""
 
-import os
-import subprocess
-
-import pytest
-
-from conftest import SIMSLURM
 from mlcheck.judging import output
 from mlcheck.judging.accuracy import mnist_bar
 from reframe_runner import job_file, report_cases, run_reframe
@@ -26,19 +20,6 @@ def test_cifar_warmup_longer_than_an_epoch_still_times_every_epoch(cluster, tmp_
     epochs = job_output(case).events('epoch')
     assert sorted((e['rank'], e['epoch'], e['steps']) for e in epochs) == [
         (0, 1, 8), (0, 2, 8), (1, 1, 8), (1, 2, 8)]
-
-
-@pytest.fixture
-def four_nodes(cluster):
-    """The cluster with 4 nodes for one test, then back to its default."""
-    env = {k: v for k, v in os.environ.items() if k != 'SIMSLURM_NODES'}
-    up = subprocess.run([SIMSLURM, 'up'], env={**env, 'SIMSLURM_NODES': '4'}, capture_output=True,
-                        text=True, timeout=300)
-    assert up.returncode == 0, up.stdout + up.stderr
-    try:
-        yield   # reframe needs no SIMSLURM_NODES: config/simulated.py reads what `up` recorded
-    finally:
-        subprocess.run([SIMSLURM, 'up'], env=env, capture_output=True, text=True, timeout=300)
 
 
 def test_mnist_learns_the_same_problem_at_1_2_and_4_nodes(suite_run, four_nodes, tmp_path):

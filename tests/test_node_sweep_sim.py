@@ -9,7 +9,6 @@ from conftest import REPO
 from mlcheck.commands import nodes as command
 from mlcheck.simulated import faults
 from reframe_runner import job_file, report_cases, run_reframe
-from test_node_count_sim import four_nodes  # noqa: F401 - the fixture
 
 DATA = os.environ.get('MLCHECK_DATA_DIR', os.path.join(REPO, 'var', 'data'))   # config/simulated.py's
 
