@@ -41,8 +41,9 @@ class CIFAR100ResNetCheck(DistributedTrainingCheck):
         'workers': Knob(4, 'data-loader workers per rank', minimum=0),
         'data': Knob('device', 'device: the decoded set on the GPU, augmented there; loader: '
                                "torchvision's DataLoader, augmenting in its workers",
-                     choices=('device', 'loader')),
-        'augment': Knob(True, 'random crop (4-pixel padding) and horizontal flip'),
+                     choices=('device', 'loader'), before_it_existed='loader'),
+        'augment': Knob(True, 'random crop (4-pixel padding) and horizontal flip',
+                        before_it_existed=False),
         'amp': Knob(False, 'bf16 autocast'),
         'channels_last': Knob(False, 'channels_last memory format'),
         'mode': Knob('ddp', 'ddp: one rank per GPU; dp: one process, DataParallel over the '

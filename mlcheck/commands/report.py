@@ -27,6 +27,8 @@ from mlcheck.commands.common import EXIT_BAD_INPUT, EXIT_INTERNAL, EXIT_REGRESSI
 from mlcheck.errors import InputError
 from mlcheck.history import causes, compare
 from mlcheck.figures import stack
+from mlcheck.harness import knob_table
+from mlcheck.history import settings as recorded_settings
 from mlcheck.history.compare import Rule
 from mlcheck.history.samples import NOT_RECORDED, group, slug, test_of_sample, valued
 from mlcheck.history.selection import load, parse_selection
@@ -143,6 +145,14 @@ def summary(comparisons, rule):
             lines.append(f'{count(verdict)} {verdict} (no value on the other side: not '
                          'measured, or new)')
     return lines
+
+
+def defaults_note(filled):
+    """One line on the settings one side's records lack, taken at their knob's default."""
+    if not filled:
+        return []
+    return ['settings recorded on one side only (a knob newer than the runs), taken at their '
+            'default: ' + ', '.join(f'{check} {name}={default}' for check, name, default in filled)]
 
 
 def without_reference(samples):
@@ -275,6 +285,8 @@ def compare_and_report(args):
                                  for ss in (ran_before, ran_after))
         if not ran_before and not ran_after:
             raise InputError(f'no test named like {args.name!r} in either selection')
+    ran, filled = recorded_settings.with_defaults(ran_before + ran_after, knob_table.recorded_defaults())
+    ran_before, ran_after = ran[:len(ran_before)], ran[len(ran_before):]
     comparisons = compare.compare(ran_before, ran_after, rule)
     before, after = valued(ran_before), valued(ran_after)
     likely = cause_lines(comparisons, ran_before, ran_after)
@@ -282,7 +294,7 @@ def compare_and_report(args):
     print()
     print(text_table(COLUMNS, rows(comparisons)))
     print()
-    print('\n'.join(summary(comparisons, rule) + notes(after)))
+    print('\n'.join(summary(comparisons, rule) + defaults_note(filled) + notes(after)))
     for partition, image, line in stack_changes(before, after):
         print(f'stack of {image} on {partition}: {line}')
     if args.output:

@@ -44,6 +44,20 @@ def check_classes():
     return classes
 
 
+def recorded_defaults():
+    """{check: {knob: what a run recorded before the knob existed ran, as a run records it}} of
+    the checks' figure settings (mlcheck.history.settings): the knob's default, or its
+    `before_it_existed`."""
+    from mlcheck.figures.stack import settings_of
+
+    def ran(knob):
+        return knob.default if knob.before_it_existed is None else knob.before_it_existed
+    return {cls.__name__: dict(item.split('=', 1) for item in settings_of(
+                type('Defaults', (), {n: ran(k) for n, k in cls.knobs.items()}),
+                [n for n in cls.figure_settings if n in cls.knobs]).split(';') if item)
+            for cls in check_classes()}
+
+
 def shown(value):
     """A default as -S writes it."""
     return TRUE[0] if value is True else 'false' if value is False else str(value)

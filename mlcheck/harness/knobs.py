@@ -76,6 +76,9 @@ class Knob:
     # setting the base classes pass their own way). A bool knob is its flag alone when true.
     flag: object = DERIVED
     omit_default: bool = False      # the default is not passed (it is the program's own default too)
+    # what a run ran before this knob existed, where that is not its default (a run recorded then
+    # lacks the knob: mlcheck.history.settings compares it as this value); None: the default
+    before_it_existed: object = None
 
     @property
     def kind(self):
