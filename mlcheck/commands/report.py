@@ -28,7 +28,7 @@ from mlcheck.errors import InputError
 from mlcheck.history import causes, compare
 from mlcheck.figures import stack
 from mlcheck.harness import knob_table
-from mlcheck.history import settings as recorded_settings
+from mlcheck.history import settings as recorded_settings, trial_runs
 from mlcheck.history.compare import Rule
 from mlcheck.history.samples import NOT_RECORDED, group, slug, test_of_sample, valued
 from mlcheck.history.selection import load, parse_selection
@@ -287,6 +287,7 @@ def compare_and_report(args):
             raise InputError(f'no test named like {args.name!r} in either selection')
     ran, filled = recorded_settings.with_defaults(ran_before + ran_after, knob_table.recorded_defaults())
     ran_before, ran_after = ran[:len(ran_before)], ran[len(ran_before):]
+    ran_before, trials = trial_runs.without_trial_runs(ran_before, ran_after)
     comparisons = compare.compare(ran_before, ran_after, rule)
     before, after = valued(ran_before), valued(ran_after)
     likely = cause_lines(comparisons, ran_before, ran_after)
@@ -294,7 +295,7 @@ def compare_and_report(args):
     print()
     print(text_table(COLUMNS, rows(comparisons)))
     print()
-    print('\n'.join(summary(comparisons, rule) + defaults_note(filled) + notes(after)))
+    print('\n'.join(summary(comparisons, rule) + defaults_note(filled) + trial_runs.left_out_lines(trials) + notes(after)))
     for partition, image, line in stack_changes(before, after):
         print(f'stack of {image} on {partition}: {line}')
     if args.output:
