@@ -264,8 +264,10 @@ def test_cifar_single_is_one_task_on_one_gcd(lumi_scripts):
 
 
 @pytest.mark.parametrize('mode', ['dp', 'single'])
-def test_cifar_one_process_mode_on_two_nodes_is_a_one_line_error(lumi_scripts, mode):
+def test_cifar_one_process_mode_on_two_nodes_is_skipped_saying_why(lumi_scripts, mode):
+    """Issue 30: the suite's 2-node case under -S mode=dp FAILED, as if the system were broken;
+    a case that cannot exist under the knob is skipped with the reason."""
     done, script = cifar_mode_script(lumi_scripts, mode, 2)
-    assert done.returncode != 0 and script is None
-    assert (f'config error: -S mode={mode} runs one process: it takes one node, '
-            f'not num_nodes=2') in done.stdout, done.stdout[-3000:]
+    assert done.returncode == 0 and script is None, done.stdout[-3000:]
+    assert (f'-S mode={mode} runs one process: it takes one node, '
+            f'not num_nodes=2') in done.stdout and '1 skipped' in done.stdout, done.stdout[-3000:]
