@@ -182,3 +182,24 @@ def test_per_call_times_and_percentages_are_recorded_by_default(tmp_path, capsys
     assert 'MNISTDistributedCheck' not in written
     assert record(refs, capsys, log, '--var', 'train_time')[0] == 0
     assert 'train_time' in yaml.safe_load((refs / 'sim.yaml').read_text())['MNISTDistributedCheck']['sim:cluster']['host'][2]
+
+
+def test_anchors_stay_where_the_written_values_do_not_differ(tmp_path, capsys):
+    """Issue 30: one baseline expanded `host: &mnist` and its aliases into copies, so the next hand
+    edit had to be made three times. The images whose values did not change keep sharing them."""
+    (tmp_path / 'sim.yaml').write_text(open(SIM_REFERENCES).read())
+    code, _, _ = record(tmp_path, capsys, spec(BASELINE), '--var', 'samples_per_s')
+    text = (tmp_path / 'sim.yaml').read_text()
+    assert code == 0
+    # the host's entry changed: the two images still share theirs, under the file's anchor name
+    assert 'torch-2.14.1: &mnist' in text and 'torch-2.9.1: *mnist' in text
+    assert 'host: &cifar' in text and '&id0' not in text       # an untouched check keeps its text
+    written = yaml.safe_load(text)['MNISTDistributedCheck']['sim:cluster']
+    assert written['torch-2.14.1'] is written['torch-2.9.1']
+
+
+def test_anchors_of_entries_all_unchanged_are_kept_on_their_first_entry(tmp_path, capsys):
+    (tmp_path / 'sim.yaml').write_text(open(SIM_REFERENCES).read())
+    code, _, _ = record(tmp_path, capsys, spec(BASELINE), '--var', 'samples_per_s', '-n', 'no such test')
+    assert code == 2      # nothing recorded: the file as it was
+    assert (tmp_path / 'sim.yaml').read_text() == open(SIM_REFERENCES).read()

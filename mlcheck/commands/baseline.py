@@ -82,6 +82,9 @@ class ReferencesFile:
     head: list = field(default_factory=list)
     blocks: list = field(default_factory=list)     # [(check, lines)]
     original: dict = field(default_factory=dict)   # the data as read
+    # {(check, partition): [(anchor, [entries])]}: the entries that shared their values through an
+    # anchor (`host: &mnist`, `torch-2.9.1: *mnist`), written shared again while still equal
+    anchors: dict = field(default_factory=dict)
 
 
 def split_blocks(text):
@@ -107,14 +110,65 @@ def render(references, data):
             continue
         last = max(i for i, line in enumerate(lines) if line.strip() and not line.lstrip().startswith('#'))
         out += [line.strip() for line in lines[1:last] if line.lstrip().startswith('#')]
-        out += dump({check: data[check]}).splitlines() + lines[last + 1:]
+        shared, names = shared_again(data[check], references.anchors, check)
+        out += dump({check: shared}, names).splitlines() + lines[last + 1:]
     for check in (c for c in data if c not in dict(references.blocks)):
         out += ([''] if out and out[-1] else []) + dump({check: data[check]}).splitlines()
     return '\n'.join(out) + '\n'
 
 
-def dump(data):
-    return yaml.safe_dump(data, sort_keys=False, default_flow_style=None, width=100)
+def dump(data, names=()):
+    """YAML text of `data`; entries that are one object are written once, with an anchor, named
+    `names` in the order the writer numbers them (id001, id002, ...), as the file named them."""
+    text = yaml.safe_dump(data, sort_keys=False, default_flow_style=None, width=100)
+    for number, name in enumerate(names, 1):
+        text = re.sub(rf'([&*])id{number:03d}\b', rf'\g<1>{name}', text)
+    return text
+
+
+def anchor_groups(raw, blocks):
+    """{(check, partition): [(anchor, [entries])]} of a references file's loaded data `raw` (not
+    unshared: an alias is the anchored object itself) and its check blocks (the anchors' names)."""
+    found = {}
+    for check, lines in blocks:
+        partitions = raw.get(check)
+        names = dict(re.findall(r'^\s*([^\s#:][^:]*):\s*&(\S+)\s*$', '\n'.join(lines), re.M))
+        for partition, entries in (partitions.items() if isinstance(partitions, dict) else ()):
+            if not isinstance(entries, dict):
+                continue
+            by_object = {}
+            for entry, value in entries.items():
+                if isinstance(value, dict):
+                    by_object.setdefault(id(value), []).append(str(entry))
+            groups = [(names.get(members[0].strip('\'"')), members)
+                      for members in by_object.values() if len(members) > 1]
+            found[(check, partition)] = [(a, m) for a, m in groups if a]
+    return found
+
+
+def shared_again(check_data, anchors, check):
+    """(`check_data` with the entries of each anchor group that are still equal made one object
+    again, the anchors' names in the order they will be written). A group whose entries now differ
+    keeps an anchor for each set of equal ones (the file's name, then name_2, ...), so that a later
+    hand edit of entries that are still the same is made once."""
+    out, names = dict(check_data), []
+    for partition, entries in check_data.items():
+        groups = anchors.get((check, partition), [])
+        if not isinstance(entries, dict) or not groups:
+            continue
+        entries, order, kept = dict(entries), [str(e) for e in entries], []
+        for anchor, members in groups:
+            equal = []            # [[members with one value]], in the file's order
+            for m in (m for m in members if m in entries):
+                same = next((s for s in equal if entries[s[0]] == entries[m]), None)
+                same.append(m) if same else equal.append([m])
+            for i, same in enumerate(s for s in equal if len(s) > 1):
+                for m in same[1:]:
+                    entries[m] = entries[same[0]]
+                kept.append((order.index(same[0]), anchor if i == 0 else f'{anchor}_{i + 1}'))
+        out[partition] = entries
+        names += [name for _, name in sorted(kept)]
+    return out, names
 
 
 def read_references(path):
@@ -124,13 +178,14 @@ def read_references(path):
     try:
         with open(path) as stream:
             text = stream.read()
-        data = unshared(yaml.safe_load(text) or {})
+        raw = yaml.safe_load(text) or {}
+        data = unshared(raw)
     except (OSError, yaml.YAMLError) as err:
         raise InputError(f'references file {path} cannot be read: {str(err).splitlines()[0]}') from None
     if not isinstance(data, dict):
         raise InputError(f'references file {path}: expected a mapping of checks at the top')
     head, blocks = split_blocks(text)
-    return ReferencesFile(head, blocks, unshared(data)), data
+    return ReferencesFile(head, blocks, unshared(data), anchor_groups(raw, blocks)), data
 
 
 def unshared(node):

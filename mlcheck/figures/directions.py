@@ -14,7 +14,7 @@ BETTER = {
     # throughput and how much of it each part keeps
     'samples_per_s': HIGHER, 'samples_per_s_per_gpu': HIGHER,
     'images_per_s': HIGHER, 'images_per_s_per_gpu': HIGHER, 'loader_images_per_s': HIGHER,
-    'model_gflop_per_s': HIGHER, 'gpu_peak_fraction': HIGHER, 'scaling_efficiency': HIGHER,
+    'model_gflop_per_s': HIGHER, 'model_flops_of_peak': HIGHER, 'scaling_efficiency': HIGHER,
     'slowest_rank_fraction': HIGHER, 'communication_efficiency': HIGHER,
     'busbw': HIGHER, 'busbw_of_limit': HIGHER, 'slowest_pair_bw': HIGHER,
     'gpu_utilization': HIGHER, 'lowest_gpu_power_fraction': HIGHER,
