@@ -115,3 +115,16 @@ def test_container_engine_without_tables_writes_none():
     platform = configured('ContainerEngine', mount_points=[], workdir=None, mount_stagedir=None)
     assert platform.environment_definition('/s') == (
         'image = "nvcr.io#nvidia/pytorch:25.11-py3"\nmounts = []\n')
+
+
+@pytest.mark.parametrize('image, meant', [
+    ('nvcr.io/nvidia/pytorch:25.11-py3', 'nvcr.io#nvidia/pytorch:25.11-py3'),
+    ('localhost:5000/torch:1', 'localhost:5000#torch:1'),
+    ('me@nvcr.io/nvidia/pytorch:1', 'me@nvcr.io#nvidia/pytorch:1'),
+    ('nvcr.io#nvidia/pytorch:25.11-py3', None), ('nvidia/pytorch:25.11', None),
+    ('ubuntu:24.04', None), ('/images/torch.sqsh', None), ('./torch.sqsh', None)])
+def test_a_docker_style_reference_to_another_registry_is_said_in_enroots_form(image, meant):
+    from mlcheck.placement.containers import enroot_uri_meant
+    assert enroot_uri_meant(image) == meant
+    warning = configured('Pyxis', image=image).image_warning()
+    assert (warning is None) == (meant is None) and (meant is None or warning.endswith(meant))

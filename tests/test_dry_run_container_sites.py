@@ -9,7 +9,7 @@ import tomllib
 import pytest
 
 from conftest import REPO, exports, partition_entry, srun_line
-from reframe_runner import dry_run_scripts
+from reframe_runner import dry_run_scripts, run_reframe
 
 CHECKS = ['CIFAR100ResNetCheck', 'InterconnectCheck', 'MNISTDistributedCheck']
 NGC_IMAGE = 'nvcr.io#nvidia/pytorch:25.11-py3'
@@ -134,3 +134,14 @@ def test_dgx_runs_a_squashfs_image_given_by_path(dgx, tmp_path):
     scripts = dry_run_scripts('dgx', 'dgx:batch', tmp, '-n', 'MNIST', '-P', 'num_nodes=1', '-P', f'image={image}')
     (script, _), = scripts.values()
     assert f' --container-image={image} --container-mounts=' in srun_line(script)
+
+
+def test_dgx_warns_of_a_docker_style_reference_that_enroot_misreads(dgx, tmp_path):
+    """Issue 30: `-P image=nvcr.io/nvidia/pytorch:25.11-py3` was taken without a word; Enroot reads
+    it as a Docker Hub image and every node's import fails. One line at setup says how to write it."""
+    tmp, _ = dgx
+    done = run_reframe('dgx', tmp_path / 'rfm', '--system', 'dgx:batch', '--dry-run',
+                       '-S', f'data_dir={tmp / "data"}', '-n', 'MNIST', '-P', 'num_nodes=1',
+                       '-P', 'image=nvcr.io/nvidia/pytorch:25.11-py3')
+    assert ('image nvcr.io/nvidia/pytorch:25.11-py3: Enroot reads this as a Docker Hub image; a '
+            'registry other than Docker Hub is written nvcr.io#nvidia/pytorch:25.11-py3') in done.stdout + done.stderr

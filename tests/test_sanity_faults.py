@@ -168,3 +168,14 @@ def test_failed_prelude_is_named_with_the_exit_code(sim):
     assert judged(sim, '', stderr, min_accuracy=0.9) == [
         "rank 0 on nid001 failed: rank-env.sh: error: the site's rank_prelude failed with exit "
         "status 1 (exit code 1)"]
+
+
+def test_a_container_pyxis_cannot_start_is_one_line_naming_pyxis_and_enroot():
+    """Issue 30: an image import that failed (the registry's 401) read as 18 lines of consequences
+    (ranks never reported in, did not finish, no epochs) and named neither the container nor the
+    image. Pyxis's own lines, in the format its users report (tests/data/faults/README.md)."""
+    from conftest import settings_of
+    dgx = settings_of('dgx', 'dgx:batch')
+    assert judged(dgx, *saved_job('faults/dgx_pyxis_import_401'), min_accuracy=0.9) == [
+        'the container did not start on dgx001, dgx002 (ranks 0-15): pyxis: failed to import docker '
+        'image: URL https://auth.docker.io/token returned error code: 401 Unauthorized']

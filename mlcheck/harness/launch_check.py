@@ -198,6 +198,9 @@ class DistributedLaunchCheck(rfm.RunOnlyRegressionTest):
             self.container_platform = self.container_platform_of_partition()
             self.container_platform.image = image
             self.container_platform.command = command
+            warning = getattr(self.container_platform, 'image_warning', lambda: None)()
+            if warning:
+                getlogger().warning(f'{self.display_name}: {warning}')
             self.container_platform.mount_points = self.settings.bind_mounts(data)
             self.container_platform.options += list(self.settings.container_options)
             if self.settings.edf:

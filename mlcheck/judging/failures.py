@@ -5,7 +5,8 @@ them. judging.sanity asks it first; see docs/faults.md.
 
 import re
 
-from mlcheck.judging.rank_lists import group_by_error, nodes_of_ranks, rank_list, task_statuses
+from mlcheck.judging.rank_lists import (group_by_error, nodes_of_ranks, rank_list, srun_task_lines,
+                                        task_statuses)
 
 
 # The error that ended a rank: Python's last line of a traceback (torch prefixes it with
@@ -16,6 +17,13 @@ ERROR_LINE = re.compile(r'^(?:\[rank\d+\]:\s*)?(?:(?P<error>(?:[\w.]+(?:Error|Ex
                         r'|Fatal Python error|[\w./-]+\.(?:py|sh): error|ch-run\[\d+\]: error|FATAL)(?::.*)?)$'
                         r'|.*?(?P<watchdog>Watchdog caught collective operation timeout.*))')
 RUNTIME_DETAILS = re.compile(r'(?<=^ch-run)\[\d+\]|\s*\(\w+\.c:\d+ \d+\)$')   # ch-run's pid and C source line
+# Pyxis (NVIDIA's SPANK plugin for Enroot containers) failing to start a task's container, before
+# any rank runs: slurmstepd's `error: pyxis: ...` lines, the enroot log's `[ERROR] ...` among them
+# (as in NVIDIA/pyxis issues #12, #61, #78, #127): `failed to import docker image`, `couldn't start
+# container`, then `[ERROR] URL https://registry-1.docker.io/... returned error code: 401 ...`.
+PYXIS_LINE = re.compile(r'slurmstepd(?:-[\w.-]+)?: error: pyxis: +(?P<what>\S.*?)\s*$')
+PYXIS_CONSEQUENCE = re.compile(r'^(?:child \d+ failed|printing |could not remove |if the image )')
+ENROOT_ERROR = re.compile(r'\[ERROR\] (?P<error>.*)')
 # Errors that a rank gets because another one failed: the cause lies elsewhere.
 PEER_ERROR = re.compile(r'closed by peer|reset by peer|broken pipe|timed? ?out|'
                         r'communicator was aborted|remote process exited|DistNetworkError', re.I)
@@ -79,6 +87,9 @@ def why_it_broke_off(run, expect):
     expected = set(range(expect.world_size))
     unfinished = expected - set(run.by_rank('done'))
     stderr = [line for lines in run.errors.values() for line in lines]
+    container = container_not_started(run, stderr) if unfinished else None
+    if container:       # no rank ran: every other line would be a consequence
+        return [container]
     errors = {rank: e for rank in expected if (e := rank_error(run.errors.get(rank, [])))}
     # a rank killed by a signal of its own (not by srun ending the step) leaves no traceback
     for rank, status in task_statuses(run).items():
@@ -136,6 +147,20 @@ def why_it_broke_off(run, expect):
         found.append(f'{rank_list(unfinished)} did not finish: Slurm ended the job '
                      f'({cancelled[0].lower()})')
     return found
+
+
+def container_not_started(run, stderr):
+    """One line where Pyxis could not start the container: the nodes and ranks, what Pyxis said
+    and the enroot log's own error (the image's name is in it), instead of every consequence (no
+    rank line, no epochs, no result); None where Pyxis said nothing."""
+    said = [m.group('what') for m in map(PYXIS_LINE.search, stderr) if m]
+    if not said:
+        return None
+    what = next((w for w in said if not PYXIS_CONSEQUENCE.match(w) and not ENROOT_ERROR.match(w)), said[0])
+    enroot = next((m.group('error') for m in map(ENROOT_ERROR.search, said) if m), '')
+    failed = {task: node for task, node, _ in srun_task_lines(run)}
+    where = f' on {", ".join(sorted(set(failed.values())))} ({rank_list(failed)})' if failed else ''
+    return f'the container did not start{where}: pyxis: {what}' + (f': {enroot}' if enroot else '')
 
 
 def with_shell_exit_codes(errors, statuses):

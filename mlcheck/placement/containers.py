@@ -80,6 +80,14 @@ class Pyxis(ContainerPlatform):
     def emit_prepare_commands(self, stagedir):
         return []
 
+    def image_warning(self):
+        """One line where the image is a Docker-style reference to a registry other than Docker
+        Hub (`nvcr.io/nvidia/pytorch:25.11-py3`): Enroot reads the part before the first `/` as a
+        Docker Hub namespace, and the import fails on every node (401 from Docker Hub); else None."""
+        meant = enroot_uri_meant(self.image)
+        return (f'image {self.image}: Enroot reads this as a Docker Hub image; a registry other '
+                f'than Docker Hub is written {meant}') if meant else None
+
     def launch_command(self, stagedir):
         mounts = [f'{src}:{dst}' for src, dst in binds(self, stagedir)]
         for mount in mounts:
@@ -92,6 +100,21 @@ class Pyxis(ContainerPlatform):
         if self.workdir:
             options.append(f'--container-workdir={self.workdir}')
         return ' '.join([*map(shlex.quote, options), *self.options, self.command or ''])
+
+
+def enroot_uri_meant(image):
+    """The Enroot URI ([USER@][REGISTRY#]IMAGE[:TAG], as Pyxis takes it: above) that a Docker-style
+    reference `REGISTRY/IMAGE[:TAG]` means, or None for what Enroot reads as written: a file, a
+    URI with `#`, or a name whose first part is no registry host (no `.` or `:`, not localhost)."""
+    if not image or image.startswith(('/', './', '../')) or '#' in image or image.endswith('.sqsh'):
+        return None
+    user, at, rest = image.partition('@')
+    if not at or '/' in user:
+        user, at, rest = '', '', image
+    host, slash, path = rest.partition('/')
+    if slash and ('.' in host or ':' in host or host == 'localhost'):
+        return f'{user}{at}{host}#{path}'
+    return None
 
 
 class ContainerEngine(ContainerPlatform):
