@@ -10,7 +10,7 @@ import yaml
 from command_line import run_main, run_report
 from mlcheck.commands import baseline
 from mlcheck.figures import directions
-from mlcheck.harness import knob_table
+from mlcheck.harness import knob_table, reframe_api
 from mlcheck.history import compare
 from mlcheck.history.samples import Sample
 from perflogs import write_perflog
@@ -108,7 +108,7 @@ def test_a_zero_figure_does_not_stop_the_baseline(tmp_path, capsys):
 @pytest.mark.parametrize('check', knob_table.check_classes(), ids=lambda check: check.__name__)
 def test_every_figure_a_check_declares_says_which_way_is_better(check):
     """A new figure must take its place in the table (else its unit would decide for it)."""
-    assert set(check._rfm_perf_fns) <= set(directions.BETTER)
+    assert reframe_api.performance_variables(check) <= set(directions.BETTER)
 
 
 def test_an_unknown_figure_is_judged_by_its_unit():

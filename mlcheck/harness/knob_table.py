@@ -15,6 +15,7 @@ import sys
 
 from mlcheck import REPO, generated_docs
 from mlcheck.harness.knobs import TRUE
+from mlcheck.harness.reframe_api import runtime_for
 
 PAGE = os.path.join(REPO, 'docs', 'checks.md')
 BEGIN = '<!-- knob tables: generated from the checks (python -m mlcheck.harness.knob_table --write) -->\n'
@@ -23,13 +24,7 @@ END = '<!-- end of generated knob tables -->\n'
 
 def check_classes():
     """The check classes of checks/*.py that have knobs, in file order."""
-    from reframe.core import config, runtime
-    try:
-        runtime.runtime()
-    except BaseException:       # ReFrame's "no runtime" error is no Exception
-        site = config.load_config(os.path.join(REPO, 'config', 'simulated.py'))
-        site.select_subconfig('sim')
-        runtime.init_runtime(site)
+    runtime_for(os.path.join(REPO, 'config', 'simulated.py'), 'sim')
     classes = []
     for path in sorted(glob.glob(os.path.join(REPO, 'checks', '*.py'))):
         name = 'mlcheck_checks.' + os.path.basename(path)[:-3]

@@ -18,18 +18,19 @@ from dataclasses import dataclass
 from reframe.core.builtins import variable
 
 from mlcheck.errors import ConfigError
+from mlcheck.harness.reframe_api import ShownInJSON
 
 TRUE, FALSE = ('true', 'yes', 'on', '1'), ('false', 'no', 'off', '0')
 
 
-class Unset:
+class Unset(ShownInJSON):
     """The value of a knob's variable that -S did not set: its default, as ReFrame's --describe
-    shows it (`__rfm_json_encode__`), kept apart from any value -S gives."""
+    shows it, kept apart from any value -S gives."""
 
     def __init__(self, default):
         self.default = default
 
-    def __rfm_json_encode__(self):
+    def shown_in_json(self):
         return self.default
 
     def __repr__(self):

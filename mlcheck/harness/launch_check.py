@@ -23,6 +23,7 @@ from mlcheck.figures import stack
 from mlcheck.placement import containers, launch
 from mlcheck.errors import ConfigError
 from mlcheck.harness.config import references_file
+from mlcheck.harness.reframe_api import ExpectedSanityFailure
 from mlcheck.site.settings import ImageUnavailable, PartitionSettings, image_parameter
 
 
@@ -77,7 +78,7 @@ def _configured(values_of):
     return sorted(values)
 
 
-class DistributedLaunchCheck(rfm.RunOnlyRegressionTest):
+class DistributedLaunchCheck(rfm.RunOnlyRegressionTest, ExpectedSanityFailure):
     """What any torch.distributed program needs: task layout, CPU masks, rank environment,
     container, launch sanity, software stack and references. A program that trains adds the
     training part (DistributedTrainingCheck); one that does not (the interconnect's) takes only
@@ -258,7 +259,7 @@ class DistributedLaunchCheck(rfm.RunOnlyRegressionTest):
                                            os.path.join(self.stagedir, self.job.stderr))
         return self._run_output
 
-    def __rfm_xfail_sanity__(self):
+    def sanity_failure_expected(self):
         # what ReFrame's @rfm.xfail sets per class, here per image: a known-bad image's failure
         # is reported as expected (XFAIL), and its passing as an unexpected success
         reason = getattr(self, 'expected_failure', '')

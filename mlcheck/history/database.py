@@ -131,7 +131,5 @@ def session_testcases(period, name_pattern, test_filter):
     """The stored test cases, read from inside a running ReFrame session through its storage
     backend: completed in `period` (start, end: Unix seconds), with a name matching the regex
     `name_pattern`, and for which `test_filter` (a Python expression over a test case) holds."""
-    from reframe.frontend.reporting.storage import StorageBackend
-    from reframe.frontend.reporting.utility import QuerySelectorTestcase
-    return StorageBackend.default().fetch_testcases(QuerySelectorTestcase(time_period=period),
-                                                    name_pattern, test_filter)
+    from mlcheck.harness.reframe_api import stored_testcases
+    return stored_testcases(period, name_pattern, test_filter)

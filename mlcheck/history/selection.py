@@ -5,9 +5,9 @@ START:END, 'latest', a perf log with an optional @START:END) and the samples eac
 import os
 from dataclasses import dataclass
 
-from reframe.frontend.reporting.utility import is_uuid, parse_query_spec, parse_time_period
 
 from mlcheck.errors import InputError
+from mlcheck.harness.reframe_api import check_query, is_session_uuid, time_period
 from mlcheck.history.database import samples_of_testcases
 from mlcheck.history.perflog import perflog_files, read_perflog
 
@@ -41,18 +41,18 @@ def parse_selection(spec):
                          f'{LATEST!r} or a perf log path')
     if spec == LATEST:
         return Selection(spec, 'latest')
-    if is_uuid(spec):
+    if is_session_uuid(spec):
         return Selection(spec, 'session')
     path, _, period = spec.partition('@')
     if os.sep in path or path.endswith('.log') or os.path.exists(path):
         if period:
             try:
-                period = parse_time_period(period)
+                period = time_period(period)
             except ValueError as err:
                 raise InputError(f'selection {spec!r}: {err}') from None
         return Selection(spec, 'perflog', path=path, period=period or None)
     try:
-        parse_query_spec(spec)
+        check_query(spec)
     except ValueError as err:
         raise InputError(f'selection {spec!r} is not a session UUID, a period START:END, '
                          f'{LATEST!r} or a perf log path ({err})') from None

@@ -1,0 +1,69 @@
+"""Every use of ReFrame's internals, in one place: names ReFrame does not document as its API
+(reframe-hpc 4.10.4), each behind one function or class here with a test of its own
+(tests/test_reframe_api.py), so that the next ReFrame (its run-report schema 5.0 is in an open
+pull request) is this file's change. No other module of mlcheck names them (a test holds that).
+"""
+
+from reframe.frontend.reporting import utility as _reporting
+
+
+class ShownInJSON:
+    """A value ReFrame shows in its JSON (--describe, reports) as `shown_in_json()` returns."""
+
+    def shown_in_json(self):
+        raise NotImplementedError
+
+    def __rfm_json_encode__(self):      # the protocol ReFrame's JSON encoder calls
+        return self.shown_in_json()
+
+
+class ExpectedSanityFailure:
+    """A test whose sanity failure may be expected per instance (ReFrame's @rfm.xfail is per
+    class): ReFrame asks `__rfm_xfail_sanity__`, which asks `sanity_failure_expected()`."""
+
+    def sanity_failure_expected(self):
+        """(expected, reason)."""
+        return False, ''
+
+    def __rfm_xfail_sanity__(self):
+        return self.sanity_failure_expected()
+
+
+def is_session_uuid(text):
+    return _reporting.is_uuid(text)
+
+
+def time_period(text):
+    """(start, end) in Unix seconds of a ReFrame period such as `now-1w:now`; raises on a bad one."""
+    return _reporting.parse_time_period(text)
+
+
+def check_query(text):
+    """Raises unless `text` is a query ReFrame's --performance-compare would take."""
+    _reporting.parse_query_spec(text)
+
+
+def stored_testcases(period, name_pattern, test_filter):
+    """The test cases of the running session's results storage completed in `period` (start, end),
+    with a name matching `name_pattern` and for which `test_filter` holds."""
+    from reframe.frontend.reporting.storage import StorageBackend
+    return StorageBackend.default().fetch_testcases(
+        _reporting.QuerySelectorTestcase(time_period=period), name_pattern, test_filter)
+
+
+def runtime_for(config_path, system):
+    """ReFrame's runtime, initialised from `config_path` for `system` where none is running (to
+    load check classes outside a session)."""
+    from reframe.core import config, runtime
+    try:
+        return runtime.runtime()
+    except BaseException:       # ReFrame's "no runtime" error is no Exception
+        site = config.load_config(config_path)
+        site.select_subconfig(system)
+        runtime.init_runtime(site)
+        return runtime.runtime()
+
+
+def performance_variables(check_class):
+    """The names of a check class's @performance_functions."""
+    return set(check_class._rfm_perf_fns)

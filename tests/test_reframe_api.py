@@ -1,0 +1,67 @@
+"""mlcheck.harness.reframe_api: each use of ReFrame's internals, tested against the installed
+ReFrame, so that an upgrade that moves one fails here, in one place."""
+
+import json
+import pathlib
+import re
+
+import pytest
+
+from conftest import REPO
+from mlcheck.harness import knob_table, reframe_api
+
+# (`_rfm_gpu`, the resource that num_gpus_per_node fills, is ReFrame's documented configuration)
+PRIVATE = re.compile(r'__rfm_\w+|\b_rfm_(?!gpu\b)\w+|reframe\.frontend|init_runtime|StorageBackend|QuerySelector')
+
+
+def test_a_value_shown_in_json_is_what_reframe_encodes():
+    from reframe.utility.jsonext import dumps
+
+    class Default(reframe_api.ShownInJSON):
+        def shown_in_json(self):
+            return 42
+    assert json.loads(dumps({'knob': Default()})) == {'knob': 42}
+
+
+def test_an_expected_sanity_failure_is_what_reframe_asks():
+    class Known(reframe_api.ExpectedSanityFailure):
+        def sanity_failure_expected(self):
+            return True, 'known bad image'
+    assert Known().__rfm_xfail_sanity__() == (True, 'known bad image')
+    assert reframe_api.ExpectedSanityFailure().__rfm_xfail_sanity__() == (False, '')
+
+
+def test_session_uuids_periods_and_queries():
+    assert reframe_api.is_session_uuid('4a1f5b8e-0f6c-4a6e-9b1e-2f1b6c3d4e5f')
+    assert not reframe_api.is_session_uuid('latest')
+    start, end = reframe_api.time_period('20261101:20261102')
+    assert end - start == 86400
+    reframe_api.check_query('now-1w:now')
+    with pytest.raises(Exception):
+        reframe_api.time_period('not a period')
+
+
+def test_stored_testcases_are_read_through_reframes_storage():
+    """The classes it uses are where this ReFrame has them; the reading itself runs inside a
+    session, on stored results of the simulated cluster (tests/test_end_to_end_sim.py,
+    test_scaling_efficiency_from_stored_results)."""
+    from reframe.frontend.reporting import storage, utility
+    assert callable(storage.StorageBackend.default) and callable(utility.QuerySelectorTestcase)
+    assert 'fetch_testcases' in dir(storage.StorageBackend)
+
+
+def test_a_runtime_for_loading_check_classes():
+    rt = reframe_api.runtime_for(str(pathlib.Path(REPO, 'config', 'simulated.py')), 'sim')
+    assert rt.system.name
+
+
+def test_performance_variables_of_a_check_class():
+    mnist = next(c for c in knob_table.check_classes() if c.__name__ == 'MNISTDistributedCheck')
+    assert {'samples_per_s', 'train_time', 'peak_host_memory'} <= reframe_api.performance_variables(mnist)
+
+
+def test_no_other_module_names_reframes_internals():
+    found = [f'{path.relative_to(REPO)}:{n}' for top in ('mlcheck', 'checks', 'config', 'bench')
+             for path in pathlib.Path(REPO, top).rglob('*.py') if path.name != 'reframe_api.py'
+             for n, line in enumerate(path.read_text().splitlines(), 1) if PRIVATE.search(line)]
+    assert found == []
