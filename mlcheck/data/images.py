@@ -30,6 +30,7 @@ import sys
 import time
 
 from mlcheck import REPO
+from mlcheck.data.unbuilt import UNBUILT_SUFFIX, unbuilt_reason
 
 RECIPES = os.path.join(REPO, 'config', 'images')
 IMAGE_CACHE = os.environ.get('MLCHECK_IMAGE_CACHE', '/var/cache/mlcheck/images')
@@ -45,7 +46,6 @@ MOUNT_POINTS = ('/rfm_workdir', DATA_MOUNT)
 HOST_FILES = ('/etc/hosts', '/etc/resolv.conf')
 STAMP = '.mlcheck-image'      # inside a built image: the build steps' version and the recipe
 BUILD_STEPS_VERSION = 2       # raise when build() changes, so that cached images are rebuilt
-UNBUILT_SUFFIX = '.unbuilt'
 # a CUDA build of torch: ~4 GB of wheels plus ~6 GB installed, with room to spare
 SPACE_NEEDED_GB = 14
 
@@ -76,15 +76,6 @@ def image_path(name, cache=IMAGE_CACHE):
 def earlier_layout_path(name, cache=IMAGE_CACHE):
     """Where images were built before the cache was keyed by content."""
     return os.path.join(cache, name)
-
-
-def unbuilt_reason(path):
-    """Why the image at `path` was not built, as its build recorded it; None if it did not."""
-    try:
-        with open(path.rstrip('/') + UNBUILT_SUFFIX) as f:
-            return f.read().strip() or 'no reason recorded'
-    except OSError:
-        return None
 
 
 def read_recipe(name):

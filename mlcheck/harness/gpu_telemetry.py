@@ -10,7 +10,6 @@ from reframe.core.builtins import performance_function, run_after, run_before
 from mlcheck.judging import notes, gpu_health as rules
 from mlcheck.harness.knobs import Knob, declare_knobs
 from mlcheck.figures import gpu_use as figures
-from mlcheck.site.settings import STAND_IN_GPUS
 
 TRACE_DIR = 'traces'     # relative to the stage directory, the ranks' working directory
 
@@ -57,7 +56,7 @@ class GPUTelemetry(rfm.RegressionTestPlugin):
         if self.is_dry_run():
             return
         note = notes.to_say(self.settings, 'telemetry', rules.unavailable_note(
-            self.run_output(), stand_in=self.settings.gpu_vendor == STAND_IN_GPUS))
+            self.run_output(), stand_in=self.settings.stand_in_gpus))
         for note in (note, rules.throttle_note(self.run_output())):
             if note:
                 self.logger.warning(f'{self.display_name}: {note}')

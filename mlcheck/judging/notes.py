@@ -4,8 +4,6 @@ simulated partition) no rank ever uses a GPU, so every test would read the same 
 once per session and kind. On real GPUs a test that could not read them says so each time.
 """
 
-from mlcheck.site.settings import STAND_IN_GPUS
-
 #: (partition, kind) of the notes said in this session (this process: ReFrame runs every test of
 #: a session in it)
 _SAID_ON_STAND_INS = set()
@@ -13,7 +11,7 @@ _SAID_ON_STAND_INS = set()
 
 def to_say(settings, kind, note):
     """The note of `kind` ('locality', 'telemetry') to log for one test, or None."""
-    if not note or settings.gpu_vendor != STAND_IN_GPUS:
+    if not note or not settings.stand_in_gpus:
         return note
     if (settings.partition, kind) in _SAID_ON_STAND_INS:
         return None

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 
 from mlcheck.site import schema as site_schema
 from mlcheck.errors import ConfigError
-from mlcheck.data.images import unbuilt_reason
+from mlcheck.data.unbuilt import unbuilt_reason
 from mlcheck.placement.launch import Layout
 from mlcheck.placement.topology import NodeTopology, check_binding_style
 
@@ -168,6 +168,11 @@ class PartitionSettings:
     @property
     def vendor(self):
         return GPU_VENDORS[self.gpu_vendor]
+
+    @property
+    def stand_in_gpus(self):
+        """The GPUs are stand-ins (the simulated partition): no rank ever uses one."""
+        return self.gpu_vendor == STAND_IN_GPUS
 
     @property
     def has_gpus(self):
