@@ -28,7 +28,7 @@ def _load(name='mlcheck_contract'):
 
 
 _contract = _load()
-FACT_PREFIX = _contract.FACT_PREFIX
+FACT_PREFIX, EVENTS, VARIABLES = _contract.FACT_PREFIX, _contract.EVENTS, _contract.VARIABLES
 format_fact = _contract.format_fact
 FAULT_KINDS, FAULT_FORMS, FAULT_VAR = _contract.FAULT_KINDS, _contract.FAULT_FORMS, _contract.FAULT_VAR
 FaultError, parse_fault, format_fault = _contract.FaultError, _contract.parse_fault, _contract.format_fault

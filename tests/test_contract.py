@@ -51,7 +51,7 @@ json_values = st.recursive(st.none() | st.booleans() | st.integers(-2**53, 2**53
 
 
 @settings(max_examples=100, deadline=None)
-@given(event=st.text(min_size=1, max_size=10),
+@given(event=st.sampled_from(sorted(contract.EVENTS)),
        fields=st.dictionaries(st.text(max_size=8).filter(lambda k: k != 'event'), json_values, max_size=4),
        task=st.none() | st.integers(0, 20000))
 def test_a_fact_a_program_prints_is_the_fact_judging_reads(event, fields, task):
@@ -140,3 +140,39 @@ def test_a_cpulist_judging_writes_is_the_list_the_ranks_read(cpus):
 def test_the_kernels_cpulist_format():
     assert gpu_locality.parse_cpulist('0-3,8,10-11\n') == [0, 1, 2, 3, 8, 10, 11]
     assert locality.format_cpulist([11, 0, 1, 2, 3, 8, 10]) == '0-3,8,10-11'
+
+
+# --- event names and variables: both sides use only the contract's (issue 29) ------------------
+
+EVENT_USE = re.compile(r"""\b(?:emit|by_rank|events|rank_events|format_fact|fact_line)\(\s*['"]([a-z_]+)['"]""")
+VARIABLE_USE = re.compile(r'\bMLCHECK_[A-Z_]+\b')
+# MLCHECK_* variables of the suite's own tools (bin/setup, the commands), not of the programs
+TOOL_VARIABLES = {'MLCHECK_DATA_DIR', 'MLCHECK_VENV', 'MLCHECK_IMAGE_CACHE', 'MLCHECK_REFERENCES_DIR',
+                  'MLCHECK_DRY_RUN_PERFLOG_DIR', 'MLCHECK_CONDA_ENV'}
+
+
+def sources(*tops, suffixes=('.py', '.sh')):
+    return [p for top in tops for p in pathlib.Path(REPO, top).rglob('*')
+            if p.suffix in suffixes and '__pycache__' not in p.parts]
+
+
+def test_every_event_written_or_read_is_the_contracts():
+    used = {(p.name, name) for p in sources('src', 'mlcheck', 'checks')
+            for name in EVENT_USE.findall(p.read_text())}
+    assert {name for _, name in used} <= contract.EVENTS, sorted(
+        (f, n) for f, n in used if n not in contract.EVENTS)
+    emitted = {n for p in sources('src') for n in EVENT_USE.findall(p.read_text())}
+    read = {n for p in sources('mlcheck') for n in EVENT_USE.findall(p.read_text())}
+    assert {'rank', 'epoch', 'solo', 'done', 'telemetry'} <= emitted & read
+
+
+def test_an_event_outside_the_contract_is_refused_where_it_is_written():
+    with pytest.raises(ValueError, match="'epochs' is not an event of the contract"):
+        mlcheck_contract.format_fact('epochs', rank=0)
+
+
+def test_every_variable_the_programs_read_is_the_contracts_and_the_launcher_sets_them():
+    programs = {v for p in sources('src') for v in VARIABLE_USE.findall(p.read_text())}
+    launcher = {v for p in sources('mlcheck') for v in VARIABLE_USE.findall(p.read_text())} - TOOL_VARIABLES
+    assert programs == contract.VARIABLES
+    assert launcher <= contract.VARIABLES

@@ -15,9 +15,39 @@ import re
 
 FACT_PREFIX = 'MLCHECK '
 
+# Every fact's event name: what a program emits and what the judging side reads is one of these
+# (tests/test_contract.py scans both sides). The job script's own fact is `job`.
+EVENTS = frozenset({
+    'rendezvous',   # a rank arrived at the rendezvous (before it joins)
+    'rank',         # it joined: rank, node, placement, affinity, its stack
+    'epoch',        # one timed epoch of one rank: samples, throughput, loss
+    'solo',         # the rank timed alone (no communication)
+    'loader',       # the data loader timed alone (no model)
+    'telemetry',    # what the rank's GPU and host did over the timed epochs
+    'trace',        # where the profiler left the rank's trace
+    'fault',        # a fault injected on purpose
+    'done',         # the rank finished
+    'result',       # the program's result (rank 0)
+    'summary',      # the interconnect program's figures per operation
+    'size',         # one message size of a collective
+    'values',       # a collective's received values, checked
+    'pair',         # one node pair's exchange
+    'job',          # the job script's line: what the ranks cannot know
+})
+
+# The variables the launcher (mlcheck's job script) exports to the programs and their launch
+# script (src/launch/rank-env.sh); a program reads only these.
+VARIABLES = frozenset({
+    'MLCHECK_FAULT', 'MLCHECK_RENDEZVOUS_TIMEOUT', 'MLCHECK_COLLECTIVE_TIMEOUT',
+    'MLCHECK_TELEMETRY_INTERVAL', 'MLCHECK_PROFILE_STEPS', 'MLCHECK_VISIBLE_DEVICES_VARS',
+    'MLCHECK_GPUS_PER_TASK', 'MLCHECK_MIOPEN_CACHE_ROOT', 'MLCHECK_RANK_PRELUDE',
+})
+
 
 def format_fact(event, **fields):
     """The line of one fact (without its newline)."""
+    if event not in EVENTS:
+        raise ValueError(f'{event!r} is not an event of the contract (mlcheck_contract.EVENTS)')
     return FACT_PREFIX + json.dumps({'event': event, **fields}, sort_keys=True)
 
 
