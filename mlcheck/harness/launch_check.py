@@ -165,7 +165,22 @@ class DistributedLaunchCheck(rfm.RunOnlyRegressionTest, ExpectedSanityFailure):
     @run_after('setup')
     @reported_by_reframe
     def set_up_launch(self):
+        """The launch, step by step: the partition's settings, the tasks' placement, the image,
+        the job's exports, the ranks' command, and the container that runs it."""
         self.settings = partition_settings(self.current_partition)
+        waits = self.place_tasks()
+        data = self.data_of_run()
+        image = self.choose_image()
+        self.prerun_cmds += launch.job_exports(self.settings, self.layout, waits, image)
+        command = self.rank_command(image, data)
+        if image is None:
+            self.executable = command
+        else:
+            self.run_in_container(image, command, data)
+
+    def place_tasks(self):
+        """The node count, the knobs, the layout of tasks and CPU masks as the job's resources
+        and srun's options, and the bounded waits (returned, for the job's exports)."""
         self.settings.check_node_count(self.num_nodes)
         self.resolve_knobs()
         self.layout = self.settings.layout(self.num_nodes, self.binding, **self.task_shape())
@@ -180,33 +195,39 @@ class DistributedLaunchCheck(rfm.RunOnlyRegressionTest, ExpectedSanityFailure):
             self.job.options += ['--no-requeue']
         waits = launch.Waits(self.rendezvous_timeout, self.collective_timeout, self.fault)
         waits.check(self.layout.num_tasks)
+        return waits
 
-        data = self.data_of_run()
+    def choose_image(self):
+        """The image's path (None: the partition's own Python); an image that could not be built
+        here skips the test, saying why."""
         try:
             image = self.settings.resolve_image(self.image)
         except ImageUnavailable as err:
             self.skip(str(err))
-        self.image_path = image      # None: the partition's own Python
+        self.image_path = image
         self.expected_failure = self.settings.image_entry(image).expected_failure
-        self.prerun_cmds += launch.job_exports(self.settings, self.layout, waits, image)
+        return image
+
+    def rank_command(self, image, data):
+        """What each task runs: the launch script, the image's Python, the program and its flags."""
         data_args = ['--data-dir', self.settings.data_path_for(image, data)] if data else []
-        command = shlex.join(launch.rank_command(
+        return shlex.join(launch.rank_command(
             self.settings.python_for(image), self.script,
             [*data_args, *self.script_arguments(), *self.launch_arguments()]))
-        if image is None:
-            self.executable = command
-        else:
-            self.container_platform = self.container_platform_of_partition()
-            self.container_platform.image = image
-            self.container_platform.command = command
-            warning = getattr(self.container_platform, 'image_warning', lambda: None)()
-            if warning:
-                getlogger().warning(f'{self.display_name}: {warning}')
-            self.container_platform.mount_points = self.settings.bind_mounts(data)
-            self.container_platform.options += list(self.settings.container_options)
-            if self.settings.edf:
-                for table, entries in self.settings.edf_for(image).items():
-                    setattr(self.container_platform, table, entries)
+
+    def run_in_container(self, image, command, data):
+        """The partition's container runtime runs the command in the image, with the binds."""
+        self.container_platform = self.container_platform_of_partition()
+        self.container_platform.image = image
+        self.container_platform.command = command
+        warning = getattr(self.container_platform, 'image_warning', lambda: None)()
+        if warning:
+            getlogger().warning(f'{self.display_name}: {warning}')
+        self.container_platform.mount_points = self.settings.bind_mounts(data)
+        self.container_platform.options += list(self.settings.container_options)
+        if self.settings.edf:
+            for table, entries in self.settings.edf_for(image).items():
+                setattr(self.container_platform, table, entries)
 
     def container_platform_of_partition(self):
         name = self.current_partition.container_runtime
