@@ -87,27 +87,26 @@ def _utilizations(run, *ranks):
     return f'; utilization {", ".join(parts)}' if parts else ''
 
 
+def _ranks_by_reason(run, field):
+    """'ranks 0-3: why; rank 5: why else' of the ranks whose telemetry gives `field`, or ''."""
+    reasons = {}
+    for rank, fact in sorted(figures.telemetry_facts(run).items()):
+        if fact.get(field):
+            reasons.setdefault(fact[field], []).append(rank)
+    return '; '.join(f'{rank_list(ranks)}: {reason}' for reason, ranks in reasons.items())
+
+
 def throttle_note(run):
     """One line on the ranks whose GPU was read but whose throttling could not be, and why, or None:
     a throttled GPU there would pass unnamed, so it is said, never failed."""
-    reasons = {}
-    for rank, fact in sorted(figures.telemetry_facts(run).items()):
-        if fact.get('throttle_not_checked'):
-            reasons.setdefault(fact['throttle_not_checked'], []).append(rank)
-    if not reasons:
-        return None
-    return 'throttling not checked (' + '; '.join(f'{rank_list(ranks)}: {reason}'
-                                                  for reason, ranks in reasons.items()) + ')'
+    why = _ranks_by_reason(run, 'throttle_not_checked')
+    return f'throttling not checked ({why})' if why else None
 
 
 def unavailable_note(run, stand_in=False):
     """One line on the ranks that could not read their GPU, and why, or None: said, never failed."""
-    reasons = {}
-    for rank, fact in sorted(figures.telemetry_facts(run).items()):
-        if fact.get('gpu_telemetry_unavailable'):
-            reasons.setdefault(fact['gpu_telemetry_unavailable'], []).append(rank)
-    if not reasons:
+    why = _ranks_by_reason(run, 'gpu_telemetry_unavailable')
+    if not why:
         return None
-    why = '; '.join(f'{rank_list(ranks)}: {reason}' for reason, ranks in reasons.items())
     where = ' on stand-in GPUs (the ranks train on CPUs)' if stand_in else ''
     return f'GPU telemetry not available{where} ({why}); peak host memory is still reported'
