@@ -18,7 +18,8 @@ Where each fact comes from (cscs-docs at 80abed1, 2026-08; cscs-reframe-tests at
 
 import os
 
-from mlcheck.harness.config import builtin_environment, logging_config, storage_config
+from mlcheck.harness.config import (builtin_environment, logging_config, slurm_gpu_partition,
+                                    storage_config)
 
 DATA_DIR = os.environ.get('MLCHECK_DATA_DIR', '/capstor/store/cscs/mlcheck/data')
 
@@ -46,20 +47,12 @@ site_configuration = {
         'descr': 'Alps: Daint GH200 nodes',
         'hostnames': [r'daint', r'nid\d+'],
         'modules_system': 'nomod',     # images bring their software
-        'partitions': [{
+        'partitions': [slurm_gpu_partition({
             'name': 'normal',
             'descr': 'GH200: 4 Grace-Hopper modules per node',
-            'scheduler': 'slurm',
-            'launcher': 'srun',
             # the project to charge comes from SBATCH_ACCOUNT
             'access': ['--partition=normal', '--exclusive'],
-            'environs': ['builtin'],
-            'max_jobs': 20,
-            'time_limit': '30m',
             'container_platforms': [{'type': 'ContainerEngine'}],
-            'resources': [
-                {'name': '_rfm_gpu', 'options': ['--gpus-per-node={num_gpus_per_node}']},
-            ],
             'extras': {
                 'mlcheck': {
                     'topology': {
@@ -114,7 +107,7 @@ site_configuration = {
                     },
                 },
             },
-        }],
+        })],
     }],
     'environments': [builtin_environment(['daint'])],
     'logging': logging_config(),

@@ -21,7 +21,8 @@ Where each fact comes from (read 2026-11):
 
 import os
 
-from mlcheck.harness.config import builtin_environment, logging_config, storage_config
+from mlcheck.harness.config import (builtin_environment, logging_config, slurm_gpu_partition,
+                                    storage_config)
 
 DATA_DIR = os.environ.get('MLCHECK_DATA_DIR', '/lustre/mlcheck/data')
 
@@ -39,19 +40,11 @@ site_configuration = {
         # an example cluster's names: a site puts its own (a bare login\d+ would be Perlmutter's too)
         'hostnames': [r'dgx-login\d+', r'dgx\d+'],
         'modules_system': 'nomod',     # images bring their software
-        'partitions': [{
+        'partitions': [slurm_gpu_partition({
             'name': 'batch',
             'descr': 'DGX H100: 8 H100 per node, NDR InfiniBand',
-            'scheduler': 'slurm',
-            'launcher': 'srun',
             'access': ['--partition=batch', '--exclusive'],
-            'environs': ['builtin'],
-            'max_jobs': 20,
-            'time_limit': '30m',
             'container_platforms': [{'type': 'Pyxis'}],
-            'resources': [
-                {'name': '_rfm_gpu', 'options': ['--gpus-per-node={num_gpus_per_node}']},
-            ],
             'extras': {
                 'mlcheck': {
                     'topology': {
@@ -77,7 +70,7 @@ site_configuration = {
                     },
                 },
             },
-        }],
+        })],
     }],
     'environments': [builtin_environment(['dgx'])],
     'logging': logging_config(),

@@ -15,7 +15,8 @@ cache on node-local /tmp.
 
 import os
 
-from mlcheck.harness.config import builtin_environment, logging_config, storage_config
+from mlcheck.harness.config import (builtin_environment, logging_config, slurm_gpu_partition,
+                                    storage_config)
 
 # The conda environment with PyTorch for ROCm, and where the datasets are kept in torchvision's
 # layouts (DIR/MNIST/raw, DIR/cifar-100-python): the support team's choice of directories.
@@ -28,22 +29,14 @@ site_configuration = {
         'descr': 'Frontier',
         'hostnames': [r'login\d+\.frontier', r'frontier\d+'],
         'modules_system': 'lmod',
-        'partitions': [{
+        'partitions': [slurm_gpu_partition({
             'name': 'batch',
             'descr': 'Frontier compute nodes: 8 MI250X GCDs per node',
-            'scheduler': 'slurm',
-            'launcher': 'srun',
             # the project to charge comes from SBATCH_ACCOUNT
             'access': ['--partition=batch', '--network=disable_rdzv_get'],
-            'environs': ['builtin'],
-            'max_jobs': 20,
-            'time_limit': '30m',
             # loaded in the job script, in this order (the plugin after rocm), as OLCF's guide does
             'modules': ['PrgEnv-gnu/8.7.0', 'cpe/26.03', 'miniforge3/23.11.0-0', 'rocm/7.1.1',
                         'rccl-net-plugin', 'craype-accel-amd-gfx90a'],
-            'resources': [
-                {'name': '_rfm_gpu', 'options': ['--gpus-per-node={num_gpus_per_node}']},
-            ],
             'env_vars': [
                 # a non-default CPE: its libraries before the system's (OLCF's PyTorch guide)
                 ['LD_LIBRARY_PATH', '$CRAY_LD_LIBRARY_PATH:$LD_LIBRARY_PATH'],
@@ -93,7 +86,7 @@ site_configuration = {
                     },
                 },
             },
-        }],
+        })],
     }],
     'environments': [builtin_environment(['frontier'])],
     'logging': logging_config(),

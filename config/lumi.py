@@ -7,7 +7,8 @@ aws-ofi-rccl plugin with libfabric's cxi provider.
 
 import os
 
-from mlcheck.harness.config import builtin_environment, logging_config, storage_config
+from mlcheck.harness.config import (builtin_environment, logging_config, slurm_gpu_partition,
+                                    storage_config)
 
 # Where the support team keeps the datasets in torchvision's layouts:
 # DIR/MNIST/raw/*-ubyte and DIR/cifar-100-python/{train,test,meta}.
@@ -31,19 +32,11 @@ site_configuration = {
         'descr': 'LUMI',
         'hostnames': [r'uan\d+', r'nid\d+'],
         'modules_system': 'nomod',     # images bring their software; no modules are loaded
-        'partitions': [{
+        'partitions': [slurm_gpu_partition({
             'name': 'standard-g',
             'descr': 'LUMI-G: 8 MI250X GCDs per node',
-            'scheduler': 'slurm',
-            'launcher': 'srun',
             'access': ['--partition=standard-g', '--exclusive'],
-            'environs': ['builtin'],
-            'max_jobs': 20,
-            'time_limit': '30m',
             'container_platforms': [{'type': 'Singularity'}],
-            'resources': [
-                {'name': '_rfm_gpu', 'options': ['--gpus-per-node={num_gpus_per_node}']},
-            ],
             'env_vars': [
                 # RCCL must use the Slingshot interfaces, never the management network
                 ['NCCL_SOCKET_IFNAME', 'hsn0,hsn1,hsn2,hsn3'],
@@ -131,7 +124,7 @@ site_configuration = {
                     },
                 },
             },
-        }],
+        })],
     }],
     'environments': [builtin_environment(['lumi'])],
     'logging': logging_config(),

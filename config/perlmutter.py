@@ -15,7 +15,8 @@ trusting a run):
 
 import os
 
-from mlcheck.harness.config import builtin_environment, logging_config, storage_config
+from mlcheck.harness.config import (builtin_environment, logging_config, slurm_gpu_partition,
+                                    storage_config)
 
 DATA_DIR = os.environ.get('MLCHECK_DATA_DIR', '/global/cfs/cdirs/mlcheck/data')
 
@@ -25,20 +26,12 @@ site_configuration = {
         'descr': 'Perlmutter',
         'hostnames': [r'login\d+', r'nid\d+'],
         'modules_system': 'nomod',     # images bring their software
-        'partitions': [{
+        'partitions': [slurm_gpu_partition({
             'name': 'gpu',
             'descr': 'Perlmutter GPU nodes: 4 A100 per node',
-            'scheduler': 'slurm',
-            'launcher': 'srun',
             # the project to charge (its name ends in _g) comes from SBATCH_ACCOUNT
             'access': ['--constraint=gpu', '--qos=regular', '--exclusive'],
-            'environs': ['builtin'],
-            'max_jobs': 20,
-            'time_limit': '30m',
             'container_platforms': [{'type': 'Shifter'}],
-            'resources': [
-                {'name': '_rfm_gpu', 'options': ['--gpus-per-node={num_gpus_per_node}']},
-            ],
             'env_vars': [
                 ['NCCL_SOCKET_IFNAME', 'hsn0,hsn1,hsn2,hsn3'],
             ],
@@ -88,7 +81,7 @@ site_configuration = {
                     },
                 },
             },
-        }],
+        })],
     }],
     'environments': [builtin_environment(['perlmutter'])],
     'logging': logging_config(),

@@ -100,6 +100,17 @@ def references_file(system):
     return os.path.join(references_dir(), f'{system}.yaml')
 
 
+def slurm_gpu_partition(partition):
+    """A partition of GPU nodes as every site here runs it: Slurm's srun, the builtin environment,
+    at most 20 jobs at a time of at most 30 minutes, and GPUs asked per node (num_gpus_per_node
+    fills ReFrame's documented `_rfm_gpu` resource); `partition` holds the site's own keys (name,
+    access, container platform, environment, extras) and may override these."""
+    return {'scheduler': 'slurm', 'launcher': 'srun', 'environs': ['builtin'], 'max_jobs': 20,
+            'time_limit': '30m',
+            'resources': [{'name': '_rfm_gpu', 'options': ['--gpus-per-node={num_gpus_per_node}']}],
+            **partition}
+
+
 def builtin_environment(target_systems):
     # the checks run in the image's (or host's) own Python; no compiler environment is needed
     return {'name': 'builtin', 'cc': 'cc', 'cxx': '', 'ftn': '', 'target_systems': target_systems}
