@@ -8,7 +8,7 @@ import pytest
 
 from conftest import REPO
 from mlcheck.judging.references import missing_references
-from mlcheck.site.settings import ImageByPath, image_given_by_path, image_parameter
+from mlcheck.site.images import ImageByPath, image_given_by_path, image_parameter
 
 SIM_REFERENCES = os.path.join(REPO, 'config', 'references', 'sim.yaml')
 MNIST_VARS = ('samples_per_s', 'samples_per_s_per_gpu', 'train_time')

@@ -9,8 +9,8 @@ import sys
 import pytest
 
 from mlcheck.data import images
-from mlcheck.site.settings import ImageEntry
-from mlcheck.site.settings import ImageUnavailable
+from mlcheck.site.images import ImageEntry
+from mlcheck.site.images import ImageUnavailable
 
 REAL_BUILD = images.build
 

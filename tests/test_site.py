@@ -7,7 +7,8 @@ import pytest
 
 from conftest import partition_entry
 from mlcheck.errors import ConfigError
-from mlcheck.site.settings import PartitionSettings, image_name
+from mlcheck.site.images import image_name
+from mlcheck.site.settings import PartitionSettings
 
 
 def lumi_extras():
@@ -109,7 +110,7 @@ def test_host_runs_beside_images_with_its_own_python(tmp_path):
 
 def test_an_image_that_could_not_be_built_says_why(tmp_path):
     """Its recorded reason makes the check skip; without one, a missing image is an error."""
-    from mlcheck.site.settings import ImageUnavailable
+    from mlcheck.site.images import ImageUnavailable
     extras = lumi_extras()
     extras['mlcheck']['images'] = ['host', str(tmp_path / 'torch-a'), str(tmp_path / 'torch-b')]
     (tmp_path / 'torch-a.unbuilt').write_text('only 2.0 GB free in /cache; an image needs about 14 GB\n')

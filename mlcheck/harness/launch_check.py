@@ -24,7 +24,8 @@ from mlcheck.placement import containers, launch
 from mlcheck.errors import ConfigError
 from mlcheck.harness.config import references_file
 from mlcheck.harness.reframe_api import ExpectedSanityFailure
-from mlcheck.site.settings import ImageUnavailable, PartitionSettings, image_parameter
+from mlcheck.site.images import ImageUnavailable, image_parameter
+from mlcheck.site.settings import PartitionSettings
 
 
 def reported_by_reframe(fn):
@@ -86,7 +87,7 @@ class DistributedLaunchCheck(rfm.RunOnlyRegressionTest, ExpectedSanityFailure):
 
     #: Container image: a name configured for the partition (extras.mlcheck.images),
     #: 'host' where the partition has no container runtime, or an image path given with -P.
-    #: A path is named by its file name, as configured images are (mlcheck.site.settings.ImageByPath).
+    #: A path is named by its file name, as configured images are (mlcheck.site.images.ImageByPath).
     image = parameter(_configured(lambda s: s.image_paths()), type=image_parameter)
 
     #: Number of nodes; the partition's extras.mlcheck.node_counts unless given with -P.

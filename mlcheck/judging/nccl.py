@@ -2,7 +2,7 @@
 far the set-up of a communicator got before a run broke off.
 
 The wordings of the network plugin and of NCCL's fallback change between versions; the site
-declares them (mlcheck.site.settings.NetPlugin). Every communicator a rank creates ends its network
+declares them (mlcheck.site.network.NetPlugin). Every communicator a rank creates ends its network
 set-up with `Using network <name>` (AWS Libfabric, Libfabric, OFI, Socket, IB): that line is what
 the rank really used, whatever the plugin printed before it. NCCL's fallback wording explains only
 a rank that ended on another network than expected (where the site expects none: a rank none of
@@ -26,7 +26,7 @@ SOCKETS = 'Socket'   # NCCL's internal network over TCP: what a rank without the
 
 def network_problems(lines_of, world_size, plugin):
     """One-line problems with the network of ranks 0..world_size-1; `lines_of(rank)` gives a
-    rank's output lines, `plugin` is a mlcheck.site.settings.NetPlugin."""
+    rank's output lines, `plugin` is a mlcheck.site.network.NetPlugin."""
     used, provider, fallback, network = (re.compile(p) if p else None for p in (
         plugin.used_pattern, plugin.provider_pattern, plugin.fallback_pattern, plugin.network_pattern))
     expected_network = re.compile(plugin.network) if plugin.network else None

@@ -26,7 +26,7 @@ class Expectations:
     masks: tuple                 # masks[local_rank]: the CPU mask the launcher was asked for
     min_accuracy: float = None   # None: the program reports no accuracy
     gpus: bool = False           # each rank must see exactly gpus_per_rank GPUs
-    net_plugin: object = None    # mlcheck.site.settings.NetPlugin, when the partition declares one
+    net_plugin: object = None    # mlcheck.site.network.NetPlugin, when the partition declares one
     epochs: int = None           # every rank reports every epoch 1..epochs, with samples
     loss_must_fall: bool = False # the loss stays finite and is lower in the last epoch
     fault: str = ''              # a fault injected on purpose (-S fault=...)
