@@ -13,8 +13,7 @@ import statistics
 
 def loader_rates(run):
     """{rank: images/s of its loader alone} of the ranks that reported a positive rate."""
-    return {rank: fact['images_per_s'] for rank, fact in run.by_rank('loader').items()
-            if isinstance(fact.get('images_per_s'), (int, float)) and fact['images_per_s'] > 0}
+    return run.positive('loader', 'images_per_s')
 
 
 def loader_images_per_s(run):

@@ -20,9 +20,7 @@ def telemetry_facts(run):
 
 def values(run, name):
     """{rank: figure} of the ranks whose telemetry gives `name` as a positive number."""
-    return {rank: fact[name] for rank, fact in telemetry_facts(run).items()
-            if isinstance(fact.get(name), (int, float)) and not isinstance(fact.get(name), bool)
-            and fact[name] > 0}
+    return run.positive('telemetry', name)
 
 
 def median_of(run, name):

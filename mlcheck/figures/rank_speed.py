@@ -21,8 +21,7 @@ from mlcheck.judging.peers import below_peers, upper_quartile
 
 def solo_throughputs(run):
     """{rank: samples/s alone} of the ranks that reported a positive solo throughput."""
-    return {rank: fact['samples_per_s'] for rank, fact in run.by_rank('solo').items()
-            if isinstance(fact.get('samples_per_s'), (int, float)) and fact['samples_per_s'] > 0}
+    return run.positive('solo', 'samples_per_s')
 
 
 def median_solo(run):

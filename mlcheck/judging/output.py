@@ -49,6 +49,13 @@ class RunOutput:
     def by_rank(self, name):
         return {f['rank']: f for f in self.events(name) if 'rank' in f}
 
+    def positive(self, name, field):
+        """{rank: its `name` fact's `field`} of the ranks whose fact gives a positive number
+        (a figure absent, zero or not a number is no figure)."""
+        return {rank: fact[field] for rank, fact in self.by_rank(name).items()
+                if isinstance(fact.get(field), (int, float)) and not isinstance(fact.get(field), bool)
+                and fact[field] > 0}
+
     def result(self):
         results = self.events('result')
         return results[-1] if results else None
