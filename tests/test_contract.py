@@ -144,7 +144,7 @@ def test_the_kernels_cpulist_format():
 
 # --- event names and variables: both sides use only the contract's (issue 29) ------------------
 
-EVENT_USE = re.compile(r"""\b(?:emit|by_rank|events|rank_events|format_fact|fact_line)\(\s*['"]([a-z_]+)['"]""")
+EVENT_USE = re.compile(r"""\b(?:emit|by_rank|events|rank_events|positive|format_fact|fact_line)\(\s*['"]([a-z_]+)['"]""")
 VARIABLE_USE = re.compile(r'\bMLCHECK_[A-Z_]+\b')
 # MLCHECK_* variables of the suite's own tools (bin/setup, the commands), not of the programs
 TOOL_VARIABLES = {'MLCHECK_DATA_DIR', 'MLCHECK_VENV', 'MLCHECK_IMAGE_CACHE', 'MLCHECK_REFERENCES_DIR',
