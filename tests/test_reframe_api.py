@@ -65,3 +65,10 @@ def test_no_other_module_names_reframes_internals():
              for path in pathlib.Path(REPO, top).rglob('*.py') if path.name != 'reframe_api.py'
              for n, line in enumerate(path.read_text().splitlines(), 1) if PRIVATE.search(line)]
     assert found == []
+
+
+def test_the_checks_answer_reframes_xfail_question_themselves():
+    """ReFrame's RegressionTest has its own __rfm_xfail_sanity__: the mixin must come first in a
+    check's bases, or a known-bad image's failure is no longer reported as expected."""
+    from mlcheck.harness.launch_check import DistributedLaunchCheck
+    assert DistributedLaunchCheck.__rfm_xfail_sanity__ is reframe_api.ExpectedSanityFailure.__rfm_xfail_sanity__

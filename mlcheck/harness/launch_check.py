@@ -79,7 +79,7 @@ def _configured(values_of):
     return sorted(values)
 
 
-class DistributedLaunchCheck(rfm.RunOnlyRegressionTest, ExpectedSanityFailure):
+class DistributedLaunchCheck(ExpectedSanityFailure, rfm.RunOnlyRegressionTest):
     """What any torch.distributed program needs: task layout, CPU masks, rank environment,
     container, launch sanity, software stack and references. A program that trains adds the
     training part (DistributedTrainingCheck); one that does not (the interconnect's) takes only
