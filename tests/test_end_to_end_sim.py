@@ -11,6 +11,7 @@ import yaml
 
 from conftest import REPO
 from mlcheck.data import images
+from mlcheck.figures.directions import HIGHER, better
 from mlcheck.judging.accuracy import mnist_bar
 from mlcheck.harness.config import PERFLOG_HEADER
 from reframe_runner import job_file, perf, report_cases, run_reframe
@@ -92,13 +93,23 @@ def test_each_image_runs_its_own_torch_inside_the_container(suite_run):
 @pytest.mark.parametrize('check', PERF_VARS)
 def test_performance_values_are_recorded_against_references(suite_run, references, check):
     prefix, _ = suite_run
+    follow, speeds = set(references['$machine_speed']['follow']), set()
     for case in report_cases(prefix, check):
         values = perf(case)
         assert set(values) == set(PERF_VARS[check])
         assert all(isinstance(values[v][0], float) and values[v][0] > 0 for v in values), values
-        # the references of config/references/sim.yaml for this image and node count were applied
+        # the references of config/references/sim.yaml for this image and node count were applied,
+        # those that follow the machine's speed at one speed for the whole session
         expected = references[check]['sim:cluster'][image_of(case)][case['num_nodes']]
-        assert {v: values[v][1:5] for v in expected} == expected, case['name']
+        assert {v: values[v][2:5] for v in expected} == {v: e[1:] for v, e in expected.items()}
+        for var, (value, *_) in expected.items():
+            applied = values[var][1]
+            if var not in follow:
+                assert applied == value, (case['name'], var)
+            else:
+                ratio = applied / value if better(var, values[var][4]) == HIGHER else value / applied
+                speeds.add(round(ratio, 9))
+    assert len(speeds) == 1 and 0.1 < speeds.pop() < 10
 
     log = prefix / 'perflogs' / 'sim' / 'cluster' / f'{check}.log'
     header, *lines = log.read_text().splitlines()
@@ -138,45 +149,36 @@ def test_ranks_ran_where_and_how_they_were_asked(suite_run):
                 assert run.result()['test_accuracy'] >= mnist_bar(run.result()['epochs'] * run.result()['steps'], 64), case['name']
 
 
-def test_scaling_efficiency_from_stored_results(cluster, tmp_path):
-    """A 2-node run alone takes its one-node baseline from an earlier, stored session;
-    without stored results it reports no efficiency rather than a made-up one. That last run
-    takes the other data path (the partition's is the loader): the device path, end to end."""
+def test_scaling_efficiency_only_from_a_stored_one_node_run_of_the_same_settings(cluster, tmp_path):
+    """A 2-node run alone takes its one-node baseline from an earlier, stored session of the same
+    settings. A stored 1-node run of other settings (batch 32 on the device data path: the
+    partition's is the loader) once became that baseline; now the 2-node run after it reports no
+    efficiency rather than a made-up one, and its perf log line carries its own settings."""
     storage = {'RFM_ENABLE_RESULTS_STORAGE': '1', 'RFM_SQLITE_DB_FILE': str(tmp_path / 'results.db')}
     short = ('-n', 'CIFAR100ResNetCheck', '-P', 'image=host', '-S', 'epochs=2')
+    # no references for batch 32: this run is about which baseline is taken, not speed
+    other = run_reframe('simulated', tmp_path / 'other', '-r', *short, '-P', 'num_nodes=1',
+                        '-S', 'batch_size=32', '-S', 'data=device',
+                        env={**storage, 'MLCHECK_REFERENCES_DIR': str(tmp_path / 'none')})
+    unmatched = run_reframe('simulated', tmp_path / 'unmatched', '-r', *short, '-P', 'num_nodes=2', env=storage)
     first = run_reframe('simulated', tmp_path / 'one', '-r', *short, '-P', 'num_nodes=1', env=storage)
     second = run_reframe('simulated', tmp_path / 'two', '-r', *short, '-P', 'num_nodes=2', env=storage)
-    alone = run_reframe('simulated', tmp_path / 'alone', '-r', *short, '-P', 'num_nodes=2',
-                        '-S', 'data=device', env={'RFM_ENABLE_RESULTS_STORAGE': '0'})
-    for done in (first, second, alone):
+    for done in (other, unmatched, first, second):
         assert done.returncode == 0, done.stdout[-3000:]
+
+    [device] = report_cases(tmp_path / 'other')
+    assert 'batch_size=32;' in device['run_settings'] and 'data=device;' in device['run_settings']
+    assert perf(device)['loader_images_per_s'][0] > 0
+    [case] = report_cases(tmp_path / 'unmatched')
+    assert 'batch_size=16;' in case['run_settings'] and 'data=loader;' in case['run_settings']
+    assert 'scaling_efficiency' not in perf(case)
+    log = (tmp_path / 'unmatched' / 'perflogs' / 'sim' / 'cluster' / 'CIFAR100ResNetCheck.log').read_text()
+    assert f"|{case['run_settings']}|" in log
+
     one = perf(report_cases(tmp_path / 'one')[0])
     two = perf(report_cases(tmp_path / 'two')[0])
     assert two['scaling_efficiency'][0] == pytest.approx(
         100 * two['images_per_s_per_gpu'][0] / one['images_per_s_per_gpu'][0])
-    [device] = report_cases(tmp_path / 'alone')
-    assert 'scaling_efficiency' not in perf(device) and perf(device)['loader_images_per_s'][0] > 0
-    assert 'data=device;' in device['run_settings']
-    assert 'data=loader;' in report_cases(tmp_path / 'one')[0]['run_settings']
-
-
-def test_scaling_efficiency_only_against_a_one_node_run_of_the_same_settings(cluster, tmp_path):
-    """A stored 1-node run with another batch size once became a 2-node run's baseline; now the
-    2-node run reports no efficiency, and its perf log line carries its own settings. (No
-    references: the other batch size has none, and this test is not about speed.)"""
-    storage = {'RFM_ENABLE_RESULTS_STORAGE': '1', 'RFM_SQLITE_DB_FILE': str(tmp_path / 'results.db'),
-               'MLCHECK_REFERENCES_DIR': str(tmp_path / 'no-references')}
-    short = ('-n', 'CIFAR100ResNetCheck', '-P', 'image=host', '-S', 'epochs=2')
-    other = run_reframe('simulated', tmp_path / 'one', '-r', *short, '-P', 'num_nodes=1',
-                        '-S', 'batch_size=32', env=storage)
-    default = run_reframe('simulated', tmp_path / 'two', '-r', *short, '-P', 'num_nodes=2', env=storage)
-    for done in (other, default):
-        assert done.returncode == 0, done.stdout[-3000:]
-    assert 'batch_size=32;' in report_cases(tmp_path / 'one')[0]['run_settings']
-    [case] = report_cases(tmp_path / 'two')
-    assert 'batch_size=16;' in case['run_settings'] and 'scaling_efficiency' not in perf(case)
-    log = (tmp_path / 'two' / 'perflogs' / 'sim' / 'cluster' / 'CIFAR100ResNetCheck.log').read_text()
-    assert f"|{case['run_settings']}|" in log
 
 
 def test_missing_dataset_is_a_one_line_error(cluster, tmp_path):

@@ -217,20 +217,21 @@ def test_lost_node_fails_its_check_cleanly_and_the_session_goes_on(history):
 
 
 def test_two_sessions_at_once_both_complete(history):
-    """Same cluster, same perf log directory and results database; own prefixes."""
-    runs = [history.start(name, '-P', 'num_nodes=1,2', *GOOD) for name in ('twin-a', 'twin-b')]
+    """Same cluster, same perf log directory and results database; own prefixes. One 1-node
+    job each, so that the two run at the same time, one on each node."""
+    runs = [history.start(name, '-P', 'num_nodes=1', *GOOD) for name in ('twin-a', 'twin-b')]
     done = [history.finish(name, process) for name, (_, process) in zip(('twin-a', 'twin-b'), runs)]
     for result in done:
         assert result.returncode == 0, result.stdout[-3000:]
     cases = [case for prefix, _ in runs for case in report_cases(prefix)]
-    assert len(cases) == 4 and all(c['result'] == 'pass' for c in cases)
+    assert len(cases) == 2 and all(c['result'] == 'pass' for c in cases)
 
-    # each job had its own rendezvous port
+    # each job had its own rendezvous port (every node name is this machine's loopback)
     masters = set()
     for case in cases:
         with open(job_file(case)) as f:
             masters |= set(re.findall(r'"master": "([^"]+)"', f.read()))
-    assert len(masters) == 4, masters
+    assert len({master.rsplit(':', 1)[1] for master in masters}) == 2, masters
 
     # every job's figures are in the shared perf log, on whole lines
     [log] = history.perflogs.rglob('MNISTDistributedCheck.log')

@@ -44,7 +44,7 @@ def test_session_uuids_periods_and_queries():
 def test_stored_testcases_are_read_through_reframes_storage():
     """The classes it uses are where this ReFrame has them; the reading itself runs inside a
     session, on stored results of the simulated cluster (tests/test_end_to_end_sim.py,
-    test_scaling_efficiency_from_stored_results)."""
+    test_scaling_efficiency_only_from_a_stored_one_node_run_of_the_same_settings)."""
     from reframe.frontend.reporting import storage, utility
     assert callable(storage.StorageBackend.default) and callable(utility.QuerySelectorTestcase)
     assert 'fetch_testcases' in dir(storage.StorageBackend)

@@ -149,6 +149,20 @@ class DistributedLaunchCheck(ExpectedSanityFailure, rfm.RunOnlyRegressionTest):
         if os.path.isfile(path):
             self.reference = {'$ref': path}
 
+    @run_before('performance')
+    def expect_this_machines_speed(self):
+        """Where the partition measures its machine's speed now (the simulated one) and the
+        references record the speed they were measured at, expect the figures at today's speed."""
+        speed = self.settings.machine_speed
+        if speed is None or self.is_dry_run():
+            return
+        keys = {'$partition': self.current_partition.fullname, 'image': str(self.image),
+                'num_nodes': self.num_nodes}
+        scaled = references.at_machine_speed(references_file(runtime().system.name),
+                                             type(self).__name__, keys, speed)
+        if scaled:
+            self.reference = {self.current_partition.fullname: scaled}
+
     # last: only the figures the test still reports, after the hooks that drop some of them
     @run_before('performance', always_last=True)
     def say_when_performance_is_not_judged(self):

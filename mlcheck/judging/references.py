@@ -1,9 +1,32 @@
 """Whether a test has performance references: ReFrame passes a value without one (it logs
-`perf_ref 0`), so a test without them must say that its performance was not judged."""
+`perf_ref 0`), so a test without them must say that its performance was not judged.
+
+And the references at this machine's speed, where a references file records the speed of the
+machine it was measured on (`$machine_speed`, the simulated partition: mlcheck.simulated.speed)."""
 
 import os
 
 import yaml
+
+from mlcheck.figures import directions
+
+MACHINE_SPEED = '$machine_speed'
+
+
+def _load(path):
+    with open(path) as f:
+        return yaml.safe_load(f) or {}
+
+
+def _entry_of(references, keys):
+    """The {variable: [value, lower, upper, unit]} entry of one check's references for index
+    values `keys`, or None."""
+    entry = references
+    for name in references.get('$index', []):
+        entry = entry.get(keys.get(name)) if isinstance(entry, dict) else None
+        if entry is None:
+            return None
+    return entry
 
 
 def missing_references(path, check, keys, variables):
@@ -12,17 +35,44 @@ def missing_references(path, check, keys, variables):
     None when it judges all of them."""
     if not os.path.isfile(path):
         return f'no references file {path}'
-    with open(path) as f:
-        references = (yaml.safe_load(f) or {}).get(check)
+    references = _load(path).get(check)
     if not isinstance(references, dict):
         return f'no references of {check} in {path}'
-    entry = references
-    for name in references.get('$index', []):
-        entry = entry.get(keys.get(name)) if isinstance(entry, dict) else None
-        if entry is None:
-            where = ', '.join(f'{n.lstrip("$")} {keys.get(n)}' for n in references['$index'])
-            return f'no references for {where} in {path}'
+    entry = _entry_of(references, keys)
+    if entry is None:
+        where = ', '.join(f'{n.lstrip("$")} {keys.get(n)}' for n in references['$index'])
+        return f'no references for {where} in {path}'
     absent = sorted(set(variables) - set(entry or {}))
     if absent:
         return f'no references for {", ".join(absent)} in {path}'
     return None
+
+
+def at_speed(entry, follows, ratio):
+    """Entry `entry` ({variable: [value, lower, upper, unit]}) on a machine `ratio` times as fast
+    as the one it was measured on: each variable in `follows` expected `ratio` times as high where
+    higher is better (a rate) and 1/ratio times where lower is (a time); the bounds are fractions
+    of the value and stay."""
+    scaled = {}
+    for var, (value, lower, upper, unit) in entry.items():
+        if var in follows:
+            better = directions.better(var, unit)
+            value *= ratio if better == directions.HIGHER else 1 / ratio if better == directions.LOWER else 1
+        scaled[var] = (value, lower, upper, unit)
+    return scaled
+
+
+def at_machine_speed(path, check, keys, speed_now):
+    """The references of test `check` with index values `keys` at this machine's speed
+    `speed_now` (the workload's steps/s), {variable: (value, lower, upper, unit)}; None where
+    the file records no machine speed or has no entry for the test."""
+    if not os.path.isfile(path):
+        return None
+    loaded = _load(path)
+    recorded, references = loaded.get(MACHINE_SPEED), loaded.get(check)
+    if not recorded or not isinstance(references, dict):
+        return None
+    entry = _entry_of(references, keys)
+    if not entry:
+        return None
+    return at_speed(entry, set(recorded['follow']), speed_now / float(recorded['steps_per_s']))

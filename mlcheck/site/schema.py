@@ -100,6 +100,12 @@ SCHEMA = {
             'type': 'number', 'minimum': 0, 'maximum': 1, 'default': 0.8,
             'description': "a rank training alone below this fraction of the ranks' upper quartile "
                            'fails the check (0: off); `-S slow_rank_fraction=` for one run (docs/per-rank.md)'},
+        'machine_speed': {
+            'type': 'number', 'exclusiveMinimum': 0,
+            'description': "this machine's rate now of the workload whose rate the references file "
+                           'records as `$machine_speed`; the references of the figures it names '
+                           'follow the ratio (the simulated partition, whose cores are whatever '
+                           'machine runs it: mlcheck.simulated.speed); real sites leave it out'},
         'gpu_peak_tflops': {
             'type': 'object', 'additionalProperties': False, 'default': {},
             'properties': {key: {'type': 'number', 'exclusiveMinimum': 0} for key in ('fp32', 'bf16')},

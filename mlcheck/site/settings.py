@@ -55,6 +55,7 @@ class PartitionSettings(ImageSettings, DataSettings):
     gpu_task_sharing: bool = False # --gres-flags=allow-task-sharing with --gpu-bind (Slurm >= 23.11)
     slow_rank_fraction: float = 0.8   # a rank alone below this of the ranks' upper quartile fails
     gpu_peak_tflops: dict = field(default_factory=dict)   # precision -> one GPU's peak TFLOP/s
+    machine_speed: float = None    # the references' machine speed now (mlcheck.simulated.speed)
 
     @classmethod
     def from_extras(cls, partition, extras, container_runtime=None):
@@ -96,6 +97,7 @@ class PartitionSettings(ImageSettings, DataSettings):
             gpu_task_sharing=entry.get('gpu_task_sharing', cls.gpu_task_sharing),
             slow_rank_fraction=float(entry.get('slow_rank_fraction', cls.slow_rank_fraction)),
             gpu_peak_tflops={key: float(value) for key, value in entry.get('gpu_peak_tflops', {}).items()},
+            machine_speed=entry.get('machine_speed'),
         )
 
     @property

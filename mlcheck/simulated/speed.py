@@ -1,0 +1,89 @@
+"""How fast this machine's cores are now, for the simulated partition's references.
+
+The partition's "GPUs" are the cores of whatever machine runs it, and that machine's speed moves:
+the quiet 2-core machine trained MNIST on one node at 1300 samples/s on 2026-11-24 and at 630-660
+on 2026-11-25, so fixed references either failed a healthy run or let a halved one pass. So the
+references file records, beside its figures, the rate of one fixed workload measured with them
+(`$machine_speed`), and each run's expectations follow that workload's rate now: a rate expected
+at R is expected at R * now / then, a time at T * then / now (mlcheck.judging.references).
+
+The workload runs here, in a process of its own outside every job and its cgroups, before the
+jobs start (when the site config is read): a node slowed below its neighbours, a rank throttled
+in its job, a slower image or a broken data path is not in it and still fails. It is a few training
+steps of a small convolution network in one thread, the shape of work the checks do.
+
+    python -m mlcheck.simulated.speed          # measure now and print steps/s
+"""
+
+import json
+import os
+import statistics
+import subprocess
+import sys
+import time
+
+from mlcheck.simulated.cluster import DEFAULT_DIR
+
+SPEED_FILE = 'speed.json'
+FRESH_S = 600            # a measurement this recent is reused by later reframe runs
+REPEATS, REPEAT_S = 5, 0.3
+
+
+def measure(repeats=REPEATS, seconds=REPEAT_S):
+    """Training steps per second of the fixed workload in one thread: the median of `repeats`
+    spans of about `seconds` each, after one warm-up span."""
+    import torch
+    from torch import nn
+    torch.set_num_threads(1)
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Conv2d(3, 32, 3, padding=1), nn.ReLU(), nn.MaxPool2d(2),
+                          nn.Conv2d(32, 64, 3, padding=1), nn.ReLU(), nn.AdaptiveAvgPool2d(1),
+                          nn.Flatten(), nn.Linear(64, 100))
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.01)
+    images, labels = torch.randn(16, 3, 32, 32), torch.randint(0, 100, (16,))
+
+    def span():
+        steps, start = 0, time.perf_counter()
+        while time.perf_counter() - start < seconds:
+            optimizer.zero_grad()
+            nn.functional.cross_entropy(model(images), labels).backward()
+            optimizer.step()
+            steps += 1
+        return steps / (time.perf_counter() - start)
+
+    span()
+    return statistics.median(span() for _ in range(repeats))
+
+
+def speed_file(environ=os.environ):
+    return os.path.join(environ.get('SIMSLURM_DIR') or DEFAULT_DIR, SPEED_FILE)
+
+
+def now(environ=os.environ, python=sys.executable, clock=time.time):
+    """The workload's steps/s, measured within the last FRESH_S seconds: read from the speed
+    file, or measured now in a child process (this process may be one that must not import torch
+    yet) and written there for the next reframe run."""
+    path = speed_file(environ)
+    try:
+        with open(path) as f:
+            recorded = json.load(f)
+        if 0 <= clock() - recorded['measured_at'] < FRESH_S:
+            return float(recorded['steps_per_s'])
+    except (OSError, ValueError, KeyError, TypeError):
+        pass
+    done = subprocess.run([python, '-m', 'mlcheck.simulated.speed'], capture_output=True, text=True,
+                          cwd=os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
+    if done.returncode != 0:
+        last = (done.stderr.strip().splitlines() or ['no message'])[-1]
+        raise RuntimeError(f'measuring the machine speed ({python} -m mlcheck.simulated.speed) failed: {last}')
+    rate = float(done.stdout)
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    partial = f'{path}.{os.getpid()}'
+    with open(partial, 'w') as f:
+        json.dump({'steps_per_s': rate, 'measured_at': clock()}, f)
+    os.replace(partial, path)
+    return rate
+
+
+if __name__ == '__main__':
+    print(f'{measure():.2f}')
