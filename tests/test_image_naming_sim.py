@@ -4,10 +4,12 @@ perf log lines and history), and an image without references says its performanc
 import os
 import subprocess
 
-import yaml
+import pytest
 
 from conftest import REPO
 from mlcheck.data import images
+from mlcheck.judging import references
+from mlcheck.simulated import speed
 from reframe_runner import run_reframe
 
 
@@ -27,9 +29,11 @@ def test_image_given_by_path_is_judged_like_the_configured_one(cluster, tmp_path
     by_image = {fields[4]: fields for fields in lines if fields[9] == 'samples_per_s'}
     assert sorted(by_image) == sorted([name, 'torch-new']), log
     assert f'%image={name} ' in by_image[name][3] and configured not in log
-    configured = yaml.safe_load(open(os.path.join(REPO, 'config', 'references', 'sim.yaml')))
-    reference = configured['MNISTDistributedCheck']['sim:cluster'][name][1]['samples_per_s'][0]
-    assert float(by_image[name][12]) == reference, by_image[name]
+    # at the machine speed the run measured or read as it started (mlcheck.simulated.speed)
+    reference = references.at_machine_speed(
+        os.path.join(REPO, 'config', 'references', 'sim.yaml'), 'MNISTDistributedCheck',
+        {'$partition': 'sim:cluster', 'image': name, 'num_nodes': 1}, speed.last()['steps_per_s'])
+    assert float(by_image[name][12]) == pytest.approx(reference['samples_per_s'][0]), by_image[name]
     assert (f'performance not judged: no references for partition sim:cluster, image torch-new, '
             f'num_nodes 1 in ') in done.stdout, done.stdout[-3000:]
     assert f'image {name}, num_nodes 1' not in done.stdout

@@ -59,14 +59,19 @@ def speed_file(environ=os.environ):
     return os.path.join(environ.get('SIMSLURM_DIR') or DEFAULT_DIR, SPEED_FILE)
 
 
+def last(environ=os.environ):
+    """The last measurement, {'steps_per_s': ..., 'measured_at': ...}, as the speed file holds it."""
+    with open(speed_file(environ)) as f:
+        return json.load(f)
+
+
 def now(environ=os.environ, python=sys.executable, clock=time.time):
     """The workload's steps/s, measured within the last FRESH_S seconds: read from the speed
     file, or measured now in a child process (this process may be one that must not import torch
     yet) and written there for the next reframe run."""
     path = speed_file(environ)
     try:
-        with open(path) as f:
-            recorded = json.load(f)
+        recorded = last(environ)
         if 0 <= clock() - recorded['measured_at'] < FRESH_S:
             return float(recorded['steps_per_s'])
     except (OSError, ValueError, KeyError, TypeError):
@@ -74,8 +79,8 @@ def now(environ=os.environ, python=sys.executable, clock=time.time):
     done = subprocess.run([python, '-m', 'mlcheck.simulated.speed'], capture_output=True, text=True,
                           cwd=os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
     if done.returncode != 0:
-        last = (done.stderr.strip().splitlines() or ['no message'])[-1]
-        raise RuntimeError(f'measuring the machine speed ({python} -m mlcheck.simulated.speed) failed: {last}')
+        said = (done.stderr.strip().splitlines() or ['no message'])[-1]
+        raise RuntimeError(f'measuring the machine speed ({python} -m mlcheck.simulated.speed) failed: {said}')
     rate = float(done.stdout)
     os.makedirs(os.path.dirname(path), exist_ok=True)
     partial = f'{path}.{os.getpid()}'
