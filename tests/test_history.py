@@ -398,9 +398,21 @@ def test_a_named_test_that_broke_is_no_result_not_bad_input(capsys):
     assert code == 1 and '1 NO RESULT AFTER' in out
 
 
+def test_names_given_several_times_select_the_tests_named_like_any(capsys):
+    """-n twice: both tests; once: the one (a test left out of after would be NO RESULT)."""
+    both = run_report(capsys, '--db', os.path.join(FAILED, 'results.db'), ALL_PASS, BROKEN_FAILS,
+                      '-n', 'Good', '-n', 'Broken')[1]
+    good = run_report(capsys, '--db', os.path.join(FAILED, 'results.db'), ALL_PASS, BROKEN_FAILS,
+                      '-n', 'Good')[1]
+    assert 'GoodCheck' in both and 'BrokenCheck' in both and '1 NO RESULT AFTER' in both
+    assert 'GoodCheck' in good and 'BrokenCheck' not in good and 'NO RESULT' not in good
+
+
 def test_a_name_that_matches_nothing_is_still_bad_input(capsys):
     err = one_line_error(capsys, report.main, FAILED, FAILED, '-n', 'NoSuchCheck')
     assert "no test named like 'NoSuchCheck' in either selection" in err
+    err = one_line_error(capsys, report.main, FAILED, FAILED, '-n', 'NoSuch', '-n', 'Nor')
+    assert "no test named like 'NoSuch' or 'Nor' in either selection" in err
 
 
 def test_every_test_broken_in_the_results_database_is_no_result(capsys):

@@ -49,8 +49,9 @@ def parse_args(argv):
     parser.add_argument('--min-repeats', type=int, default=Rule.min_repeats,
                         help='repetitions a side needs for its own spread; a side with fewer is '
                              "judged against the other side's (default: %(default)s)")
-    parser.add_argument('-n', '--name', default='',
-                        help='only tests whose name contains this text')
+    parser.add_argument('-n', '--name', action='append', default=[],
+                        help='only tests whose name contains this text (given several times: '
+                             'any of them)')
     parser.add_argument('-o', '--output', metavar='DIR',
                         help='write DIR/report.md and PNG plots')
     parser.add_argument('--plot-var', default=None,
@@ -281,10 +282,10 @@ def compare_and_report(args):
     # test cases without values count: a selection whose tests all failed names them
     ran_before, ran_after = (load(s, database, with_failed=True) for s in selections)
     if args.name:
-        ran_before, ran_after = ([s for s in ss if args.name in s.name]
+        ran_before, ran_after = ([s for s in ss if any(name in s.name for name in args.name)]
                                  for ss in (ran_before, ran_after))
         if not ran_before and not ran_after:
-            raise InputError(f'no test named like {args.name!r} in either selection')
+            raise InputError(f'no test named like {" or ".join(map(repr, args.name))} in either selection')
     ran, filled = recorded_settings.with_defaults(ran_before + ran_after, knob_table.recorded_defaults())
     ran_before, ran_after = ran[:len(ran_before)], ran[len(ran_before):]
     ran_before, trials = trial_runs.without_trial_runs(ran_before, ran_after)

@@ -7,8 +7,14 @@ read: each a context manager that undoes itself however its block ends.
 - hidden_path(node, path): the node's slurmd restarted in a mount namespace of its own where
   `path` is an empty read-only tmpfs: on that node only, the directory is there and empty (a
   dataset or bind source that did not mount after maintenance).
+- slow_links(pairs, kbytes_per_s): the traffic between each pair of nodes, both ways, limited by
+  nftables: each node's slurmd in a cgroup v2 group of its own, whose sockets its ranks inherit;
+  a packet is marked with its sender's node as it leaves, and dropped on arrival at a socket of
+  the other node beyond the rate, so TCP backs off as on a degraded link. The ranks of one node
+  still talk at full speed, and a 1-node job is untouched. (Not by address: every node is
+  127.0.0.1, and gloo connects from an unbound socket; this kernel has no `tc` qdiscs.)
 
-Both need root and a running cluster (bin/simslurm up), and must be entered before the jobs
+All need root and a running cluster (bin/simslurm up), and must be entered before the jobs
 start: a step already running keeps its cgroup and namespace.
 """
 
@@ -21,6 +27,9 @@ import time
 from mlcheck.simulated.cluster import DEFAULT_DIR, paths
 
 CPU_CGROUP = '/sys/fs/cgroup/cpu'
+NFT_CGROUP_ROOT = '/sys/fs/cgroup'      # nftables names a cgroup v2 group relative to this
+LINK_TABLE = 'mlcheck_fault_links'
+LINK_MARK = 0x6d6c00                    # + the node's index: who sent a packet
 CFS_PERIOD_US = 100_000
 WAIT_S = 20
 
@@ -56,6 +65,23 @@ def _procs(cgroup):
         return [int(line) for line in stream if line.strip()]
 
 
+def _move_back(cgroup, home):
+    """Every process still in `cgroup` (the slurmd, steps that outlived the block) back to
+    `home`, and `cgroup` removed."""
+    for _ in range(50):
+        try:
+            left = _procs(cgroup)
+        except FileNotFoundError:
+            return
+        for proc in left:
+            with contextlib.suppress(OSError):   # a process that ended meanwhile
+                _write(os.path.join(home, 'cgroup.procs'), proc)
+        with contextlib.suppress(OSError):
+            os.rmdir(cgroup)
+            return
+        time.sleep(0.1)
+
+
 @contextlib.contextmanager
 def cpu_quota(node, share):
     """`node` (its slurmd and every task it starts meanwhile) limited to `share` of one CPU."""
@@ -69,19 +95,7 @@ def cpu_quota(node, share):
         _write(os.path.join(cgroup, 'cgroup.procs'), pid)
         yield cgroup
     finally:
-        # everything still inside (the slurmd, steps that outlived the block) goes back
-        for _ in range(50):
-            try:
-                left = _procs(cgroup)
-            except FileNotFoundError:
-                break
-            for proc in left:
-                with contextlib.suppress(OSError):   # a process that ended meanwhile
-                    _write(os.path.join(home, 'cgroup.procs'), proc)
-            with contextlib.suppress(OSError):
-                os.rmdir(cgroup)
-                break
-            time.sleep(0.1)
+        _move_back(cgroup, home)
 
 
 def _restart_slurmd(node, old, wrap):
@@ -133,3 +147,65 @@ def hidden_path(node, path):
         yield pid
     finally:
         _restart_slurmd(node, slurmd_pid(node), [])
+
+
+def cgroup2_root(mounts='/proc/self/mounts'):
+    """Where the cgroup v2 hierarchy is mounted (/sys/fs/cgroup/unified on this hybrid machine)."""
+    for line in open(mounts):
+        fields = line.split()
+        if fields[2] == 'cgroup2':
+            return fields[1]
+    raise RuntimeError('no cgroup v2 hierarchy is mounted: the link fault needs one')
+
+
+def cgroup2_of(pid, root):
+    """The cgroup v2 directory that `pid` is in."""
+    for line in open(f'/proc/{pid}/cgroup'):
+        if line.startswith('0::'):
+            return os.path.join(root, line.rstrip('\n')[3:].lstrip('/'))
+    raise RuntimeError(f'pid {pid} is in no cgroup v2 group')
+
+
+def link_rules(pairs, groups):
+    """The nftables script that limits the traffic of each (node, node, kbytes_per_s) in `pairs`,
+    both ways; `groups`: {node: its cgroup v2 directory}. A packet's mark says the node it left,
+    the socket it reaches says the node it arrives at (nftables reads the group relative to
+    NFT_CGROUP_ROOT, at the group's depth below the hierarchy's `root`)."""
+    root = cgroup2_root()
+
+    def group(node):
+        path = groups[node]
+        return (f'socket cgroupv2 level {os.path.relpath(path, root).count(os.sep) + 1} '
+                f'"{os.path.relpath(path, NFT_CGROUP_ROOT)}"')
+    index = {node: i for i, node in enumerate(sorted(groups))}
+    lines = [f'add table inet {LINK_TABLE}',
+             f'add chain inet {LINK_TABLE} out {{ type filter hook output priority 0; }}',
+             f'add chain inet {LINK_TABLE} in {{ type filter hook input priority 0; }}']
+    lines += [f'add rule inet {LINK_TABLE} out {group(node)} meta mark set {LINK_MARK + i:#x}'
+              for node, i in index.items()]
+    lines += [f'add rule inet {LINK_TABLE} in meta mark {LINK_MARK + index[a]:#x} {group(b)} '
+              f'limit rate over {rate} kbytes/second drop'
+              for x, y, rate in pairs for a, b in ((x, y), (y, x))]
+    return '\n'.join(lines) + '\n'
+
+
+@contextlib.contextmanager
+def slow_links(pairs, kbytes_per_s):
+    """The links between each pair of nodes in `pairs` limited to `kbytes_per_s` each way."""
+    pairs = [(a, b, kbytes_per_s) for a, b in pairs]
+    if any(a == b for a, b, _ in pairs):
+        raise ValueError(f'a link joins two nodes, not a node to itself: {pairs}')
+    root = cgroup2_root()
+    nodes = sorted({n for a, b, _ in pairs for n in (a, b)})
+    with contextlib.ExitStack() as undo:
+        groups = {}
+        for node in nodes:
+            pid = slurmd_pid(node)
+            home, group = cgroup2_of(pid, root), os.path.join(root, f'mlcheck-fault-link-{node}')
+            os.makedirs(group, exist_ok=True)
+            undo.callback(_move_back, group, home)
+            _write(os.path.join(group, 'cgroup.procs'), pid)
+            groups[node] = group
+        subprocess.run(['nft', '-f', '-'], input=link_rules(pairs, groups), text=True, check=True)
+        undo.callback(subprocess.run, ['nft', 'delete', 'table', 'inet', LINK_TABLE], check=True)
+        yield LINK_TABLE

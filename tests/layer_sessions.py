@@ -1,0 +1,111 @@
+"""Runs of the simulated partition with a fault injected at its own layer, never through a setting
+the report reads, and mlcheck-report's likely-cause lines against the same runs unfaulted: the
+CI test (test_layer_faults_sim.py, one run a test) and bench/layer_faults.py (repeated) share them.
+
+- host stack: every node's slurmd in a CPU-quota cgroup (faults.cpu_quota): every job step on
+  every node, in every image, gets less CPU, as after a host upgrade that slowed them all;
+- one image: IMAGE's config entry carries an environment that keeps oneDNN and ATen to their
+  oldest CPU kernels, as an image built or configured for another CPU would; the host's Python
+  and the other images are untouched;
+- fabric: every link between two nodes limited with nftables (faults.slow_links): the ranks of
+  one node still talk at full speed.
+
+Each fault runs only the tests that tell its layer apart from the others (the report compares
+those, `-n`): MNIST in the host's Python and in IMAGE at 1 node for the host stack and the image,
+and for the fabric at 1 and 2 nodes with the interconnect check (host) beside it.
+"""
+
+import contextlib
+import itertools
+import subprocess
+import sys
+
+from conftest import REPO
+from mlcheck.data import images
+from mlcheck.simulated import cluster, faults
+from reframe_runner import run_reframe, simulated_config_with
+
+IMAGE = 'torch-2.14.1'
+SLOW_KERNELS = {'DNNL_MAX_CPU_ISA': 'SSE41', 'ATEN_CPU_CAPABILITY': 'default'}
+# of one CPU per node: a 1-node job (2 ranks on the machine's 2 cores) keeps half (a 2-node one
+# would keep all: the two nodes are the same 2 cores, so the host stack's runs are at 1 node)
+HOST_SHARE = 1.0
+# each way between two nodes. nftables' limit lets a second's worth pass at once, so the rate must
+# be under what the 2-node MNIST job needs on average (4.7 MB of gradients a step, about 3 steps/s:
+# about 20 MB/s), not only under the peak: at 20 MB/s it lost 8 %, the interconnect check 97 %
+LINK_KBYTES_PER_S = 8000
+FAULTS = ('host stack', f'image {IMAGE}', 'fabric')
+
+
+# (check, images, node counts, settings): short runs; messages of 512 KiB, which a slowed link
+# delays for seconds, not minutes
+MNIST_AT_1 = ('MNISTDistributedCheck', ['host', IMAGE], [1], ['-S', 'epochs=2'])
+MNIST = ('MNISTDistributedCheck', ['host', IMAGE], [1, 2], ['-S', 'epochs=2'])
+INTERCONNECT = ('InterconnectCheck', ['host'], [1, 2],
+                ['-S', f'max_bytes={1 << 19}', '-S', f'p2p_bytes={1 << 19}'])
+RUNS = {'none': [MNIST, INTERCONNECT], 'host stack': [MNIST_AT_1], f'image {IMAGE}': [MNIST_AT_1],
+        'fabric': [MNIST, INTERCONNECT]}
+
+
+def compared_names(runs):
+    """The test names the report compares (its -n): each check, image and node count run."""
+    return [f'{check} %image={image} %num_nodes={count}'
+            for check, names, counts, _ in runs for image in names for count in counts]
+
+
+@contextlib.contextmanager
+def host_slowed(share):
+    with contextlib.ExitStack() as stack:
+        for node in cluster.node_names(cluster.running_nodes()):
+            stack.enter_context(faults.cpu_quota(node, share))
+        yield
+
+
+@contextlib.contextmanager
+def fabric_slowed():
+    nodes = cluster.node_names(cluster.running_nodes())
+    with faults.slow_links(itertools.combinations(nodes, 2), LINK_KBYTES_PER_S):
+        yield
+
+
+def image_slowed_config(scratch):
+    """A site config whose IMAGE entry carries SLOW_KERNELS."""
+    entries = ['host', {'path': images.image_path(IMAGE), 'env_vars': SLOW_KERNELS},
+               *(images.image_path(n) for n in images.recipe_names() if n != IMAGE)]
+    return simulated_config_with(scratch, images=entries)
+
+
+def run(scratch, name, runs, perflogs, config='simulated', repeat=1):
+    """Each (check, images, node counts) of `runs` into the perf log directory `perflogs`."""
+    for i, (check, names, counts, settings) in enumerate(runs):
+        paths = ','.join(name if name == 'host' else images.image_path(name) for name in names)
+        done = run_reframe(config, scratch / f'{name}-{i}', '-r', '-n', check, '-P', f'image={paths}',
+                           '-P', f'num_nodes={",".join(map(str, counts))}', *settings,
+                           '--repeat', str(repeat), perflogdir=perflogs, timeout=1800)
+        if 'Ran ' not in done.stdout:
+            raise RuntimeError(f'{name}: reframe ran nothing:\n{done.stdout[-3000:]}{done.stderr[-2000:]}')
+
+
+def faulty_runs(scratch, repeat=1):
+    """{fault: its perf log directory} of RUNS unfaulted ('none') and under each fault."""
+    logs = {fault: scratch / 'perflogs' / fault.replace(' ', '-') for fault in ('none', *FAULTS)}
+    run(scratch, 'none', RUNS['none'], logs['none'], repeat=repeat)
+    for fault in FAULTS:
+        if fault == 'host stack':
+            with host_slowed(HOST_SHARE):
+                run(scratch, 'host', RUNS[fault], logs[fault], repeat=repeat)
+        elif fault == 'fabric':
+            with fabric_slowed():
+                run(scratch, 'fabric', RUNS[fault], logs[fault], repeat=repeat)
+        else:
+            run(scratch, 'image', RUNS[fault], logs[fault], config=image_slowed_config(scratch),
+                repeat=repeat)
+    return logs
+
+
+def likely_causes(before, after, fault, *options):
+    """mlcheck-report's exit code and its likely-cause lines, of the tests `fault` runs."""
+    names = [arg for name in compared_names(RUNS[fault]) for arg in ('-n', name)]
+    done = subprocess.run([sys.executable, '-m', 'mlcheck.commands.report', *names, *options,
+                           str(before), str(after)], cwd=REPO, capture_output=True, text=True)
+    return done.returncode, [line for line in done.stdout.splitlines() if 'likely cause' in line]

@@ -1,0 +1,26 @@
+"""The report names the layer a fault was injected at, on real runs of the simulated partition:
+the host stack (every slurmd in a CPU quota), one image (its entry slows its kernels), the fabric
+(every link between nodes limited by nftables); tests/layer_sessions.py injects them and runs
+the tests that tell each layer apart, compared with the same tests run unfaulted before.
+
+One run of each test a side, so a change must pass a 20 % threshold to count: the faults cost
+40 % or more, two runs of a test minutes apart on the 2 cores differ by less (bench/layer_faults.py
+runs each side three times with the default rule).
+"""
+
+import pytest
+
+from layer_sessions import FAULTS, faulty_runs, likely_causes
+
+THRESHOLD = ['--threshold', '20%']
+
+
+@pytest.fixture(scope='module')
+def runs(cluster, tmp_path_factory):
+    return faulty_runs(tmp_path_factory.mktemp('layer-faults'))
+
+
+@pytest.mark.parametrize('fault', FAULTS)
+def test_the_report_names_the_layer_of_the_fault(runs, fault):
+    code, lines = likely_causes(runs['none'], runs[fault], fault, *THRESHOLD)
+    assert code == 1 and lines == [lines[0]] and lines[0].startswith(f'likely cause: {fault}: '), lines
