@@ -1,0 +1,263 @@
+"""The simulated cluster's processes: which daemons are ours, starting and stopping them, and who
+holds a port (bin/simslurm, through mlcheck.simulated.simslurm).
+
+A daemon is ours when it runs with SIMSLURM_DIR=<our directory> in its environment, the mark its
+clean environment (Sim.daemon_env) gives it: pid files may be stale or missing, the environment
+is not. Only root can read another process's environment; other users (`status`) skip that check.
+Standard library only: bin/simslurm runs this with the system's python3.
+"""
+
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+
+from mlcheck.simulated.cluster import node_names, node_ports, paths
+
+MUNGE_PIDFILE = '/run/munge/munged.pid'
+
+
+class Failure(Exception):
+    """What ends bin/simslurm: printed as its one line 'simslurm: error: ...', exit code 1."""
+
+
+def say(message):
+    print(f'simslurm: {message}', flush=True)
+
+
+def show_log_tail(log):
+    """The last lines of `log` on stderr, to explain a failure."""
+    try:
+        with open(log, errors='replace') as f:
+            lines = f.readlines()
+    except OSError:
+        lines = []
+    if lines:
+        sys.stderr.write(f'---- last lines of {log} ----\n{"".join(lines[-20:])}')
+        if not lines[-1].endswith('\n'):
+            sys.stderr.write('\n')
+        sys.stderr.write('----\n')
+    else:
+        sys.stderr.write(f'(log {log} is empty or missing)\n')
+    sys.stderr.flush()
+
+
+def output_of(args, timeout=None, stderr=subprocess.DEVNULL):
+    """The stdout of command `args`, or None if it fails, times out or cannot be run."""
+    try:
+        proc = subprocess.run(args, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=stderr,
+                              text=True, timeout=timeout)
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    return proc.stdout if proc.returncode == 0 else None
+
+
+def succeeds(args, timeout=None, **kwargs):
+    """True if command `args` exits 0 (its output, unless redirected in `kwargs`, is dropped)."""
+    kwargs.setdefault('stdout', subprocess.DEVNULL)
+    kwargs.setdefault('stderr', subprocess.DEVNULL)
+    try:
+        return subprocess.run(args, stdin=kwargs.pop('stdin', subprocess.DEVNULL), timeout=timeout,
+                              **kwargs).returncode == 0
+    except (OSError, subprocess.TimeoutExpired):
+        return False
+
+
+def wait_until(condition, seconds, step=0.1):
+    """Poll `condition` every `step` seconds, `seconds` long at most: True as soon as it holds."""
+    for _ in range(round(seconds / step)):
+        if condition():
+            return True
+        time.sleep(step)
+    return False
+
+
+@dataclass
+class Sim:
+    """One simulated cluster: its settings (cluster.settings_from_env), the paths under its
+    SIMSLURM_DIR, and its daemons as /proc shows them."""
+    settings: dict
+    proc: str = '/proc'
+    root: bool = field(default_factory=lambda: os.geteuid() == 0)
+
+    @property
+    def dir(self):
+        return self.settings['DIR']
+
+    @property
+    def paths(self):
+        return paths(self.dir)
+
+    def path(self, name, node=''):
+        """The path `name` of paths(); %n, a node's part of it, becomes `node`."""
+        return self.paths[name].replace('%n', node)
+
+    def nodes(self):
+        return node_names(self.settings['NODES'])
+
+    def node_port(self, node):
+        return node_ports(self.settings['NODES'], self.settings['PORT_BASE'])[node]
+
+    def daemon_env(self):
+        """The command prefix of every daemon: nothing from the caller's shell (venvs, an
+        enclosing job's SLURM_* variables) leaks into it, and SIMSLURM_DIR marks it as ours."""
+        return ['env', '-i', 'PATH=/usr/sbin:/usr/bin:/sbin:/bin', 'HOME=/root', 'LANG=C.UTF-8',
+                f'SIMSLURM_DIR={self.dir}']
+
+    def _read(self, pid, name, mode='r'):
+        try:
+            with open(f'{self.proc}/{pid}/{name}', mode) as f:
+                return f.read()
+        except OSError:
+            return None
+
+    def is_our_daemon(self, pid, name, node=''):
+        """True if `pid` is a live `name` daemon started for this SIMSLURM_DIR (and, given
+        `node`, one whose command line names that node as a word)."""
+        comm = self._read(pid, 'comm')
+        if comm is None or comm.rstrip('\n') != name:
+            return False
+        if self.root and name != 'munged':     # munged: see daemon_pid
+            environ = self._read(pid, 'environ', 'rb')
+            if environ is None or f'SIMSLURM_DIR={self.dir}'.encode() not in environ.split(b'\0'):
+                return False
+        if not node:
+            return True
+        cmdline = self._read(pid, 'cmdline', 'rb') or b''
+        words = cmdline.replace(b'\0', b' ').decode(errors='replace')
+        return re.search(rf'(?<!\w){re.escape(node)}(?!\w)', words, re.ASCII) is not None
+
+    def our_pids(self, name, node=''):
+        """The pids of all our `name` daemons (of `node`), lowest first, found in /proc: also one
+        whose pid file was removed, or one of a node no longer configured."""
+        try:
+            pids = sorted(int(entry) for entry in os.listdir(self.proc) if entry.isdigit())
+        except OSError:
+            return []
+        return [pid for pid in pids if self.is_our_daemon(pid, name, node)]
+
+    def pidfile_of(self, name, node=''):
+        files = {'slurmctld': 'CTLD_PIDFILE', 'slurmd': 'SLURMD_PIDFILE', 'slurmdbd': 'DBD_PIDFILE',
+                 'mariadbd': 'MARIADBD_PIDFILE'}
+        return MUNGE_PIDFILE if name == 'munged' else self.path(files[name], node)
+
+    def daemon_pid(self, name, node='', pidfile_only=False):
+        """The pid of our `name` daemon (slurmctld, slurmd of `node`, slurmdbd, mariadbd, munged),
+        or None: the one finding of a daemon. Its pid file first, else the first of our_pids. Two
+        take the pid file alone: munged, a system service that may not be ours (so any munged
+        counts, and only its pid file says which), and start_daemon's wait (`pidfile_only`),
+        where /proc could show the short-lived parent of the daemonizing fork."""
+        try:
+            with open(self.pidfile_of(name, node)) as f:
+                digits = ''.join(c for c in f.read() if c.isdigit())
+        except OSError:
+            digits = ''
+        if digits and self.is_our_daemon(int(digits), name, node):
+            return int(digits)
+        if pidfile_only or name == 'munged':
+            return None
+        pids = self.our_pids(name, node)
+        return pids[0] if pids else None
+
+    def slurmd_node(self, pid):
+        """The node of slurmd `pid`: the argument of its -N ('?' if none)."""
+        args = (self._read(pid, 'cmdline', 'rb') or b'').split(b'\0')
+        for flag, value in zip(args, args[1:]):
+            if flag == b'-N':
+                return value.decode(errors='replace')
+        return '?'
+
+    def start_daemon(self, label, name, node, log, command):
+        """Start the self-daemonizing `name` (`node`: a slurmd's) with `command` and wait until its
+        pid file names it. Its stdio goes to `log`, so errors from before it opens its own log (a
+        bad config) land there too, and it keeps no pipe or lock of ours (only fds 0-2 pass)."""
+        with open(log, 'ab') as out:
+            started = succeeds([*self.daemon_env(), *command], stdout=out, stderr=out)
+        if not started:
+            show_log_tail(log)
+            raise Failure(f'{label} failed to start; see {log}')
+        for _ in range(100):
+            pid = self.daemon_pid(name, node, pidfile_only=True)
+            if pid:
+                say(f'started {label} (pid {pid})')
+                return
+            time.sleep(0.1)
+        show_log_tail(log)
+        raise Failure(f'{label} did not come up within 10 s; see {log}')
+
+
+def alive(pid):
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def stop_pids(labelled):
+    """Stop the processes of `labelled`, [(label, pid)]: SIGTERM to all at once (a Slurm daemon
+    takes ~2 s to shut down), SIGKILL to any still there after 10 s."""
+    for _, pid in labelled:
+        try:
+            os.kill(pid, signal.SIGTERM)
+        except OSError:
+            pass
+    wait_until(lambda: not any(alive(pid) for _, pid in labelled), 10)
+    for label, pid in labelled:
+        if alive(pid):
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except OSError:
+                pass
+            say(f'killed {label} (pid {pid}): it ignored SIGTERM for 10 s')
+        else:
+            say(f'stopped {label} (pid {pid})')
+
+
+def parse_port_owner(ss_lines):
+    """(name, pid) of the first process in `ss -ltnpH` lines, ('?', '?') if none is shown
+    (another user's), None if there are no lines (nothing listens)."""
+    if not ss_lines.strip():
+        return None
+    for line in ss_lines.splitlines():
+        match = re.search(r'users:\(\("([^"]*)",pid=([0-9]*)', line)
+        if match:
+            return match[1], match[2]
+    return '?', '?'
+
+
+def port_owner(port):
+    """(name, pid) of the process listening on TCP `port` (see parse_port_owner), or None."""
+    lines = output_of(['ss', '-ltnpH', f'sport = :{port}'])
+    return None if lines is None else parse_port_owner(lines)
+
+
+def busy_port_error(port, label, var, owner, directory):
+    """The one line `up` fails with when `owner` (port_owner) holds the `port` of `label`."""
+    name, pid = owner
+    if name == '?':
+        return (f"port {port} (for {label}) is already in use by an unknown process; stop it "
+                f"(see: ss -ltnp 'sport = :{port}') or set {var} to a free port")
+    if name in ('slurmctld', 'slurmd', 'slurmdbd'):
+        return (f'port {port} (for {label}) is already in use by {name} (pid {pid}), not started from '
+                f'SIMSLURM_DIR={directory}; stop it (bin/simslurm down with its SIMSLURM_DIR, or kill {pid}) '
+                f'or set {var} to a free port')
+    return f'port {port} (for {label}) is already in use by {name} (pid {pid}); stop it (kill {pid}) or set {var} to a free port'
+
+
+def check_ports(sim):
+    """Fail on the first port of a daemon `up` will start that some other process holds."""
+    wanted = [('slurmctld', '', sim.settings['CTLD_PORT'], 'slurmctld', 'SIMSLURM_CTLD_PORT')]
+    wanted += [('slurmd', node, sim.node_port(node), f'slurmd {node}', 'SIMSLURM_SLURMD_PORT_BASE')
+               for node in sim.nodes()]
+    wanted.append(('slurmdbd', '', sim.settings['DBD_PORT'], 'slurmdbd', 'SIMSLURM_DBD_PORT'))
+    for name, node, port, label, var in wanted:
+        if sim.daemon_pid(name, node) is None:
+            owner = port_owner(port)
+            if owner:
+                raise Failure(busy_port_error(port, label, var, owner, sim.dir))

@@ -1,0 +1,258 @@
+"""simslurm: run a simulated Slurm cluster on this one machine.
+
+One slurmctld plus SIMSLURM_NODES slurmd daemons (nid001, nid002, ...), all
+on localhost, each slurmd on its own port; munged provides authentication.
+The config goes to /etc/slurm/slurm.conf (the Debian default path) so plain
+sinfo/sbatch/srun work from any shell. Job accounting as at real sites: a
+slurmdbd (port SIMSLURM_DBD_PORT) stores the jobs in a MariaDB server of its
+own (datadir and socket under SIMSLURM_DIR/db, no TCP), so sacct works. No
+cgroups (proctrack/linuxproc, task/affinity).
+Each node has 2 GPU slots that Slurm schedules as generic resources
+(gres.conf beside slurm.conf): stand-in device files /dev/fakegpuN (copies of
+/dev/null), GPU 0 nearest core 1 and GPU 1 nearest core 0, so that
+--gpus-per-node, --gpu-bind and the visible-device variables Slurm sets are real.
+
+Usage: bin/simslurm up|status|down|env
+  up      start munged (if needed), MariaDB, slurmdbd (registering the
+          cluster), slurmctld and the slurmd's; wait until all nodes are
+          idle. Idempotent: on a healthy cluster it only prints the
+          status; daemons of an older config are restarted. Brings back a
+          crashed node (slurmd and job steps dead): its jobs are ended
+          first (NODE_FAIL), as after a real node crash.
+  status  show daemons, sinfo and the log dir; exit 0 only if all healthy.
+  down    cancel jobs, stop the slurmd's, slurmctld, slurmdbd, MariaDB, and
+          munged if `up` started it (a munged started by something else is
+          left alone). Idempotent; logs, state and the accounting database
+          are kept.
+  env     print export lines for the simulated cluster.
+
+Environment (same values must be used for up, status and down):
+  SIMSLURM_NODES             number of nodes (default 2)
+  SIMSLURM_DIR               state, spool, pid and log dir (default /var/tmp/simslurm)
+  SIMSLURM_CTLD_PORT         slurmctld port (default 6817)
+  SIMSLURM_SLURMD_PORT_BASE  port of nid001; nidNNN uses base+NNN-1 (default 17001)
+  SIMSLURM_DBD_PORT          slurmdbd port (default 6819)
+  SIMSLURM_TIMEOUT           seconds `up` waits for the nodes (default 30)
+"""
+
+# The command line of bin/simslurm (which only finds the system's python3 and runs main()): the
+# order of `up` and `down`, the lock, `status`. The daemons are in daemons.py and database.py,
+# finding and stopping processes in processes.py, the machine's files in install.py and hosts.py,
+# the settings and config files in cluster.py. Standard library only.
+
+import fcntl
+import io
+import os
+import pwd
+import shutil
+import subprocess
+import sys
+import time
+
+from mlcheck.simulated import daemons, database, hosts, install
+from mlcheck.simulated.cluster import settings_from_env
+from mlcheck.simulated.processes import Failure, Sim, check_ports, say
+
+# up and down of any SIMSLURM_DIR share /etc/slurm/slurm.conf: serialize them
+LOCK_FILE = '/run/lock/simslurm.lock'
+LOCK_WAIT_S = 300
+HOSTS_FILE = '/etc/hosts'
+
+
+def take_lock(path=LOCK_FILE, wait_s=LOCK_WAIT_S):
+    """The lock of up and down, held until we exit; waits for a concurrent up or down to finish.
+    Its descriptor is not inherited: no daemon can hold it after us (munged keeps what it gets)."""
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC, 0o644)
+    deadline = time.monotonic() + wait_s
+    while True:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            return fd
+        except BlockingIOError:
+            if time.monotonic() >= deadline:
+                os.close(fd)
+                raise Failure(f"another 'bin/simslurm up/down' has held {path} for {wait_s} s; "
+                              f"wait for it or stop it") from None
+            time.sleep(0.1)
+
+
+def check_prereqs():
+    if os.geteuid() != 0:
+        raise Failure('must run as root (the daemons run as root and /etc/slurm, /etc/hosts are written); '
+                      'rerun with sudo')
+    needs = [(('slurmctld', 'slurmd', 'sinfo', 'scontrol', 'squeue', 'scancel', 'srun', 'munged', 'munge',
+               'unmunge'), '; install with: apt-get install slurm-wlm munge (or run bin/setup)'),
+             (('slurmdbd', 'sacctmgr', 'sacct', 'mariadbd', 'mariadb-install-db', 'mariadb', 'mariadb-admin'),
+              ' (job accounting); install with: apt-get install slurmdbd mariadb-server (or run bin/setup)')]
+    for commands, how in needs:
+        missing = [cmd for cmd in commands if not shutil.which(cmd)]
+        if missing:
+            raise Failure(f"missing {' '.join(missing)}{how}")
+    if not user_exists('mysql'):
+        raise Failure("user 'mysql' does not exist; reinstall mariadb-server: apt-get install --reinstall mariadb-server")
+    for cmd in ('ss', 'runuser'):
+        if not shutil.which(cmd):
+            raise Failure(f'missing {cmd}; install with: apt-get install iproute2 util-linux')
+    if not user_exists('munge'):
+        raise Failure("user 'munge' does not exist; reinstall munge: apt-get install --reinstall munge")
+    if not os.access('/etc/munge/munge.key', os.R_OK):
+        raise Failure('/etc/munge/munge.key is missing; create it with: mungekey --create '
+                      '(then chown munge:munge /etc/munge/munge.key)')
+
+
+def user_exists(name):
+    try:
+        pwd.getpwnam(name)
+        return True
+    except KeyError:
+        return False
+
+
+def print_status(sim, out=None):
+    """One line per daemon, then sinfo: True only if all are healthy."""
+    out = out or sys.stdout
+    ok = True
+
+    def line(label, pid, detail='', failure='NOT running'):
+        nonlocal ok
+        if pid:
+            out.write(f'{label:<16} running (pid {pid}{detail})\n')
+        else:
+            out.write(f'{label:<16} {failure}\n')
+            ok = False
+
+    munge_ok = daemons.munge_works()
+    munged = sim.daemon_pid('munged')
+    line('munged', munged if munge_ok and munged else 'unknown' if munge_ok else None,
+         failure='NOT running (munge -n | unmunge fails)')
+    line('mariadbd', sim.daemon_pid('mariadbd'), f", socket {sim.path('DB_SOCKET')}")
+    line('slurmdbd', sim.daemon_pid('slurmdbd'), f", port {sim.settings['DBD_PORT']}")
+    line('slurmctld', sim.daemon_pid('slurmctld'), f", port {sim.settings['CTLD_PORT']}")
+    for node in sim.nodes():
+        line(f'slurmd {node}', sim.daemon_pid('slurmd', node), f', port {sim.node_port(node)}')
+    if sim.daemon_pid('slurmctld'):
+        out.write('---- sinfo ----\n')
+        out.flush()
+        try:
+            proc = subprocess.run(['sinfo'], stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                                  stderr=subprocess.STDOUT, timeout=15)
+            out.write(proc.stdout.decode(errors='replace'))
+            ok = ok and proc.returncode == 0
+        except (OSError, subprocess.TimeoutExpired) as err:
+            ok = False
+            out.write(f'{err}\n')
+        if not daemons.all_nodes_healthy(sim):
+            out.write('not all nodes are idle/allocated (see sinfo -R)\n')
+            ok = False
+    out.write(f'config: {install.SLURM_CONF_PATH}, {install.SLURMDBD_CONF_PATH}\n')
+    out.write(f"logs:   {sim.path('LOG_DIR')}\n")
+    out.flush()
+    return ok
+
+
+def hosts_resolve(sim):
+    try:
+        hosts.ensure_hosts(HOSTS_FILE, sim.settings['NODES'], check_only=True)
+        return True
+    except (OSError, ValueError):
+        return False
+
+
+def healthy(sim, config):
+    return (config.is_current() and install.gpu_devices_exist() and hosts_resolve(sim) and daemons.munge_works()
+            and print_status(sim, io.StringIO()))
+
+
+def record_nodes(sim):
+    """The running cluster's node count, for config/simulated.py (max_nodes): a later shell need
+    not export SIMSLURM_NODES again."""
+    with open(sim.path('NODES_FILE'), 'w') as f:
+        f.write(f"{sim.settings['NODES']}\n")
+
+
+def already_up(sim):
+    record_nodes(sim)
+    say('cluster already up')
+    return print_status(sim)
+
+
+def cmd_up(sim):
+    check_prereqs()
+    install.check_config_is_ours()
+    config = install.Config(sim, install.node_cpus(), install.node_memory_mb())
+    if healthy(sim, config):
+        return already_up(sim)
+    take_lock()
+    if healthy(sim, config):      # a concurrent `up` may have done the work meanwhile
+        return already_up(sim)
+    try:
+        hosts.ensure_hosts(HOSTS_FILE, sim.settings['NODES'])
+    except ValueError as err:
+        raise Failure(str(err)) from None
+    install.check_hostname_is_loopback()
+    install.ensure_gpu_devices()
+    install.make_dirs(sim)
+    daemons.start_munged(sim)
+    # daemons of an older config (another SIMSLURM_NODES) are restarted: slurmctld cannot add
+    # nodes by reconfiguring
+    if not config.is_current() and daemons.any_slurm_daemon_running(sim):
+        say('configuration changed: restarting the Slurm daemons')
+        daemons.cancel_jobs(sim)
+        daemons.stop_slurm_daemons(sim)
+    if not config.dbd_is_current():
+        database.stop_accounting(sim)
+    check_ports(sim)
+    config.write()
+    database.start_mariadb(sim)
+    database.setup_database(sim)
+    database.start_slurmdbd(sim)
+    daemons.start_slurmctld(sim)
+    daemons.start_slurmds(sim)
+    daemons.wait_for_nodes(sim)
+    record_nodes(sim)
+    say('cluster is up')
+    return print_status(sim)
+
+
+def cmd_down(sim):
+    if os.geteuid() != 0:
+        raise Failure('must run as root to stop the daemons; rerun with sudo')
+    take_lock()
+    daemons.cancel_jobs(sim)
+    daemons.stop_slurm_daemons(sim)
+    database.stop_accounting(sim)
+    daemons.stop_our_munged(sim)
+    say(f"cluster is down (logs and the accounting database kept in {sim.dir}; munged is stopped only if 'up' "
+        f"started it)")
+    return True
+
+
+def cmd_env(sim):
+    print(f'export SIMSLURM_DIR={sim.dir}')
+    print(f'export SLURM_CONF={install.SLURM_CONF_PATH}')
+    return True
+
+
+COMMANDS = {'up': cmd_up, 'status': print_status, 'down': cmd_down, 'env': cmd_env}
+
+
+def main(argv=None, environ=None):
+    argv = sys.argv[1:] if argv is None else argv
+    command = argv[0] if argv else ''
+    try:
+        if command in COMMANDS:
+            sim = Sim(settings_from_env(os.environ if environ is None else environ))
+            sys.exit(0 if COMMANDS[command](sim) else 1)
+        if command in ('-h', '--help', 'help'):
+            sys.stdout.write(__doc__)
+            return
+        sys.stderr.write(__doc__)
+        raise Failure(f"unknown command '{command}'; use one of: up status down env")
+    except (Failure, ValueError, OSError) as err:
+        sys.stdout.flush()
+        sys.exit(f'simslurm: error: {err}')
+
+
+if __name__ == '__main__':
+    main()
