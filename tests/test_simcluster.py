@@ -54,22 +54,6 @@ def test_the_script_writes_them_with_the_systems_python_alone(tmp_path):
         assert (out / name).stat().st_mode & 0o777 == 0o600   # slurmdbd.conf holds the password
 
 
-def test_bin_simslurm_passes_its_settings_to_the_generator(tmp_path):
-    """bin/simslurm's own generate_configs (sourced: no root, nothing started), with the 4-node
-    golden's SIMSLURM_* settings and measurements, writes that golden's files."""
-    (tmp_path / 'pw').write_text(PASSWORD)
-    c = CASES['4nodes']
-    env = {'PATH': os.environ['PATH'], 'SIMSLURM_NODES': '4', 'SIMSLURM_DIR': c['directory'],
-           'SIMSLURM_CTLD_PORT': '7817', 'SIMSLURM_SLURMD_PORT_BASE': '18001', 'SIMSLURM_DBD_PORT': '7819',
-           'OUT': str(tmp_path / 'out'), 'PW': str(tmp_path / 'pw')}
-    script = ('source bin/simslurm; load_settings; NODE_CPUS=8; node_memory_mb() { echo 512; }; '
-              'DB_PASSWORD_FILE=$PW; generate_configs; cp -r "$GEN_DIR" "$OUT"')
-    subprocess.run(['bash', '-c', script], check=True, cwd=REPO, env=env)
-    assert sorted(os.listdir(tmp_path / 'out')) == sorted(os.listdir(os.path.join(GOLDEN, '4nodes')))
-    for name in os.listdir(tmp_path / 'out'):
-        assert (tmp_path / 'out' / name).read_text() == golden('4nodes', name), name
-
-
 def test_an_unreadable_password_file_gives_an_empty_password(tmp_path):
     """As $(cat FILE 2>/dev/null) did: `status` as another user cannot read it."""
     assert simcluster.read_password(str(tmp_path / 'missing')) == ''
