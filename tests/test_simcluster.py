@@ -12,6 +12,7 @@ from hypothesis import given, settings, strategies as st
 
 from conftest import partition_entry
 from mlcheck.simulated import cluster as simcluster
+from mlcheck.simulated.processes import Sim
 from mlcheck.placement.topology import NodeTopology
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -105,35 +106,24 @@ def test_a_topology_with_another_gpu_count_is_refused():
         simcluster.gres_conf({'cores_per_domain': 1, 'gpu_domains': [0, 1, 2]})
 
 
-def bash_facts(nodes, directory, port_base):
-    """NODE_NAMES, NODE_PORTS and a few paths as bin/simslurm sees them after `eval` of `shell`
-    in a function (its load_settings)."""
-    env = {'PATH': os.environ['PATH'], 'SIMSLURM_NODES': str(nodes), 'SIMSLURM_DIR': directory,
-           'SIMSLURM_SLURMD_PORT_BASE': str(port_base)}
-    facts = subprocess.run([sys.executable, '-I', SCRIPT, 'shell'], capture_output=True, text=True, check=True,
-                           env=env).stdout
-    probe = ('load() { eval "$1"; }; load "$FACTS"; for n in "${NODE_NAMES[@]}"; do echo "$n ${NODE_PORTS[$n]}"; done; '
-             'echo "$CTLD_PIDFILE"; echo "$MARKER"; echo "${GPU_DEVICES[*]}"')
-    out = subprocess.run(['bash', '-c', probe], capture_output=True, text=True, check=True,
-                         env={'FACTS': facts, 'PATH': os.environ['PATH']}).stdout
-    return out.splitlines()
-
-
 @settings(max_examples=20, deadline=None)
 @given(nodes=st.integers(1, 40), port_base=st.integers(7000, 60000),
        directory=st.sampled_from(['/var/tmp/simslurm', '/tmp/a dir/with spaces', "/tmp/it's"]))
-def test_bash_sees_the_nodes_and_paths_of_slurm_conf(nodes, port_base, directory):
-    """bin/simslurm's node names, ports and pid files (from `shell`, declared inside a function)
-    are those of the slurm.conf it installs."""
+def test_simslurm_sees_the_nodes_and_paths_of_slurm_conf(nodes, port_base, directory):
+    """bin/simslurm's node names, ports and pid files (its Sim, from the SIMSLURM_* settings) are
+    those of the slurm.conf it installs."""
     s = simcluster.Settings(cpus=2, memory_mb=1024, db_password='', nodes=nodes, directory=directory,
                             slurmd_port_base=port_base)
     conf = simcluster.slurm_conf(s)
     declared = re.findall(r'^NodeName=(\S+) .* Port=(\d+) ', conf, re.M)
     [ctld_pidfile] = re.findall(r'^SlurmctldPidFile=(.*)$', conf, re.M)
-    lines = bash_facts(nodes, directory, port_base)
-    assert lines[:-3] == [f'{name} {port}' for name, port in declared]
+    [slurmd_pidfile] = re.findall(r'^SlurmdPidFile=(.*)$', conf, re.M)
+    sim = Sim(simcluster.settings_from_env({'SIMSLURM_NODES': str(nodes), 'SIMSLURM_DIR': directory,
+                                            'SIMSLURM_SLURMD_PORT_BASE': str(port_base)}))
+    assert [(node, str(sim.node_port(node))) for node in sim.nodes()] == declared
     assert len(declared) == nodes and declared[0] == ('nid001', str(port_base))
-    assert lines[-3:] == [ctld_pidfile, simcluster.MARKER, ' '.join(simcluster.GPU_DEVICES)]
+    assert sim.pidfile_of('slurmctld') == ctld_pidfile
+    assert sim.pidfile_of('slurmd', 'nid001') == slurmd_pidfile.replace('%n', 'nid001')
 
 
 @pytest.mark.parametrize('env, error', [

@@ -5,20 +5,18 @@ agree on lives here: the node names and ports, the partition, each node's GPU sl
 nearest them (the partition's topology and gres.conf's Cores=), and the files under SIMSLURM_DIR.
 
 The config files are pure text from settings (node count, ports, directory, CPUs, memory, the
-database password): bin/simslurm measures what it must and runs this file as a script, with the
-system's python3 (stdlib only, no venv, `python3 -I`), to write them into a directory of its own;
-it then compares them with the installed ones and moves them into /etc/slurm. The tests compare
-them with golden files (tests/data/simslurm/) without root or a running cluster.
+database password): mlcheck.simulated.install (bin/simslurm up) measures what it must, generates
+them in memory, compares them with the installed ones and installs those that changed; this file
+run as a script (the system's python3 is enough: stdlib only, `python3 -I`) writes them into a
+directory. The tests compare them with golden files (tests/data/simslurm/) without root or a
+running cluster.
 
     python3 -I mlcheck/simulated/cluster.py generate OUTDIR --nodes 2 --cpus 2 --memory-mb 1024 ...
-    SIMSLURM_NODES=4 python3 -I mlcheck/simulated/cluster.py shell   # settings and facts, for bash
 """
 
 import argparse
 import os
 import re
-import shlex
-import sys
 from dataclasses import dataclass
 
 DEFAULT_DIR = '/var/tmp/simslurm'
@@ -267,22 +265,6 @@ def settings_from_env(environ):
             'TIMEOUT': timeout}
 
 
-def shell_declarations(environ):
-    """bin/simslurm's settings and the facts it shares, as bash declarations (global, so that a
-    function can `eval` them)."""
-    settings = settings_from_env(environ)
-    scalars = {**settings, 'CLUSTER': CLUSTER, 'ACCT_DB': ACCT_DB, 'ACCT_DB_USER': ACCT_DB_USER,
-               'MARKER': MARKER, **paths(settings['DIR'])}
-    ports = node_ports(settings['NODES'], settings['PORT_BASE'])
-    q = shlex.quote
-    return ''.join([
-        *(f'declare -g {name}={q(str(value))}\n' for name, value in scalars.items()),
-        f"declare -ga GPU_DEVICES=({' '.join(map(q, GPU_DEVICES))})\n",
-        f"declare -ga NODE_NAMES=({' '.join(map(q, ports))})\n",
-        f"declare -gA NODE_PORTS=({' '.join(f'[{q(n)}]={p}' for n, p in ports.items())})\n",
-    ])
-
-
 def read_password(path):
     """The database password in `path`, '' if it cannot be read (a user other than root asking
     for the status), without trailing newlines, as bash's $(cat FILE) gives it."""
@@ -307,8 +289,6 @@ def main(argv=None):
     parser = argparse.ArgumentParser(prog='simcluster', description=__doc__.split('\n\n')[0])
     sub = parser.add_subparsers(dest='command', required=True)
     gen = sub.add_parser('generate', help='write slurm.conf, gres.conf, slurmdbd.conf, my.cnf into OUTDIR')
-    sub.add_parser('shell', help="print bin/simslurm's settings (SIMSLURM_*) and the shared facts as bash "
-                                 'declarations')
     gen.add_argument('outdir')
     gen.add_argument('--nodes', type=int, default=DEFAULT_NODES)
     gen.add_argument('--dir', default=DEFAULT_DIR)
@@ -319,12 +299,6 @@ def main(argv=None):
     gen.add_argument('--memory-mb', type=int, required=True)
     gen.add_argument('--db-password-file', help="default: the cluster's own (paths()['DB_PASSWORD_FILE'])")
     args = parser.parse_args(argv)
-    if args.command == 'shell':
-        try:
-            sys.stdout.write(shell_declarations(os.environ))
-        except ValueError as err:
-            sys.exit(f'simslurm: error: {err}')
-        return
     password = read_password(args.db_password_file or paths(args.dir)['DB_PASSWORD_FILE'])
     settings = Settings(cpus=args.cpus, memory_mb=args.memory_mb, db_password=password,
                         nodes=args.nodes, directory=args.dir, ctld_port=args.ctld_port,
