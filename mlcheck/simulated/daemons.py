@@ -10,8 +10,8 @@ import subprocess
 import sys
 import time
 
-from mlcheck.simulated.processes import (Failure, output_of, say, show_log_tail, stop_pids, succeeds,
-                                         wait_until)
+from mlcheck.simulated.processes import (Failure, output_of, read_pid, remove_files, say, show_log_tail,
+                                         stop_pids, succeeds, wait_until)
 
 MUNGE_RUNDIR = '/run/munge'
 # a usable node: it responds and is not down or drained
@@ -65,15 +65,12 @@ def start_munged(sim):
 def stop_our_munged(sim):
     """munged, if `up` started it (a munged of the system's is left alone)."""
     started = os.path.join(sim.path('RUN_DIR'), 'munged.started-by-simslurm')
-    try:
-        with open(started) as f:
-            recorded = ''.join(c for c in f.read() if c.isdigit())
-    except FileNotFoundError:
+    if not os.path.exists(started):
         return
     pid = sim.daemon_pid('munged')
-    if pid and str(pid) == recorded:
+    if pid and str(pid) == read_pid(started):
         stop_pids([('munged', pid)])
-    os.remove(started)
+    remove_files(started)
 
 
 def start_slurmctld(sim):
@@ -190,11 +187,7 @@ def stop_slurm_daemons(sim):
     if pid:
         stop_pids([('slurmctld', pid)])
     prefix, _, suffix = sim.paths['SLURMD_PIDFILE'].partition('%n')
-    for path in [*glob.glob(glob.escape(prefix) + '*' + glob.escape(suffix)), sim.path('CTLD_PIDFILE')]:
-        try:
-            os.remove(path)
-        except FileNotFoundError:
-            pass
+    remove_files(*glob.glob(glob.escape(prefix) + '*' + glob.escape(suffix)), sim.path('CTLD_PIDFILE'))
 
 
 def any_slurm_daemon_running(sim):

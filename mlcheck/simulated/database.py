@@ -8,7 +8,8 @@ import shutil
 import subprocess
 
 from mlcheck.simulated.cluster import ACCT_DB, ACCT_DB_USER, CLUSTER, read_password
-from mlcheck.simulated.processes import Failure, port_owner, say, show_log_tail, stop_pids, succeeds, wait_until
+from mlcheck.simulated.processes import (Failure, port_owner, remove_files, say, show_log_tail, stop_pids,
+                                         succeeds, wait_until)
 
 
 def db_client(sim, command, *args):
@@ -111,8 +112,5 @@ def stop_accounting(sim):
     daemons = [(name, pid) for name in ('slurmdbd', 'mariadbd') if (pid := sim.daemon_pid(name))]
     if daemons:
         stop_pids(daemons)
-    try:
-        os.remove(sim.path('DBD_PIDFILE'))
-    except FileNotFoundError:
-        pass
+    remove_files(sim.path('DBD_PIDFILE'))
 

@@ -7,6 +7,7 @@ is not. Only root can read another process's environment; other users (`status`)
 Standard library only: bin/simslurm runs this with the system's python3.
 """
 
+import contextlib
 import os
 import re
 import signal
@@ -64,6 +65,22 @@ def succeeds(args, timeout=None, **kwargs):
                               **kwargs).returncode == 0
     except (OSError, subprocess.TimeoutExpired):
         return False
+
+
+def remove_files(*paths):
+    """rm -f: each of `paths` that exists is removed."""
+    for path in paths:
+        with contextlib.suppress(FileNotFoundError):
+            os.remove(path)
+
+
+def read_pid(path):
+    """The digits in pid file `path` ('' if there are none or it cannot be read)."""
+    try:
+        with open(path) as f:
+            return ''.join(c for c in f.read() if c.isdigit())
+    except OSError:
+        return ''
 
 
 def wait_until(condition, seconds, step=0.1):
@@ -150,11 +167,7 @@ class Sim:
         take the pid file alone: munged, a system service that may not be ours (so any munged
         counts, and only its pid file says which), and start_daemon's wait (`pidfile_only`),
         where /proc could show the short-lived parent of the daemonizing fork."""
-        try:
-            with open(self.pidfile_of(name, node)) as f:
-                digits = ''.join(c for c in f.read() if c.isdigit())
-        except OSError:
-            digits = ''
+        digits = read_pid(self.pidfile_of(name, node))
         if digits and self.is_our_daemon(int(digits), name, node):
             return int(digits)
         if pidfile_only or name == 'munged':
@@ -203,17 +216,13 @@ def stop_pids(labelled):
     """Stop the processes of `labelled`, [(label, pid)]: SIGTERM to all at once (a Slurm daemon
     takes ~2 s to shut down), SIGKILL to any still there after 10 s."""
     for _, pid in labelled:
-        try:
+        with contextlib.suppress(OSError):
             os.kill(pid, signal.SIGTERM)
-        except OSError:
-            pass
     wait_until(lambda: not any(alive(pid) for _, pid in labelled), 10)
     for label, pid in labelled:
         if alive(pid):
-            try:
+            with contextlib.suppress(OSError):
                 os.kill(pid, signal.SIGKILL)
-            except OSError:
-                pass
             say(f'killed {label} (pid {pid}): it ignored SIGTERM for 10 s')
         else:
             say(f'stopped {label} (pid {pid})')
