@@ -45,6 +45,7 @@ import io
 import os
 import pwd
 import shutil
+import signal
 import subprocess
 import sys
 import time
@@ -238,6 +239,9 @@ COMMANDS = {'up': cmd_up, 'status': print_status, 'down': cmd_down, 'env': cmd_e
 
 
 def main(argv=None, environ=None):
+    # a closed stdout ends us silently, as it ended the bash script (`bin/simslurm up | head`);
+    # the daemons get the default back anyway (subprocess restores SIGPIPE)
+    signal.signal(signal.SIGPIPE, signal.SIG_DFL)
     argv = sys.argv[1:] if argv is None else argv
     command = argv[0] if argv else ''
     try:
