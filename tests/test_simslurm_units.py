@@ -12,7 +12,7 @@ import threading
 
 import pytest
 
-from mlcheck.simulated import cluster, daemons, database, install, processes, simslurm
+from mlcheck.simulated import cluster, daemons, database, hosts, install, processes, simslurm
 from mlcheck.simulated.processes import Failure, Sim
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -191,14 +191,13 @@ def test_a_crashed_node_is_marked_down_only_when_its_steps_are_gone(tmp_path, fa
     assert capsys.readouterr().out == 'simslurm: nid002 had crashed: marked it down, which ends its jobs 12 13\n'
 
 
-def test_slurmds_start_in_a_uts_namespace_named_as_their_node(tmp_path, monkeypatch):
+def test_each_slurmd_starts_as_its_node(tmp_path, monkeypatch):
     sim = sim_in(tmp_path)
     started = []
     monkeypatch.setattr(Sim, 'start_daemon', lambda self, *args: started.append(args))
     daemons.start_slurmds(sim)
-    assert [(label, node, cmd[:3], cmd[-2:]) for label, _, node, _, cmd in started] == [
-        (f'slurmd {n}', n, ['unshare', '--uts', '--'], ['sh', n]) for n in ('nid001', 'nid002')]
-    assert started[0][4][3:6] == ['sh', '-c', 'hostname "$1" && exec slurmd -N "$1"']
+    assert [(label, node, cmd) for label, _, node, _, cmd in started] == [
+        (f'slurmd {n}', n, ['slurmd', '-N', n]) for n in ('nid001', 'nid002')]
 
 
 def test_the_accounting_sql():
@@ -352,3 +351,31 @@ def test_the_modules_need_no_venv():
     python = shutil.which('python3', path='/usr/bin:/bin') or sys.executable
     code = 'import sys; sys.path.insert(0, sys.argv[1]); import mlcheck.simulated.simslurm'
     subprocess.run([python, '-I', '-S', '-c', code, REPO], check=True)
+
+
+def test_nodes_the_hosts_file_lacks_are_added_at_loopback(tmp_path, monkeypatch):
+    """Lines are appended (a bind-mounted /etc/hosts cannot be replaced), once; a node the machine
+    names itself keeps its line."""
+    path = tmp_path / 'hosts'
+    path.write_text('127.0.0.1 localhost\n10.1.2.3 nid002 # the site')
+    inode = path.stat().st_ino
+    monkeypatch.setattr(hosts, 'resolve_ipv4', lambda name: '127.0.0.1')
+    hosts.ensure_hosts(str(path), 3)
+    hosts.ensure_hosts(str(path), 3)
+    assert path.read_text() == ('127.0.0.1 localhost\n10.1.2.3 nid002 # the site\n'
+                                '127.0.0.1 nid001   # added by bin/simslurm\n'
+                                '127.0.0.1 nid003   # added by bin/simslurm\n')
+    assert path.stat().st_ino == inode
+
+
+def test_a_node_that_resolves_off_the_machine_is_named_with_the_file(tmp_path, monkeypatch):
+    path = tmp_path / 'hosts'
+    path.write_text('10.1.2.3 nid002\n')
+    monkeypatch.setattr(hosts, 'resolve_ipv4', {'nid001': '127.0.0.1', 'nid002': '10.1.2.3'}.get)
+    with pytest.raises(ValueError, match=f"^host name nid002 resolves to '10.1.2.3', not 127.0.0.1; "
+                                         f"fix its entry in {path}$"):
+        hosts.ensure_hosts(str(path), 2, check_only=True)
+    monkeypatch.setattr(hosts, 'resolve_ipv4', lambda name: None)
+    with pytest.raises(ValueError, match="nid001 resolves to 'nothing'.*nid002 .*fix their entries"):
+        hosts.ensure_hosts(str(path), 2, check_only=True)
+    assert path.read_text() == '10.1.2.3 nid002\n'

@@ -105,10 +105,8 @@ def start_slurmds(sim):
             continue
         if sim.daemon_pid('slurmctld'):
             fail_jobs_of_crashed_node(sim, node)
-        # in a UTS namespace of its own, named as its node: slurmd (NoInAddrAny), its steps' srun
-        # and the ranks' gloo listen on what that name resolves to, the node's own address
         sim.start_daemon(f'slurmd {node}', 'slurmd', node, sim.path('SLURMD_LOG', node),
-                         ['unshare', '--uts', '--', 'sh', '-c', 'hostname "$1" && exec slurmd -N "$1"', 'sh', node])
+                         ['slurmd', '-N', node])
 
 
 def node_states():
