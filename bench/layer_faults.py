@@ -1,10 +1,12 @@
 #!/usr/bin/env python3
 """The upgrade report's likely cause (mlcheck.history.causes) on real runs of the simulated
 partition, each fault injected at its own layer (tests/layer_sessions.py: every node's slurmd in a
-CPU quota, one image's entry slowing its kernels, every link between nodes limited by nftables):
-the runs that tell the layers apart, unfaulted and under each fault, each --repeat times; then
-mlcheck-report of the unfaulted runs against each fault's, with the default rule, its likely-cause
-lines printed. The CI test (tests/test_layer_faults_sim.py) runs each once. Needs root and the cluster (bin/simslurm up); about 10 minutes on the 2-core machine.
+CPU quota, one image's entry slowing its kernels and malloc, every link between nodes limited by
+nftables): the runs that tell the layers apart, unfaulted and under each fault, each --repeat
+times; then mlcheck-report of the unfaulted runs against each fault's, with the default rule, its
+likely-cause lines printed. The CI test (tests/test_layer_faults_sim.py) runs each once. Needs
+root and the cluster (bin/simslurm up); 18 jobs one at a time a repeat, about 10 minutes each on
+the 2-core machine.
 
     .venv/bin/python bench/layer_faults.py [--keep DIR] [--repeat N]
 """
