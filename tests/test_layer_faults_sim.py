@@ -1,7 +1,8 @@
 """The report names the layer a fault was injected at, on real runs of the simulated partition:
 the host stack (every slurmd in a CPU quota), one image (its entry slows its kernels and malloc),
 the fabric (every link between nodes limited by nftables); tests/layer_sessions.py injects them
-and runs the tests that tell each layer apart, compared with the same tests run unfaulted before.
+and runs the tests that tell each layer apart, compared with the same tests run unfaulted in the
+same minutes (the 1-node ones twice, just before and just after the image's fault).
 
 One run of each test a side, so a change must pass a 25 % threshold to count: the faults cost
 40 % or more, two runs of a test minutes apart on the 2 cores differ by less (bench/layer_faults.py
