@@ -33,6 +33,10 @@ class InterconnectCheck(DistributedLaunchCheck):
         'max_bytes': Knob(1 << 30, 'largest message of the sweep (bytes)', minimum=1, at_least='min_bytes'),
         'factor': Knob(4, 'size step of the sweep', minimum=2),
         'p2p_bytes': Knob(1 << 28, 'message of the node-pair exchange (bytes)', minimum=1),
+        'pair_partners': Knob(3, 'partners each node meets in the node-pair exchange, in rounds '
+                                 'of disjoint pairs that exchange at once', minimum=1),
+        'pair_ranks': Knob(0, 'ranks of each node in the node-pair exchange (0: every rank)',
+                           minimum=0),
         'max_iters': Knob(100, 'timed iterations per size at most (large sizes get fewer: about '
                                '8 x max_bytes each)', minimum=1),
         'blocks': Knob(5, 'timed blocks of iterations per size; the median block counts',
@@ -50,7 +54,7 @@ class InterconnectCheck(DistributedLaunchCheck):
         'slowdown': Knob(0.0, 'fraction of bandwidth given up on purpose', minimum=0, below=1,
                          omit_default=True),
     }
-    figure_settings = ('min_bytes', 'max_bytes', 'factor', 'p2p_bytes')
+    figure_settings = ('min_bytes', 'max_bytes', 'factor', 'p2p_bytes', 'pair_partners', 'pair_ranks')
     declare_knobs(locals(), knobs)      # each a variable; the program's flags (knob_arguments)
 
     #: The most ranks whose all_reduce values the program checks exactly in float32 (its

@@ -1,7 +1,9 @@
 """End to end: a sweep of a 4-node simulated partition with faults injected at the nodes (a CPU
-quota on one node's slurmd, the dataset hidden from another's), judged by mlcheck-nodes."""
+quota on one node's slurmd, the dataset hidden from another's) and the node-pair sweep with one
+link slowed (nftables), judged together by mlcheck-nodes."""
 
 import os
+from datetime import datetime, timedelta, timezone
 
 import pytest
 
@@ -20,7 +22,23 @@ DATA = os.environ.get('MLCHECK_DATA_DIR', os.path.join(REPO, 'var', 'data'))   #
 JUDGED = ['--var', 'samples_per_s', '--threshold', '50%']
 
 
-def test_the_sweep_names_exactly_the_slowed_node_and_the_broken_one(four_nodes, tmp_path, capsys):
+# the link between two nodes, each way: 20 MB/s made its pair 0.02 GB/s where healthy pairs made
+# 0.57-1.19 (docs/node-sweep.md); the collectives up to 64 KiB and 10 iterations, so that the
+# slowed link delays them by seconds
+SLOW_LINK = ('nid001', 'nid003')
+LINK_KBYTES_PER_S = 20000
+PAIR_SWEEP = ['-n', 'InterconnectCheck', '-P', 'image=host', '-P', 'num_nodes=4',
+              '-S', f'max_bytes={1 << 16}', '-S', 'max_iters=10']
+
+
+def period_mark(after=False):
+    """Now in ReFrame's period syntax, whole seconds, rounded out (the records' times are too)."""
+    now = datetime.now(timezone.utc) + (timedelta(seconds=1) if after else timedelta(seconds=-1))
+    return now.strftime('%Y%m%dT%H%M%S+0000')
+
+
+def test_the_sweep_names_exactly_the_slowed_node_the_broken_one_and_the_slow_link(four_nodes, tmp_path, capsys):
+    start = period_mark()
     with faults.cpu_quota('nid002', 0.5) as cgroup, faults.hidden_path('nid003', DATA):
         done = run_reframe('simulated', tmp_path, '-r', '-n', 'MNIST', '-P', 'image=host',
                            '-P', 'num_nodes=1', '--distribute=all', '--exec-policy=serial',
@@ -33,8 +51,12 @@ def test_the_sweep_names_exactly_the_slowed_node_and_the_broken_one(four_nodes, 
     cases = report_cases(tmp_path)
     assert sorted(c['job_nodelist'][0] for c in cases) == ['nid001', 'nid002', 'nid003', 'nid004'], \
         done.stdout[-3000:]
+    with faults.slow_links([SLOW_LINK], LINK_KBYTES_PER_S):
+        pairs = run_reframe('simulated', tmp_path / 'pairs', '-r', *PAIR_SWEEP,
+                            env={'RFM_SQLITE_DB_FILE': str(tmp_path / 'results.db')})
+    [pair_case] = report_cases(tmp_path / 'pairs')
     code = command.main(['-C', os.path.join(REPO, 'config', 'simulated.py'),
-                         '--db', str(tmp_path / 'results.db'), 'latest',
+                         '--db', str(tmp_path / 'results.db'), f'{start}:{period_mark(after=True)}',
                          '--expect', 'nid[001-004]', *JUDGED, '-o', str(tmp_path / 'sweep')])
     out = capsys.readouterr().out
     drained = sorted(line.split()[2] for line in out.splitlines() if line.startswith('scontrol'))
@@ -43,6 +65,9 @@ def test_the_sweep_names_exactly_the_slowed_node_and_the_broken_one(four_nodes, 
     failed = next(line for line in out.splitlines() if 'NodeName=nid003' in line)
     assert 'below its peers' in slowed and 'failed' not in slowed, slowed
     assert 'MNISTDistributedCheck[image=host] failed: ' in failed, failed
+    links = [line for line in out.splitlines() if line.startswith('  link ')]
+    assert links and all(line.startswith('  link nid001 <-> nid003: ') for line in links), \
+        out + pairs.stdout[-2000:] + str(pair_case['fail_reason'])
     [case] = [c for c in cases if c['job_nodelist'] == ['nid003']]
     said = open(job_file(case)).read() + open(job_file(case, 'rfm_job.err')).read()
     assert DATA in said, said[-3000:]      # the node's job could not read the hidden dataset

@@ -68,7 +68,7 @@ def test_a_healthy_partition_names_none_and_passes(tmp_path, capsys):
     log = write_perflog(tmp_path / 'sweep.log', sweep(64))
     code, out, _ = run(capsys, log, '--expect', 'nid[001-064]')
     assert code == 0 and drained(out) == []
-    assert '64 node(s) with records, 2 figure(s): 0 to drain, 0 not vetted' in out
+    assert '64 node(s) with records, 2 figure(s): 0 to drain, 0 slow link(s), 0 not vetted' in out
 
 
 def test_nodes_expected_that_never_ran_are_not_vetted(tmp_path, capsys):
@@ -212,3 +212,42 @@ def test_var_judges_only_the_named_variables_and_an_unknown_one_is_bad_input(tmp
 def test_too_few_nodes_for_a_spread_is_said(tmp_path, capsys):
     code, out, _ = run(capsys, write_perflog(tmp_path / 'sweep.log', sweep(4)))
     assert code == 0 and "2 figure(s) on fewer than 8 nodes: judged by the threshold alone" in out
+
+
+def pair_sweep_failure(speeds, fraction=0.5):
+    """A failed record of the interconnect check over the nodes, its problem as the check writes
+    it: slow_pairs' sentences on pair facts of {(node, node): GB/s}, '; '-joined."""
+    from mlcheck.judging import collectives, output
+    from saved_outputs import fact_line
+    facts = [{'event': 'pair', 'nodes': list(pair), 'GBps': gbps} for pair, gbps in speeds.items()]
+    said = collectives.slow_pairs(output.parse(''.join(fact_line(f, task=0) for f in facts)), fraction)
+    return Sample('sim:cluster', 'InterconnectCheck %image=host %num_nodes=4', 'host', 4,
+                  'slowest_pair_bw', None, 'GB/s', 1.79e9, nodelist='nid[001-004]',
+                  result='fail', problem='sanity: ' + '; '.join(said))
+
+
+def test_the_pair_sweep_drains_a_node_slow_with_every_partner_and_lists_a_slow_link():
+    """Three rounds of 4 nodes: nid002's pairs all slow (its NIC), nid001 <-> nid003 slow only
+    together (their link); nid004 fine with everyone."""
+    failure = pair_sweep_failure({('nid001', 'nid004'): 1.0, ('nid002', 'nid003'): 0.2,
+                                  ('nid001', 'nid003'): 0.25, ('nid002', 'nid004'): 0.2,
+                                  ('nid001', 'nid002'): 0.2, ('nid003', 'nid004'): 1.1})
+    assert 'node nid002 is slow' in failure.problem and 'node pair nid001 <-> nid003' in failure.problem
+    result = nodes.judge(sweep(4) + [failure])
+    assert list(result.drain) == ['nid002'] and list(result.slow_links) == [('nid001', 'nid003')]
+    assert result.drain['nid002'][0].startswith(
+        'InterconnectCheck[image=host,num_nodes=4]: node nid002 is slow: every pair with it')
+    said = '\n'.join(command.report_lines(result, nodes.Rule()))
+    assert drained(said) == ['nid002'] and '0 to drain' not in said, said
+    assert '  link nid001 <-> nid003: InterconnectCheck[image=host,num_nodes=4]: node pair ' \
+           'nid001 <-> nid003: 0.25 GB/s' in said
+
+
+def test_a_healthy_pair_sweep_names_no_node_and_no_link():
+    speeds = {pair: 1.0 + 0.05 * i for i, pair in enumerate(
+        [('nid001', 'nid004'), ('nid002', 'nid003'), ('nid001', 'nid003'), ('nid002', 'nid004'),
+         ('nid001', 'nid002'), ('nid003', 'nid004')])}
+    failure = pair_sweep_failure(speeds)
+    assert failure.problem == 'sanity: '
+    result = nodes.judge(sweep(4) + [failure])
+    assert result.drain == {} and result.slow_links == {}

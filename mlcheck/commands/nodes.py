@@ -5,12 +5,14 @@ failed runs and the nodes that never ran, as a drain list.
 
 SELECTION is a session UUID, a period START:END, 'latest', or a perf log file or directory with
 an optional @START:END (as for mlcheck-report), of one-node runs such as
-`reframe -c checks/ -r -P num_nodes=1 --distribute=all`. A node is named when a figure is worse
-than its peers' better quartile (upper for a rate, lower for a time) by more than --threshold and --spread-factor times their spread,
-or when a check failed on it. The drain list is printed as scontrol commands, never run.
+`reframe -c checks/ -r -P num_nodes=1 --distribute=all`, and of the node-pair sweep (the
+interconnect check over the nodes). A node is named when a figure is worse than its peers' better
+quartile (upper for a rate, lower for a time) by more than --threshold and --spread-factor times
+their spread, when a check failed on it, or when its every node pair was slow. The drain list is
+printed as scontrol commands, never run; a pair slow only together is listed as a slow link.
 
-Exit status: 0 every node healthy and vetted; 1 a node named, or an expected node not vetted;
-2 bad input (one line); 3 internal error.
+Exit status: 0 every node healthy and vetted; 1 a node or link named, or an expected node not
+vetted; 2 bad input (one line); 3 internal error.
 """
 
 import os
@@ -66,14 +68,15 @@ def vet(args):
         if not found:
             raise InputError(f'no test named like {args.name!r} in {args.selection}')
     if args.var:
-        found = [s for s in found if s.var in args.var]
-        if not found:
+        # multi-node records stay: no figure of theirs is judged, only their node-pair verdicts
+        found = [s for s in found if s.var in args.var or nodes.node_of(s) is None]
+        if not any(s.var in args.var for s in found):
             raise InputError(f'no variable {", ".join(args.var)} in {args.selection}')
     sweep = nodes.judge(found, rule, expected)
     print('\n'.join(report_lines(sweep, rule)))
     if args.output:
         print(f'summary: {write_summary(args.output, args, sweep, rule)}')
-    return EXIT_REGRESSION if sweep.drain or sweep.not_vetted else 0
+    return EXIT_REGRESSION if sweep.drain or sweep.not_vetted or sweep.slow_links else 0
 
 
 def drain_lines(sweep):
@@ -110,7 +113,8 @@ def _value(x, unit):
 
 def summary_line(sweep, rule):
     return (f'{len(sweep.nodes)} node(s) with records, {len(sweep.figures)} figure(s): '
-            f'{len(sweep.drain)} to drain, {len(sweep.not_vetted)} not vetted '
+            f'{len(sweep.drain)} to drain, {len(sweep.slow_links)} slow link(s), '
+            f'{len(sweep.not_vetted)} not vetted '
             f'(rule: worse than the peers\' better quartile by more than '
             f'{100 * rule.threshold:g}% and {rule.spread_factor:g} sd)')
 
@@ -122,10 +126,14 @@ def report_lines(sweep, rule):
         lines.append(f'{alone} figure(s) on fewer than {MIN_FOR_SPREAD} nodes: judged by the '
                      'threshold alone, without the peers\' spread')
     if sweep.unplaced:
-        lines.append(f'{sweep.unplaced} record(s) of multi-node jobs left out: they name no '
-                     'single node')
+        lines.append(f'{sweep.unplaced} record(s) of multi-node jobs: no figure of one node; '
+                     'only their node-pair verdicts read')
     if sweep.drain:
         lines += ['', f'drain ({len(sweep.drain)}):', *drain_lines(sweep)]
+    if sweep.slow_links:
+        lines += ['', f'slow links ({len(sweep.slow_links)}): slow only together, each node fine '
+                      'with its other partners; for the fabric team, not a node to drain:']
+        lines += [f'  link {a} <-> {b}: {reason}' for (a, b), reason in sweep.slow_links.items()]
     if sweep.not_vetted:
         lines += ['', f'not vetted ({len(sweep.not_vetted)}): no record, so neither healthy '
                       'nor drained:']
@@ -142,6 +150,8 @@ def write_summary(directory, args, sweep, rule):
             f'Written {datetime.now().astimezone():%Y-%m-%d %H:%M %Z} by `mlcheck-nodes`.', '',
             f'**{summary_line(sweep, rule)}**', '', '## Drain', '']
     text += [f'- **{node}**: ' + '; '.join(reasons) for node, reasons in sweep.drain.items()] or ['None.']
+    text += ['', '## Slow links', '']
+    text += [f'- **{a} <-> {b}**: {reason}' for (a, b), reason in sweep.slow_links.items()] or ['None.']
     text += ['', '## Not vetted', '']
     text += [f'- **{node}**: {reason}' for node, reason in sweep.not_vetted.items()] or ['None.']
     text += ['', '## Figures', '', md(FIGURE_COLUMNS), '|' + '---|' * len(FIGURE_COLUMNS),

@@ -4,8 +4,10 @@ settings and variable) on every node against the same figure on its peers, by th
 
 The records come from a selection (perf logs, the results database) of one-node runs, e.g. of
 `reframe --distribute`. A record's node is the test's `%.nid=` parameter where its name has
-one, else its job's node list when that names one node; records of multi-node jobs say nothing
-about one node and are counted, not judged.
+one, else its job's node list when that names one node. Records of multi-node jobs say nothing
+about one node and are counted, not judged, except the node-pair sweep's: an interconnect run
+over the nodes that failed naming a node slow with every partner (drained as the node) or a
+pair slow only together (listed as a slow link), mlcheck.judging.collectives.fabric_named.
 """
 
 import functools
@@ -16,6 +18,7 @@ from dataclasses import dataclass, field
 from mlcheck.errors import InputError
 from mlcheck.figures import directions
 from mlcheck.history import hostlist, samples as history
+from mlcheck.judging.collectives import fabric_named
 from mlcheck.judging.peers import below_peers
 
 # ReFrame's own parameters (--distribute's .nid and .part, --repeat's .repeat_no) in a test name
@@ -73,6 +76,7 @@ class Sweep:
     not_vetted: dict                   # {node: reason}: expected, no record
     unplaced: int = 0                  # records with no single node (multi-node jobs)
     nodes: list = field(default_factory=list)   # every node with a record, sorted
+    slow_links: dict = field(default_factory=dict)   # {(node, node): reason}, from node pairs
 
     @property
     def drain(self):
@@ -130,6 +134,7 @@ def judge(found, rule=Rule(), expected=()):
     `expected` (host names) that must each have run every check."""
     placed = [(node_of(s), s) for s in found]
     unplaced = sum(node is None for node, _ in placed)
+    slow_nodes, slow_links = fabric_verdicts(s for node, s in placed if node is None)
     placed = [(node, s) for node, s in placed if node is not None]
     if not placed:
         raise InputError(f'no record names its node: {len(found)} records, none of a one-node '
@@ -159,7 +164,24 @@ def judge(found, rule=Rule(), expected=()):
         elif ran_tests != set(tests):
             missing = sorted(set(tests) - ran_tests)
             not_vetted[node] = f'no record of {", ".join(missing)}'
-    return Sweep(figures, failed, not_vetted, unplaced, nodes)
+    for node, reasons in slow_nodes.items():
+        failed.setdefault(node, []).extend(reasons)
+    return Sweep(figures, failed, not_vetted, unplaced, nodes, slow_links)
+
+
+def fabric_verdicts(multi_node):
+    """({node: [reason]}, {(node, node): reason}) that the failed node-pair runs among the
+    records `multi_node` name, each reason once."""
+    nodes, links = {}, {}
+    for s in multi_node:
+        named_nodes, named_links = fabric_named(s.problem)
+        where = f'{short(test_name(s.name))}: '
+        for node, said in named_nodes.items():
+            if where + said not in nodes.setdefault(node, []):
+                nodes[node].append(where + said)
+        for link, said in named_links.items():
+            links.setdefault(link, where + said)
+    return nodes, dict(sorted(links.items()))
 
 
 def judge_figure(figure, node_samples, rule):

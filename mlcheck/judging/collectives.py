@@ -5,8 +5,15 @@ Plain functions over a parsed run (mlcheck.judging.output.RunOutput) that return
 """
 
 
+import re
+
 from mlcheck.judging.rank_lists import nodes_of_ranks, rank_list
 from mlcheck.judging.peers import below_peers, upper_quartile
+
+# The sentences of slow_pairs() (one node slow with every partner, one slow link), as a record of
+# a failed run keeps them ('; '-joined) and the node sweep reads them back: mlcheck-nodes
+SLOW_NODE_SAID = re.compile(r'node (\S+) is slow: every pair with it[^;]*')
+SLOW_LINK_SAID = re.compile(r'node pair (\S+) <-> (\S+): [^;]*')
 
 
 def problems(run, world_size, slow_pair_fraction):
@@ -23,11 +30,16 @@ def values_checked(run, world_size):
     missing = sorted(set(range(world_size)) - set(reports))
     if missing:
         found.append(f'{rank_list(missing)} reported no checked values')
+    pairs_wanted = pair_buffers(run.events('pair'), nodes)
     for rank, report in sorted(reports.items()):
         node = report.get('node') or nodes.get(rank, '?')
         if wanted is not None and report.get('checked') != wanted:
             found.append(f'rank {rank} on {node} checked {report.get("checked")} buffers, '
                          f'rank 0 measured {wanted}')
+        got = report.get('pairs_checked')    # absent in outputs of before the rounds
+        if got is not None and got != pairs_wanted.get(rank, 0):
+            found.append(f'rank {rank} on {node} checked {got} node-pair buffers, its node and '
+                         f'local id took part in {pairs_wanted.get(rank, 0)} pairs')
         seen = set()
         for wrong in report.get('wrong', []):
             key = (wrong.get('op'), wrong.get('bytes'))
@@ -40,6 +52,16 @@ def values_checked(run, world_size):
     return found
 
 
+def pair_buffers(pairs, nodes):
+    """{rank: how many node-pair buffers it must have checked}: one per pair fact whose nodes
+    hold it among the first `ranks` ranks of its node (its local id, in rank order)."""
+    local = {}
+    for rank, node in sorted(nodes.items()):
+        local[rank] = sum(1 for r in local if nodes[r] == node)
+    return {rank: sum(1 for p in pairs if nodes[rank] in p['nodes'] and local[rank] < p.get('ranks', 0))
+            for rank in nodes}
+
+
 def result_reported(run):
     result = run.result()
     if result is None or not isinstance(result.get('busbw'), (int, float)):
@@ -48,19 +70,21 @@ def result_reported(run):
 
 
 def slow_pairs(run, fraction):
-    """Nodes whose every pair is slow, then the other node pairs below `fraction` of the pairs'
-    upper quartile (the one peer rule, judging.peers: half the pairs slow cannot drag it down to
-    themselves, as they dragged the median): the slow link, named by both nodes. See slow_nodes()
-    for why nodes come first."""
+    """Nodes whose every pair is slow, then the pairs without them below `fraction` of those
+    pairs' upper quartile (the one peer rule, judging.peers: half the pairs slow cannot drag it
+    down to themselves, as they dragged the median): the slow link, named by both nodes. A slow
+    node's pairs are its own, so they are no peers of a link: with every pair of 4 nodes, one
+    slow node's and one slow link make 4 slow pairs of 6. See slow_nodes() for why nodes come
+    first."""
     pairs = run.events('pair')
     if len(pairs) < 2:
         return []
     found, named = slow_nodes(pairs, fraction)
-    verdict = below_peers(dict(enumerate(p['GBps'] for p in pairs)), 1 - fraction)
+    links = [p for p in pairs if not named & set(p['nodes'])]
+    verdict = below_peers(dict(enumerate(p['GBps'] for p in links)), 1 - fraction)
     return found + [f'node pair {a} <-> {b}: {gbps:.3g} GB/s, below {fraction:.0%} of the '
                     f'upper-quartile pair ({verdict.reference:.3g} GB/s)'
-                    for i, gbps in sorted(verdict.named) for a, b in [pairs[i]['nodes']]
-                    if not named & {a, b}]
+                    for i, gbps in sorted(verdict.named) for a, b in [links[i]['nodes']]]
 
 
 def slow_nodes(pairs, fraction):
@@ -87,3 +111,11 @@ def slow_nodes(pairs, fraction):
 def percent_of(value, limit):
     """`value` as a percentage of `limit` (both GB/s); None without a limit."""
     return 100 * (value / limit) if limit else None
+
+
+def fabric_named(problem):
+    """({node: sentence}, {(node, node): sentence}) of the slow nodes and links that a stored
+    failure of the interconnect check names (slow_pairs' sentences)."""
+    nodes = {m.group(1): m.group(0) for m in SLOW_NODE_SAID.finditer(problem or '')}
+    links = {(m.group(1), m.group(2)): m.group(0) for m in SLOW_LINK_SAID.finditer(problem or '')}
+    return nodes, links

@@ -7,8 +7,12 @@ waits and --fault as in ../ddp_common.py. Three phases:
 
   all_reduce   sum over a sweep of message sizes (--min-bytes .. --max-bytes, x --factor)
   all_gather   the same sweep (the size is the gathered buffer, as nccl-tests count it)
-  p2p          the nodes in a ring (one pair for two nodes): each pair in turn, every rank of
-               one node exchanging with the rank of the same local id on the other, both ways
+  p2p          the nodes in rounds of disjoint pairs, each round new partners (a round-robin
+               schedule, until each node met --pair-partners: two nodes make one pair, four
+               every pair in three rounds); the pairs of a round exchange at once, so a
+               sweep's time grows with its rounds, not its nodes. In each pair every rank of one node (or the first
+               --pair-ranks of each) exchanges with the rank of the same local id on the
+               other, both ways; a pair's time is its own slowest rank's
 
 Timing: untimed warm-up iterations first (the first of them is checked, see below), then
 --blocks timed blocks: before each, the device is synchronised and all ranks meet at a barrier;
@@ -28,9 +32,10 @@ library adds the ranks' buffers, is a whole number float32 holds exactly while t
 Facts, each one line `MLCHECK {json}`:
   rendezvous, rank  each rank (../ddp_common.py)
   size      rank 0, per collective and size: bytes, iterations, seconds, algbw, busbw (GB/s)
-  pair      rank 0, per node pair: both nodes, GB/s each way over the pair's ranks
-  values    each rank: how many buffers it checked and the wrong values it found (op, bytes,
-            index, got, expected), at most a few per buffer
+  pair      rank 0, per node pair: both nodes, its round, GB/s each way over the pair's ranks
+  values    each rank: how many buffers of the collectives it checked (the same on every
+            rank), how many of the node pairs (those its node and local id took part in), and
+            the wrong values it found (op, bytes, index, got, expected), at most a few per buffer
   result    rank 0: busbw at the largest all_reduce size, small-message latency (us), the
             slowest pair
   done      each rank, last
@@ -147,12 +152,11 @@ def wrong_values(op, nbytes, got, expected):
             for i in bad[:MAX_REPORTED_WRONG].tolist()]
 
 
-def timed(run, iters, warmup, device, blocks=1, slowdown=0.0):
-    """Seconds per call of `run()`, after `warmup` untimed calls: the median over `blocks`
-    blocks of `iters` calls of the slowest rank's mean. Each block's clock starts when the device
-    is idle and all ranks are at the barrier. The median keeps a burst of other work on a shared
-    node from moving the figure; all ranks must call it. With `slowdown` F, rank 0 idles at the
-    end of each block until the block has lasted 1/(1-F) times as long: a known loss."""
+def block_times(run, iters, warmup, device, blocks=1, slowdown=0.0):
+    """This rank's seconds per call of `run()` in each of `blocks` blocks of `iters` calls, after
+    `warmup` untimed calls. Each block's clock starts when the device is idle and all ranks are
+    at the barrier; all ranks must call it. With `slowdown` F, rank 0 idles at the end of each
+    block until the block has lasted 1/(1-F) times as long: a known loss."""
     for _ in range(warmup):
         run()
     times = []
@@ -165,15 +169,44 @@ def timed(run, iters, warmup, device, blocks=1, slowdown=0.0):
         synchronize(device)
         if slowdown and dist.get_rank() == 0:
             time.sleep((time.perf_counter() - start) * slowdown / (1 - slowdown))
-        times.append(slowest((time.perf_counter() - start) / iters, device))
-    return statistics.median(times)
+        times.append((time.perf_counter() - start) / iters)
+    return times
 
 
-def slowest(seconds, device):
-    """The largest of every rank's `seconds` (all ranks must call it)."""
-    value = torch.tensor([seconds], dtype=torch.float64, device=device)
-    dist.all_reduce(value, op=dist.ReduceOp.MAX)
-    return value.item()
+def timed(run, iters, warmup, device, blocks=1, slowdown=0.0):
+    """Seconds per call of `run()`: the median over the blocks (block_times) of the slowest
+    rank's mean. The median keeps a burst of other work on a shared node from moving the
+    figure; all ranks must call it."""
+    times = every_rank(block_times(run, iters, warmup, device, blocks, slowdown), device)
+    return statistics.median(max(block) for block in zip(*times))
+
+
+def every_rank(values, device):
+    """Every rank's list of `values` (floats, as many on every rank), in rank order; all ranks
+    must call it."""
+    mine = torch.tensor(values, dtype=torch.float64, device=device)
+    gathered = [torch.empty_like(mine) for _ in range(dist.get_world_size())]
+    dist.all_gather(gathered, mine)
+    return [t.tolist() for t in gathered]
+
+
+def pair_rounds(names, partners):
+    """Rounds of disjoint pairs of `names`, each node with a new partner in each round (the
+    circle method of a round-robin schedule: one node stays, the others turn), until every node
+    met `partners` others (or all of them). With an odd count one node sits each round out, once
+    in len(names) rounds, so that count takes one round more. A node slow with each of its 3
+    partners is the node; a pair slow with each of its nodes fine elsewhere is their link."""
+    if len(names) < 2:
+        return []
+    order = list(names) + ([None] if len(names) % 2 else [])
+    schedule = []
+    for _ in range(min(partners + len(names) % 2, len(order) - 1)):
+        half = len(order) // 2
+        schedule.append([tuple(sorted((a, b), key=names.index))
+                         for a, b in zip(order[:half], reversed(order[half:]))
+                         if a is not None and b is not None])
+        order = [order[0], order[-1], *order[1:-1]]
+    return schedule
 
 
 class Sweep:
@@ -181,7 +214,7 @@ class Sweep:
 
     def __init__(self, args, rank, world_size, device):
         self.args, self.rank, self.world_size, self.device = args, rank, world_size, device
-        self.checked, self.wrong, self.sizes = 0, [], []
+        self.checked, self.pairs_checked, self.wrong, self.sizes = 0, 0, [], []
 
     def check(self, op, nbytes, got, expected):
         self.checked += 1
@@ -218,25 +251,22 @@ class Sweep:
         self.measure('all_gather', nbytes, lambda: ALL_GATHER(gathered, mine))
 
     def pairs(self, nodes):
-        """Each node pair in turn; rank 0 emits a 'pair' fact per pair. `nodes`: every rank's
-        node, in rank order."""
+        """The node pairs in rounds (pair_rounds), the pairs of a round at once; rank 0 emits a
+        'pair' fact per pair. `nodes`: every rank's node, in rank order."""
         names = list(dict.fromkeys(nodes))
-        if len(names) < 2:
-            return []
-        ring = [(names[i], names[(i + 1) % len(names)]) for i in range(len(names))]
-        ring = ring[:1] if len(names) == 2 else ring
         local = [nodes[:r].count(nodes[r]) for r in range(len(nodes))]   # local id of each rank
+        taking_part = self.args.pair_ranks or max(local, default=0) + 1
         count = self.args.p2p_bytes // ELEMENT_BYTES
         nbytes = count * ELEMENT_BYTES
+        iters = iterations(nbytes, self.args.bytes_per_size, self.args.min_iters, self.args.max_iters)
+        send = pattern(count, self.rank, self.device)
+        recv = torch.empty_like(send)
         results = []
-        for a, b in ring:
-            partner = None
-            if nodes[self.rank] in (a, b):
-                other = b if nodes[self.rank] == a else a
-                partner = next((r for r in range(len(nodes))
-                                if nodes[r] == other and local[r] == local[self.rank]), None)
-            send = pattern(count, self.rank, self.device)
-            recv = torch.empty_like(send)
+        for round_no, pairs in enumerate(pair_rounds(names, self.args.pair_partners), start=1):
+            partner_node = {a: b for pair in pairs for a, b in (pair, pair[::-1])}
+            other = partner_node.get(nodes[self.rank])
+            partner = next((r for r in range(len(nodes)) if nodes[r] == other
+                            and local[r] == local[self.rank] < taking_part), None)
 
             def exchange():
                 if partner is not None:
@@ -246,18 +276,24 @@ class Sweep:
 
             exchange()
             if partner is not None:
-                self.check(f'p2p {a}<->{b}', nbytes, recv, pattern(count, partner, self.device))
-            iters = iterations(nbytes, self.args.bytes_per_size, self.args.min_iters, self.args.max_iters)
-            seconds = timed(exchange, iters, self.args.warmup_iters, self.device, self.args.blocks,
-                            self.args.slowdown)
-            ranks_in_pair = sum(1 for n in nodes if n == a)
-            pair = {'nodes': [a, b], 'bytes': nbytes, 'ranks': min(ranks_in_pair, nodes.count(b)),
-                    'iters': iters, 'seconds': seconds}
-            # each direction: every rank pair of the node pair moved nbytes in `seconds`
-            pair['GBps'] = algbw(nbytes * pair['ranks'], seconds)
-            results.append(pair)
-            if self.rank == 0:
-                emit('pair', **pair)
+                a, b = sorted((nodes[self.rank], other), key=names.index)
+                self.pairs_checked += 1
+                self.wrong += wrong_values(f'p2p {a}<->{b}', nbytes, recv,
+                                           pattern(count, partner, self.device))
+            times = every_rank(block_times(exchange, iters, self.args.warmup_iters, self.device,
+                                           self.args.blocks, self.args.slowdown), self.device)
+            for a, b in pairs:
+                per_node = min(taking_part, nodes.count(a), nodes.count(b))
+                ranks = [r for r in range(len(nodes)) if nodes[r] in (a, b) and local[r] < per_node]
+                seconds = statistics.median(max(times[r][i] for r in ranks)
+                                            for i in range(self.args.blocks))
+                pair = {'nodes': [a, b], 'round': round_no, 'bytes': nbytes, 'ranks': per_node,
+                        'iters': iters, 'seconds': seconds}
+                # each direction: every rank pair of the node pair moved nbytes in `seconds`
+                pair['GBps'] = algbw(nbytes * pair['ranks'], seconds)
+                results.append(pair)
+                if self.rank == 0:
+                    emit('pair', **pair)
         return results
 
 
@@ -270,6 +306,10 @@ def get_args_parser():
     parser.add_argument('--factor', type=int, default=4, help='size step of the sweep')
     parser.add_argument('--p2p-bytes', type=int, default=None,
                         help='message of the node-pair exchange (default: --max-bytes)')
+    parser.add_argument('--pair-partners', type=int, default=3,
+                        help='partners each node meets, in rounds of disjoint node pairs')
+    parser.add_argument('--pair-ranks', type=int, default=0,
+                        help='ranks of each node in the node-pair exchange (0: every rank)')
     parser.add_argument('--bytes-per-size', type=int, default=None,
                         help='timed bytes per size (default: 8 x --max-bytes); sets the iterations')
     parser.add_argument('--min-iters', type=int, default=5)
@@ -291,6 +331,9 @@ def main(argv=None):
     args = get_args_parser().parse_args(argv)
     if not 0 <= args.slowdown < 1:
         sys.exit(f'--slowdown {args.slowdown}: must be at least 0 and below 1')
+    if args.pair_partners < 1 or args.pair_ranks < 0:
+        sys.exit(f'--pair-partners {args.pair_partners} --pair-ranks {args.pair_ranks}: need at '
+                 'least one partner and no negative rank count')
     rank, world_size, device = init_distributed(args)
     if unverifiable_world(world_size):
         sys.exit(f'collectives.py: error: {unverifiable_world(world_size)}')
@@ -318,7 +361,8 @@ def main(argv=None):
         args.fault.at_epoch(rank, 3)
     pairs = sweep.pairs(nodes)
 
-    emit('values', rank=rank, node=nodes[rank], checked=sweep.checked, wrong=sweep.wrong)
+    emit('values', rank=rank, node=nodes[rank], checked=sweep.checked,
+         pairs_checked=sweep.pairs_checked, wrong=sweep.wrong)
     if rank == 0:
         reduce_sizes = [s for s in sweep.sizes if s['op'] == 'all_reduce']
         largest = reduce_sizes[-1]
