@@ -55,11 +55,15 @@ def values_checked(run, world_size):
 def pair_buffers(pairs, nodes):
     """{rank: how many node-pair buffers it must have checked}: one per pair fact whose nodes
     hold it among the first `ranks` ranks of its node (its local id, in rank order)."""
-    local = {}
+    taking_part = {}        # {node: each of its pairs' rank count}
+    for pair in pairs:
+        for node in pair['nodes']:
+            taking_part.setdefault(node, []).append(pair.get('ranks', 0))
+    seen, wanted = {}, {}
     for rank, node in sorted(nodes.items()):
-        local[rank] = sum(1 for r in local if nodes[r] == node)
-    return {rank: sum(1 for p in pairs if nodes[rank] in p['nodes'] and local[rank] < p.get('ranks', 0))
-            for rank in nodes}
+        local = seen[node] = seen.get(node, -1) + 1
+        wanted[rank] = sum(1 for ranks in taking_part.get(node, []) if local < ranks)
+    return wanted
 
 
 def result_reported(run):

@@ -10,9 +10,9 @@ waits and --fault as in ../ddp_common.py. Three phases:
   p2p          the nodes in rounds of disjoint pairs, each round new partners (a round-robin
                schedule, until each node met --pair-partners: two nodes make one pair, four
                every pair in three rounds); the pairs of a round exchange at once, so a
-               sweep's time grows with its rounds, not its nodes. In each pair every rank of one node (or the first
-               --pair-ranks of each) exchanges with the rank of the same local id on the
-               other, both ways; a pair's time is its own slowest rank's
+               sweep's time grows with its rounds, not its nodes. In each pair every rank of
+               one node (or its first --pair-ranks) exchanges with the rank of the same local
+               id on the other, both ways; a pair's time is its own slowest rank's
 
 Timing: untimed warm-up iterations first (the first of them is checked, see below), then
 --blocks timed blocks: before each, the device is synchronised and all ranks meet at a barrier;
