@@ -7,6 +7,7 @@ import os
 import pathlib
 import subprocess
 import sys
+from datetime import datetime, timedelta, timezone
 
 from conftest import REPO
 from mlcheck.data.staging import stage_mnist
@@ -40,6 +41,13 @@ def run_reframe(config, prefix, *args, timeout=900, **kwargs):
         process.communicate()
         raise
     return subprocess.CompletedProcess(process.args, process.returncode, stdout, stderr)
+
+
+def utc_now(round_up=False):
+    """Now in ReFrame's period syntax, whole seconds as in the perf log: rounded down for a start,
+    up for an end (the perf log shows a job done at 05.6 as 05, in the period up to 06)."""
+    now = datetime.now(timezone.utc) + (timedelta(seconds=1) if round_up else timedelta())
+    return now.strftime('%Y%m%dT%H%M%S+0000')
 
 
 def report_cases(prefix, check=None):

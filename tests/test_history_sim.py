@@ -9,7 +9,6 @@ import os
 import re
 import subprocess
 import time
-from datetime import datetime, timedelta, timezone
 
 import pytest
 import yaml
@@ -17,19 +16,12 @@ import yaml
 from command_line import run_report
 from conftest import REPO, sha256
 from mlcheck.commands import baseline
-from reframe_runner import REFRAME, report_cases, run_reframe
+from reframe_runner import REFRAME, report_cases, run_reframe, utc_now
 
 CONFIG = os.path.join(REPO, 'config', 'simulated.py')
 RUN = ('-r', '-n', 'MNISTDistributedCheck', '-P', 'image=host', '-P', 'num_nodes=1', '-S', 'epochs=2',
        '--repeat', '3')
 TEST = 'MNISTDistributedCheck %image=host %num_nodes=1'
-
-
-def utc_now(round_up=False):
-    """Now in ReFrame's period syntax, whole seconds as in the perf log: rounded down for a start,
-    up for an end (the perf log shows a job done at 05.6 as 05, in the period up to 06)."""
-    now = datetime.now(timezone.utc) + (timedelta(seconds=1) if round_up else timedelta())
-    return now.strftime('%Y%m%dT%H%M%S+0000')
 
 
 def stored_uuid(done):

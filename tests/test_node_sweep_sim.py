@@ -3,14 +3,13 @@ quota on one node's slurmd, the dataset hidden from another's) and the node-pair
 link slowed (nftables), judged together by mlcheck-nodes."""
 
 import os
-from datetime import datetime, timedelta, timezone
 
 import pytest
 
 from conftest import REPO
 from mlcheck.commands import nodes as command
 from mlcheck.simulated import faults
-from reframe_runner import job_file, report_cases, run_reframe
+from reframe_runner import job_file, report_cases, run_reframe, utc_now
 
 DATA = os.environ.get('MLCHECK_DATA_DIR', os.path.join(REPO, 'var', 'data'))   # config/simulated.py's
 
@@ -31,14 +30,8 @@ PAIR_SWEEP = ['-n', 'InterconnectCheck', '-P', 'image=host', '-P', 'num_nodes=4'
               '-S', f'max_bytes={1 << 16}', '-S', 'max_iters=10']
 
 
-def period_mark(after=False):
-    """Now in ReFrame's period syntax, whole seconds, rounded out (the records' times are too)."""
-    now = datetime.now(timezone.utc) + (timedelta(seconds=1) if after else timedelta(seconds=-1))
-    return now.strftime('%Y%m%dT%H%M%S+0000')
-
-
 def test_the_sweep_names_exactly_the_slowed_node_the_broken_one_and_the_slow_link(four_nodes, tmp_path, capsys):
-    start = period_mark()
+    start = utc_now()
     with faults.cpu_quota('nid002', 0.5) as cgroup, faults.hidden_path('nid003', DATA):
         done = run_reframe('simulated', tmp_path, '-r', '-n', 'MNIST', '-P', 'image=host',
                            '-P', 'num_nodes=1', '--distribute=all', '--exec-policy=serial',
@@ -56,7 +49,7 @@ def test_the_sweep_names_exactly_the_slowed_node_the_broken_one_and_the_slow_lin
                             env={'RFM_SQLITE_DB_FILE': str(tmp_path / 'results.db')})
     [pair_case] = report_cases(tmp_path / 'pairs')
     code = command.main(['-C', os.path.join(REPO, 'config', 'simulated.py'),
-                         '--db', str(tmp_path / 'results.db'), f'{start}:{period_mark(after=True)}',
+                         '--db', str(tmp_path / 'results.db'), f'{start}:{utc_now(round_up=True)}',
                          '--expect', 'nid[001-004]', *JUDGED, '-o', str(tmp_path / 'sweep')])
     out = capsys.readouterr().out
     drained = sorted(line.split()[2] for line in out.splitlines() if line.startswith('scontrol'))
