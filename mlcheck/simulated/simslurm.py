@@ -50,7 +50,7 @@ import subprocess
 import sys
 import time
 
-from mlcheck.simulated import daemons, database, hosts, install
+from mlcheck.simulated import daemons, database, faults, hosts, install
 from mlcheck.simulated.cluster import settings_from_env
 from mlcheck.simulated.processes import Failure, Sim, check_ports, say
 
@@ -181,6 +181,9 @@ def already_up(sim):
 def cmd_up(sim):
     check_prereqs()
     install.check_config_is_ours()
+    # a fault of a killed test session would make this "healthy" cluster slow or broken
+    for removed in faults.clear_leftovers(sim):
+        say(f'removed a leftover fault: {removed}')
     config = install.Config(sim, install.node_cpus(), install.node_memory_mb())
     if healthy(sim, config):
         return already_up(sim)

@@ -1,0 +1,101 @@
+"""What a fault session killed before its undo leaves on the simulated cluster's machine, and
+bin/simslurm up removing it (mlcheck.simulated.faults.clear_leftovers); SIGTERM running the undo.
+Root and the cgroup v1 cpu hierarchy, but not the cluster: each test works in cgroups and an
+nftables table of its own names, a fake /proc and a stand-in slurmd, so it leaves a running
+cluster and its faults alone."""
+
+import os
+import signal
+import subprocess
+import sys
+import threading
+
+import pytest
+
+from mlcheck.simulated import faults
+from test_simslurm_units import fake_process, sim_in, write_pidfile
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+needs_root = pytest.mark.skipif(os.geteuid() != 0 or not os.access(faults.CPU_CGROUP, os.W_OK),
+                                reason='needs root and a writable cgroup v1 cpu hierarchy')
+
+
+@pytest.fixture
+def cpu_root():
+    """A cgroup of this test's own below the cpu hierarchy: the root of its fault cgroups."""
+    root = os.path.join(faults.CPU_CGROUP, f'mlcheck-test-leftovers-{os.getpid()}')
+    os.makedirs(root)
+    yield root
+    for name in os.listdir(root):
+        if os.path.isdir(os.path.join(root, name)):
+            faults._move_back(os.path.join(root, name), faults.CPU_CGROUP)
+    faults._move_back(root, faults.CPU_CGROUP)
+
+
+def sleeper():
+    """A process of ours, reaped as soon as it ends (so that it counts as gone)."""
+    proc = subprocess.Popen(['sleep', '60'])
+    threading.Thread(target=proc.wait, daemon=True).start()
+    return proc
+
+
+@needs_root
+def test_up_removes_fault_cgroups_the_link_table_and_a_hidden_path_slurmd(tmp_path, cpu_root):
+    sim = sim_in(tmp_path)
+    # a CPU-quota cgroup holding a process, as a killed session leaves it
+    throttled = sleeper()
+    cgroup = os.path.join(cpu_root, 'mlcheck-fault-nid001')
+    os.mkdir(cgroup)
+    faults._write(os.path.join(cgroup, 'cgroup.procs'), throttled.pid)
+    # the link fault's nftables table
+    table = f'mlcheck_test_links_{os.getpid()}'
+    subprocess.run(['nft', 'add', 'table', 'inet', table], check=True)
+    # nid002's slurmd in a mount namespace other than ours (hidden_path's restart)
+    hidden = sleeper()
+    fake_process(sim, hidden.pid, 'slurmd', ['slurmd', '-N', 'nid002'])
+    write_pidfile(sim.path('SLURMD_PIDFILE', 'nid002'), hidden.pid)
+    for pid, namespace in (('self', 'mnt:[4026531841]'), (hidden.pid, 'mnt:[4026532999]')):
+        os.makedirs(f'{sim.proc}/{pid}/ns', exist_ok=True)
+        os.symlink(namespace, f'{sim.proc}/{pid}/ns/mnt')
+    try:
+        removed = faults.clear_leftovers(sim, [cpu_root], table, proc=sim.proc)
+        assert removed == [f'cgroup {cgroup}', f'nftables table inet {table}',
+                           f'slurmd of nid002 in a mount namespace of its own (pid {hidden.pid})']
+        assert not os.path.exists(cgroup) and throttled.poll() is None
+        assert str(throttled.pid) in open(os.path.join(cpu_root, 'cgroup.procs')).read().split()
+        assert subprocess.run(['nft', 'list', 'table', 'inet', table], capture_output=True).returncode != 0
+        hidden.wait(5)
+        # nothing left: a second `up` removes nothing
+        assert faults.clear_leftovers(sim, [cpu_root], table, proc=sim.proc) == []
+    finally:
+        throttled.kill()
+        hidden.kill()
+        subprocess.run(['nft', 'delete', 'table', 'inet', table], capture_output=True)
+
+
+@needs_root
+def test_sigterm_in_a_fault_runs_its_undo(cpu_root):
+    """CI's timeout sends SIGTERM: the CPU-quota cgroup is gone and the node's slurmd is back."""
+    slurmd = sleeper()
+    program = f'''
+import sys, time
+sys.path.insert(0, {REPO!r})
+from mlcheck.simulated import faults
+faults.CPU_CGROUP = {cpu_root!r}
+faults.slurmd_pid = lambda node: {slurmd.pid}
+faults.cpu_cgroup_of = lambda pid: {cpu_root!r}
+with faults.cpu_quota('nid001', 0.5):
+    print('in', flush=True)
+    time.sleep(60)
+'''
+    session = subprocess.Popen([sys.executable, '-c', program], stdout=subprocess.PIPE, text=True)
+    try:
+        assert session.stdout.readline() == 'in\n'
+        assert os.path.isdir(os.path.join(cpu_root, 'mlcheck-fault-nid001'))
+        session.send_signal(signal.SIGTERM)
+        assert session.wait(10) == 128 + signal.SIGTERM
+        assert not os.path.exists(os.path.join(cpu_root, 'mlcheck-fault-nid001'))
+        assert str(slurmd.pid) in open(os.path.join(cpu_root, 'cgroup.procs')).read().split()
+    finally:
+        session.kill()
+        slurmd.kill()
