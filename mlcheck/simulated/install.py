@@ -13,7 +13,7 @@ import socket
 import stat
 
 from mlcheck.simulated.cluster import GPU_DEVICES, MARKER, Settings, config_files, read_password
-from mlcheck.simulated.processes import Failure, Sim, output_of, say
+from mlcheck.simulated.processes import Failure, Sim, output_of, say, write_new
 
 SLURM_CONF_PATH = '/etc/slurm/slurm.conf'
 GRES_CONF_PATH = '/etc/slurm/gres.conf'
@@ -90,14 +90,8 @@ class Config:
 
 
 def install_file(text, dest, mode):
-    """`text` replaces `dest` at once (through a temporary file beside it), with `mode` from the
-    start (slurmdbd.conf holds a password)."""
-    tmp = f'{dest}.simslurm.tmp'
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    with open(fd, 'w') as f:
-        f.write(text)
-    os.chmod(tmp, mode)
-    os.replace(tmp, dest)
+    """`text` replaces `dest` at once, with `mode` from the start (slurmdbd.conf holds a password)."""
+    write_new(dest, text, mode)
 
 
 def check_config_is_ours():
@@ -142,12 +136,34 @@ def make_dirs(sim, owner=None):
     if owner is None:
         user = pwd.getpwnam('mysql')
         owner = user.pw_uid, user.pw_gid
-    os.chown(sim.path('DB_RUN'), *owner)
+    os.chown(sim.path('DB_RUN'), *owner, follow_symlinks=False)
     password = sim.path('DB_PASSWORD_FILE')
     if not os.path.exists(password) or os.path.getsize(password) == 0:
-        fd = os.open(password, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-        with open(fd, 'w') as f:
-            f.write(re.sub('[^A-Za-z0-9]', '', base64.b64encode(os.urandom(24)).decode()))
+        write_new(password, re.sub('[^A-Za-z0-9]', '', base64.b64encode(os.urandom(24)).decode()), 0o600)
+
+
+def claim_state_dir(directory):
+    """SIMSLURM_DIR made if missing, then required to be root's alone: a directory, not a link,
+    owned by root and writable by no one else, below directories that only root can change
+    (writable by others only with the sticky bit, as /var/tmp). Whoever prepared it otherwise
+    could have root write through links in it, hand files to munge and mysql, or swap MariaDB's
+    config. lstat throughout: a link is judged as itself, never by what it points at."""
+    path = os.path.abspath(directory)
+    os.makedirs(path, mode=0o755, exist_ok=True)
+    ancestors = [os.path.dirname(path)]
+    while ancestors[-1] != '/':
+        ancestors.append(os.path.dirname(ancestors[-1]))
+    for folder in [path, *ancestors]:
+        info = os.lstat(folder)
+        sticky = folder != path and info.st_mode & stat.S_ISVTX
+        problem = ('is a symbolic link' if stat.S_ISLNK(info.st_mode) and folder == path else
+                   f'is owned by uid {info.st_uid}, not root' if info.st_uid != 0 else
+                   f'is writable by others (mode {stat.S_IMODE(info.st_mode):o})'
+                   if info.st_mode & 0o022 and not sticky and not stat.S_ISLNK(info.st_mode) else '')
+        if problem:
+            raise Failure(f'{folder} {problem}: SIMSLURM_DIR={path} is not root\'s alone, so the cluster '
+                          'is not started there; remove it (or fix its owner and mode) or set SIMSLURM_DIR '
+                          'to a directory that only root can write')
 
 
 def gpu_devices_exist(devices=GPU_DEVICES):

@@ -52,7 +52,7 @@ import time
 
 from mlcheck.simulated import daemons, database, faults, hosts, install
 from mlcheck.simulated.cluster import settings_from_env
-from mlcheck.simulated.processes import Failure, Sim, check_ports, say
+from mlcheck.simulated.processes import Failure, Sim, check_ports, say, write_new
 
 # up and down of any SIMSLURM_DIR share /etc/slurm/slurm.conf: serialize them
 LOCK_FILE = '/run/lock/simslurm.lock'
@@ -168,8 +168,7 @@ def healthy(sim, config):
 def record_nodes(sim):
     """The running cluster's node count, for config/simulated.py (max_nodes): a later shell need
     not export SIMSLURM_NODES again."""
-    with open(sim.path('NODES_FILE'), 'w') as f:
-        f.write(f"{sim.settings['NODES']}\n")
+    write_new(sim.path('NODES_FILE'), f"{sim.settings['NODES']}\n")
 
 
 def already_up(sim):
@@ -180,6 +179,7 @@ def already_up(sim):
 
 def cmd_up(sim):
     check_prereqs()
+    install.claim_state_dir(sim.dir)
     install.check_config_is_ours()
     # a fault of a killed test session would make this "healthy" cluster slow or broken
     for removed in faults.clear_leftovers(sim):

@@ -1,11 +1,14 @@
-"""What a fault session killed before its undo leaves on the simulated cluster's machine, and
-bin/simslurm up removing it (mlcheck.simulated.faults.clear_leftovers); SIGTERM running the undo.
-Root and the cgroup v1 cpu hierarchy, but not the cluster: each test works in cgroups and an
-nftables table of its own names, a fake /proc and a stand-in slurmd, so it leaves a running
-cluster and its faults alone."""
+"""The simulated cluster on a shared machine (issue 37): what a fault session killed before its
+undo leaves behind, and bin/simslurm up removing it (mlcheck.simulated.faults.clear_leftovers);
+SIGTERM running the undo; a SIMSLURM_DIR that someone else prepared refused; no file written or
+handed over through a planted link. Root (and the cgroup v1 cpu hierarchy for the faults), but not
+the cluster: each test works in cgroups, an nftables table and directories of its own, a fake /proc
+and a stand-in slurmd, so it leaves a running cluster and its faults alone."""
 
 import os
+import re
 import signal
+import stat
 import subprocess
 import sys
 import threading
@@ -99,3 +102,53 @@ with faults.cpu_quota('nid001', 0.5):
     finally:
         session.kill()
         slurmd.kill()
+
+
+# --- SIMSLURM_DIR: root's alone (issue 37 item 6)
+
+@pytest.mark.skipif(os.geteuid() != 0, reason='needs root: the state directory is given to another user')
+@pytest.mark.parametrize('prepare, problem', [
+    (lambda d: (d.mkdir(), os.chown(d, 65534, 65534)), 'is owned by uid 65534, not root'),
+    (lambda d: (d.mkdir(), d.chmod(0o777)), 'is writable by others (mode 777)'),
+    (lambda d: (d.parent.joinpath('elsewhere').mkdir(), d.symlink_to(d.parent / 'elsewhere')),
+     'is a symbolic link'),
+])
+def test_a_state_directory_someone_else_prepared_is_refused(tmp_path, prepare, problem):
+    """A local user who made SIMSLURM_DIR (/var/tmp/simslurm) before root's first `up`, with links
+    inside: root must neither write through it nor hand its files to munge and mysql."""
+    from mlcheck.simulated import install
+    from mlcheck.simulated.processes import Failure
+    state = tmp_path / 'simslurm'
+    prepare(state)
+    with pytest.raises(Failure, match=re.escape(f'{state} {problem}: SIMSLURM_DIR={state} is not root')):
+        install.claim_state_dir(str(state))
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason='needs root: the directories must be root-owned')
+def test_a_state_directory_below_a_folder_others_can_change_is_refused(tmp_path):
+    open_folder = tmp_path / 'shared'
+    open_folder.mkdir()
+    open_folder.chmod(0o777)                   # no sticky bit: anyone could rename simslurm away
+    from mlcheck.simulated import install
+    from mlcheck.simulated.processes import Failure
+    with pytest.raises(Failure, match=re.escape(f'{open_folder} is writable by others')):
+        install.claim_state_dir(str(open_folder / 'simslurm'))
+    open_folder.chmod(0o1777)                  # as /var/tmp: others' files only
+    install.claim_state_dir(str(open_folder / 'simslurm'))
+    assert stat.S_IMODE((open_folder / 'simslurm').stat().st_mode) == 0o755
+
+
+def test_files_are_never_written_or_given_away_through_a_planted_link(tmp_path):
+    from mlcheck.simulated import database, install, processes
+    victim = tmp_path / 'victim'
+    victim.write_text('mine\n')
+    state = tmp_path / 'sim'
+    state.mkdir()
+    (state / 'nodes.simslurm.tmp').symlink_to(victim)     # the scratch name of a replaced file
+    processes.write_new(str(state / 'nodes'), '2\n')
+    (state / 'mariadbd.log').symlink_to(victim)           # a log handed to the mysql user
+    with pytest.raises(OSError):
+        processes.own_file(str(state / 'mariadbd.log'), 'root')
+    install.install_file('x\n', str(state / 'my.cnf'), 0o644)
+    assert victim.read_text() == 'mine\n' and (state / 'nodes').read_text() == '2\n'
+    assert not (state / 'nodes').is_symlink()
