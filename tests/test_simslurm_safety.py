@@ -6,6 +6,7 @@ the cluster: each test works in cgroups, an nftables table and directories of it
 and a stand-in slurmd, so it leaves a running cluster and its faults alone."""
 
 import os
+import pathlib
 import re
 import signal
 import stat
@@ -152,3 +153,72 @@ def test_files_are_never_written_or_given_away_through_a_planted_link(tmp_path):
     install.install_file('x\n', str(state / 'my.cnf'), 0o644)
     assert victim.read_text() == 'mine\n' and (state / 'nodes').read_text() == '2\n'
     assert not (state / 'nodes').is_symlink()
+
+
+# --- the machine after the simulated cluster (issue 37 item 8)
+
+@pytest.fixture
+def machine(tmp_path, monkeypatch):
+    """/etc/hosts, /etc/slurm and /dev of a machine under tmp_path, as `up` leaves them, with a
+    hosts line and a gres.conf that are not ours."""
+    from mlcheck.simulated import install
+    etc = tmp_path / 'etc'
+    (etc / 'slurm').mkdir(parents=True)
+    for name in ('SLURM_CONF_PATH', 'SLURMDBD_CONF_PATH', 'GRES_CONF_PATH'):
+        monkeypatch.setattr(install, name, str(etc / 'slurm' / os.path.basename(getattr(install, name))))
+    hosts_file = etc / 'hosts'
+    hosts_file.write_text('127.0.0.1 localhost\n10.1.2.3 nid001.site nid009\n')
+    return tmp_path, hosts_file
+
+
+def test_gres_conf_that_is_not_ours_is_not_overwritten(machine):
+    from mlcheck.simulated import install
+    from mlcheck.simulated.processes import Failure
+    gres = pathlib.Path(install.GRES_CONF_PATH)
+    gres.write_text('Name=gpu File=/dev/nvidia0\n')
+    with pytest.raises(Failure, match=f'{gres} exists and was not written by simslurm'):
+        install.check_config_is_ours()
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason='needs root: stand-in devices are character devices')
+def test_purge_removes_what_up_added_and_nothing_else(machine, tmp_path):
+    from mlcheck.simulated import hosts, install
+    _, hosts_file = machine
+    sim = sim_in(tmp_path)
+    with open(hosts_file, 'a') as f:        # what ensure_hosts appends (without resolving here)
+        f.write(''.join(f'127.0.0.1 {name}   {hosts.HOSTS_MARK}\n' for name in ('nid001', 'nid002')))
+    ours = install.Config(sim, 2, 1024).files()
+    for name in ('slurm.conf', 'slurmdbd.conf'):
+        pathlib.Path(install.SLURM_CONF_PATH).with_name(name).write_text(ours[name])
+    pathlib.Path(install.GRES_CONF_PATH).write_text('Name=gpu File=/dev/nvidia0\n')   # the site's
+    devices = [str(tmp_path / 'fakegpu0'), str(tmp_path / 'fakegpu1'), str(tmp_path / 'other')]
+    install.ensure_gpu_devices(devices[:2])
+    os.mknod(devices[2], 0o600 | stat.S_IFCHR, os.makedev(1, 5))        # a /dev/zero: not ours
+    removed = install.purge(sim, str(hosts_file), devices)
+    assert removed == [f'2 line(s) of {hosts_file}', install.SLURM_CONF_PATH, install.SLURMDBD_CONF_PATH,
+                       *devices[:2]]
+    assert hosts_file.read_text() == '127.0.0.1 localhost\n10.1.2.3 nid001.site nid009\n'
+    assert sorted(os.listdir(os.path.dirname(install.GRES_CONF_PATH))) == ['gres.conf']
+    assert os.path.exists(devices[2])
+    assert install.purge(sim, str(hosts_file), devices) == []      # twice: nothing more
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason='bin/setup disables services only as root')
+def test_setup_disables_the_packaged_daemons_and_says_so(tmp_path):
+    """After a reboot the packaged slurmctld, slurmd, slurmdbd, mariadb and munge would start on
+    the simulated cluster's config and `up` would fail: bin/setup disables them (a fake systemctl)."""
+    fake = tmp_path / 'bin'
+    fake.mkdir()
+    (fake / 'systemctl').write_text(
+        '#!/bin/sh\necho "$*" >>"$CALLS"\n'
+        'if [ "$1" = is-enabled ]; then [ "$2" = slurmd ] && echo disabled || echo enabled; fi\n')
+    (fake / 'systemctl').chmod(0o755)
+    calls = tmp_path / 'calls'
+    done = subprocess.run(['bash', '-c', 'source bin/setup && disable_packaged_services'], cwd=REPO,
+                          capture_output=True, text=True,
+                          env={**os.environ, 'PATH': f"{fake}:{os.environ['PATH']}", 'CALLS': str(calls)})
+    assert done.returncode == 0, done.stderr
+    disabled = [line.split()[-1] for line in calls.read_text().splitlines() if line.startswith('disable')]
+    assert disabled == ['slurmctld', 'slurmdbd', 'mariadb', 'munge']
+    assert done.stdout == ('setup: disabled the packaged services slurmctld slurmdbd mariadb munge at boot: '
+                           'bin/simslurm runs its own daemons, and these would start on its config\n')

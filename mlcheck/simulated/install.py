@@ -6,6 +6,7 @@ python3.
 """
 
 import base64
+import contextlib
 import os
 import pwd
 import re
@@ -94,15 +95,19 @@ def install_file(text, dest, mode):
     write_new(dest, text, mode)
 
 
+def written_by_us(path):
+    """True if `path` starts with bin/simslurm's marker line, None if there is no such file."""
+    try:
+        with open(path, errors='replace') as f:
+            return f.readline().startswith(MARKER)
+    except FileNotFoundError:
+        return None
+
+
 def check_config_is_ours():
-    """Fail unless slurm.conf and slurmdbd.conf are absent or were written by bin/simslurm."""
-    for conf in (SLURM_CONF_PATH, SLURMDBD_CONF_PATH):
-        try:
-            with open(conf, errors='replace') as f:
-                first = f.readline().rstrip('\n')
-        except FileNotFoundError:
-            continue
-        if not first.startswith(MARKER):
+    """Fail unless slurm.conf, slurmdbd.conf and gres.conf are absent or were written by bin/simslurm."""
+    for conf in (SLURM_CONF_PATH, SLURMDBD_CONF_PATH, GRES_CONF_PATH):
+        if written_by_us(conf) is False:
             raise Failure(f"{conf} exists and was not written by simslurm (no '{MARKER}' first line); refusing to "
                           f"overwrite a real site config; move it away (mv {conf} {conf}.orig) if this machine should "
                           f"run the simulated cluster")
@@ -164,6 +169,26 @@ def claim_state_dir(directory):
             raise Failure(f'{folder} {problem}: SIMSLURM_DIR={path} is not root\'s alone, so the cluster '
                           'is not started there; remove it (or fix its owner and mode) or set SIMSLURM_DIR '
                           'to a directory that only root can write')
+
+
+def purge(sim, hosts_file, devices=GPU_DEVICES):
+    """Remove what `up` added to the machine (the cluster stopped first): the hosts file's lines
+    with our mark, the config files that carry our marker line, the stand-in GPU devices (character
+    devices 1,3 only). What it removed, one line each; SIMSLURM_DIR (logs, the accounting
+    database) is left to the caller's choice."""
+    from mlcheck.simulated.hosts import remove_our_lines
+    removed = [f'{count} line(s) of {hosts_file}' for count in [remove_our_lines(hosts_file)] if count]
+    for conf in (SLURM_CONF_PATH, SLURMDBD_CONF_PATH, GRES_CONF_PATH):
+        if written_by_us(conf):
+            os.remove(conf)
+            removed.append(conf)
+    for dev in devices:
+        with contextlib.suppress(FileNotFoundError):
+            info = os.lstat(dev)
+            if stat.S_ISCHR(info.st_mode) and info.st_rdev == os.makedev(1, 3):
+                os.remove(dev)
+                removed.append(dev)
+    return removed
 
 
 def gpu_devices_exist(devices=GPU_DEVICES):
