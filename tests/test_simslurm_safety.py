@@ -180,6 +180,16 @@ def test_gres_conf_that_is_not_ours_is_not_overwritten(machine):
         install.check_config_is_ours()
 
 
+def test_a_file_where_a_stand_in_device_goes_is_not_replaced(tmp_path):
+    from mlcheck.simulated import install
+    from mlcheck.simulated.processes import Failure
+    theirs = tmp_path / 'fakegpu0'
+    theirs.write_text('not a device\n')
+    with pytest.raises(Failure, match=f'{theirs} exists and is not a character device'):
+        install.ensure_gpu_devices([str(theirs)])
+    assert theirs.read_text() == 'not a device\n'
+
+
 @pytest.mark.skipif(os.geteuid() != 0, reason='needs root: stand-in devices are character devices')
 def test_purge_removes_what_up_added_and_nothing_else(machine, tmp_path):
     from mlcheck.simulated import hosts, install

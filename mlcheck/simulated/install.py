@@ -208,9 +208,10 @@ def ensure_gpu_devices(devices=GPU_DEVICES):
     for dev in devices:
         if is_char_device(dev):
             continue
+        if os.path.lexists(dev):      # not ours: left alone
+            raise Failure(f'{dev} exists and is not a character device: not replaced by the stand-in '
+                          f'GPU device; move it away if this machine should run the simulated cluster')
         try:
-            if os.path.lexists(dev):
-                os.remove(dev)
             os.mknod(dev, 0o666 | stat.S_IFCHR, os.makedev(1, 3))
             os.chmod(dev, 0o666)
         except OSError as err:
