@@ -1,8 +1,12 @@
 """Recording references from a good run, on the real perf log of data/perflogs (see test_history)."""
 
 import dataclasses
+import fcntl
+import os
 import pathlib
+import stat
 import statistics
+import threading
 
 import pytest
 import yaml
@@ -203,3 +207,61 @@ def test_anchors_of_entries_all_unchanged_are_kept_on_their_first_entry(tmp_path
     code, _, _ = record(tmp_path, capsys, spec(BASELINE), '--var', 'samples_per_s', '-n', 'no such test')
     assert code == 2      # nothing recorded: the file as it was
     assert (tmp_path / 'sim.yaml').read_text() == open(SIM_REFERENCES).read()
+
+
+def test_a_system_that_is_a_path_writes_nothing(tmp_path, capsys):
+    """The system part of a perf log's partition goes into the file name: a path is refused."""
+    outside = tmp_path / 'outside'
+    hostile = [dataclasses.replace(s, partition=f'{outside}/x:cluster') for s in samples(BASELINE)]
+    log = write_perflog(tmp_path / 'hostile.log', hostile)
+    refs = tmp_path / 'refs'
+    err = record_error(refs, capsys, log)
+    assert f"system '{outside}/x' of the selection is not a plain name: no references written" in err
+    assert not outside.exists() and not refs.exists()
+
+
+def test_a_planted_link_beside_the_file_is_not_followed(tmp_path, capsys):
+    """The old scratch name (sim.yaml.new) linked to a file elsewhere: that file stays as it was."""
+    victim = tmp_path / 'victim'
+    victim.write_text('mine\n')
+    refs = tmp_path / 'refs'
+    refs.mkdir()
+    (refs / 'sim.yaml.new').symlink_to(victim)
+    assert record(refs, capsys, spec(BASELINE))[0] == 0
+    assert victim.read_text() == 'mine\n' and entry_of(refs / 'sim.yaml')
+
+
+def test_the_file_keeps_its_mode_and_its_link(tmp_path, capsys):
+    """A group-writable references file, reached through a link, under a private umask: it is
+    replaced where the link points, the link stays, the mode stays 0664; no scratch file is left."""
+    shared = tmp_path / 'project'
+    shared.mkdir()
+    (shared / 'sim.yaml').write_text(open(SIM_REFERENCES).read())
+    (shared / 'sim.yaml').chmod(0o664)
+    refs = tmp_path / 'refs'
+    refs.mkdir()
+    (refs / 'sim.yaml').symlink_to(shared / 'sim.yaml')
+    old_umask = os.umask(0o077)
+    try:
+        assert record(refs, capsys, spec(BASELINE))[0] == 0
+    finally:
+        os.umask(old_umask)
+    assert (refs / 'sim.yaml').is_symlink()
+    assert stat.S_IMODE((shared / 'sim.yaml').stat().st_mode) == 0o664
+    assert entry_of(shared / 'sim.yaml')['samples_per_s'][0] == entry_of(refs / 'sim.yaml')['samples_per_s'][0]
+    assert sorted(p.name for p in shared.iterdir()) == ['sim.yaml']
+
+
+def test_a_concurrent_baseline_waits_for_the_lock(tmp_path, capsys):
+    """While another baseline holds the system's lock, nothing is read or written."""
+    refs = tmp_path / 'refs'
+    refs.mkdir()
+    lock = os.open(refs / '.sim.yaml.lock', os.O_RDWR | os.O_CREAT)
+    fcntl.flock(lock, fcntl.LOCK_EX)
+    worker = threading.Thread(target=baseline.main, args=([spec(BASELINE), '--references-dir', str(refs)],))
+    worker.start()
+    worker.join(0.5)
+    assert worker.is_alive() and not (refs / 'sim.yaml').exists()
+    os.close(lock)
+    worker.join(30)
+    assert not worker.is_alive() and entry_of(refs / 'sim.yaml')

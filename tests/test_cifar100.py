@@ -3,8 +3,10 @@ arithmetic, and the sanity rules on a real run of the simulated partition
 (sim_cluster_cifar100_2nodes.out: ResNet-18, 4 gloo ranks on nid001-002, 3 epochs of 8 steps).
 """
 
+import hashlib
 import math
 import os
+import pickle
 import subprocess
 import sys
 
@@ -42,7 +44,6 @@ def test_torchvision_loader_reads_the_staged_set(staged):
 
 
 def test_staged_files_have_cifar100_keys_and_layout(staged):
-    import pickle
     with open(staged / 'cifar-100-python' / 'train', 'rb') as f:
         entry = pickle.load(f, encoding='latin1')
     assert set(entry) == {'filenames', 'batch_label', 'fine_labels', 'coarse_labels', 'data'}
@@ -51,6 +52,63 @@ def test_staged_files_have_cifar100_keys_and_layout(staged):
     with open(staged / 'cifar-100-python' / 'meta', 'rb') as f:
         meta = pickle.load(f, encoding='latin1')
     assert len(meta['fine_label_names']) == 100 and len(meta['coarse_label_names']) == 20
+
+
+class Payload:
+    """What a planted pickle would run on loading: here, writing a marker file."""
+    def __init__(self, marker):
+        self.marker = marker
+
+    def __reduce__(self):
+        return (os.system, (f'touch {self.marker}',))
+
+
+@pytest.fixture
+def planted(staged, tmp_path):
+    """A copy of the staged set whose training file is a pickle that runs code; (root, marker)."""
+    import shutil
+    root = tmp_path / 'data'
+    shutil.copytree(staged, root)
+    marker = tmp_path / 'ran'
+    with open(root / 'cifar-100-python' / 'train', 'wb') as f:
+        pickle.dump({'data': Payload(marker), 'fine_labels': []}, f, protocol=2)
+    return root, marker
+
+
+def test_a_planted_pickle_runs_nothing(planted):
+    """The dataset directory is writable by a project group: a file there must not run code."""
+    root, marker = planted
+    program = load_program('cifar/cifar_data.py')
+    with pytest.raises(SystemExit, match='is neither the published file nor the generated stand-in'):
+        program.StagedCIFAR100(str(root), train=True)
+    assert not marker.exists()
+    # and were its digest one of the known ones, the unpickler itself admits no other global
+    with open(root / 'cifar-100-python' / 'train', 'rb') as f, \
+            pytest.raises(pickle.UnpicklingError, match='posix.system is not part of the CIFAR-100 format'):
+        program.CIFARUnpickler(f, encoding='latin1').load()
+    assert not marker.exists()
+
+
+def test_a_file_others_can_write_is_refused_unless_trusted(staged, tmp_path, monkeypatch):
+    import shutil
+    root = tmp_path / 'data'
+    shutil.copytree(staged, root)
+    (root / 'cifar-100-python' / 'meta').chmod(0o664)
+    program = load_program('cifar/cifar_data.py')
+    monkeypatch.delenv(program.TRUST_VARIABLE, raising=False)
+    with pytest.raises(SystemExit, match=f'CIFAR-100 file {root}/cifar-100-python/meta can be written '
+                                         r'by others \(owner uid 0, mode 664\): not read'):
+        program.StagedCIFAR100(str(root), train=False)
+    monkeypatch.setenv(program.TRUST_VARIABLE, '1')
+    assert len(program.StagedCIFAR100(str(root), train=False).classes) == 100
+
+
+def test_the_stand_in_is_the_recorded_one(staged):
+    """The program knows the generated stand-in by its digests: staging must still write those bytes."""
+    program = load_program('cifar/cifar_data.py')
+    found = {name: hashlib.md5((staged / 'cifar-100-python' / name).read_bytes()).hexdigest()
+             for name in ('train', 'test', 'meta')}
+    assert found == program.STAND_IN_MD5
 
 
 def test_staging_keeps_a_complete_earlier_staging(staged):

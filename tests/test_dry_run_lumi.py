@@ -2,6 +2,7 @@
 
 import pathlib
 import re
+import stat
 
 import pytest
 
@@ -152,6 +153,15 @@ def test_dry_run_keeps_out_of_the_perf_logs(lumi_scripts):
     for log in logs:
         lines = log.read_text().splitlines()[1:]
         assert lines and {line.split('|')[10] for line in lines} == {'null'}
+
+
+def test_perf_log_lines_are_written_under_reframes_lock(lumi_scripts):
+    """Sessions sharing a perf log append under ReFrame's lock file beside it, which colleagues
+    of the group can take too."""
+    _, tmp, _ = lumi_scripts
+    logs = sorted((tmp / 'rfm' / 'dry-run-perflogs').rglob('*.log'))
+    locks = [log.with_name(f'.{log.stem}.lock') for log in logs]
+    assert logs and [stat.S_IMODE(lock.stat().st_mode) for lock in locks] == [0o664] * len(logs)
 
 
 def test_configured_glob_without_images_is_a_clear_error(tmp_path):

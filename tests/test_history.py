@@ -261,14 +261,23 @@ def test_perf_log_with_an_older_header(capsys, tmp_path):
     assert sha256(old) == before
 
 
-def test_perf_log_with_a_broken_line(capsys, tmp_path):
+def test_unreadable_perf_log_lines_are_named_and_left_out(capsys, tmp_path):
+    """A second header (two sessions starting the log at once), an image path holding '|' (ReFrame
+    writes values unescaped) and a line cut short: the header is skipped, the two bad lines named
+    by file:line and counted, and the rest judged as the clean log is."""
     broken = tmp_path / 'broken.log'
     with open(CAMPAIGN) as f:
         lines = f.readlines()
-    broken.write_text(''.join(lines[:3]) + lines[3][:60] + '\n')     # cut short
+    piped = lines[5].replace('|host|1|', '|/images/a|b|1|', 1)
+    assert piped != lines[5]
+    broken.write_text(''.join(lines[:3]) + lines[0] + lines[3][:60] + '\n' + piped + ''.join(lines[3:]))
     fields = len(lines[3][:60].split('|'))
-    err = one_line_error(capsys, report.main, str(broken), CAMPAIGN)
-    assert f'{broken}:4: {fields} fields where the header has 16' in err
+    clean = run_report(capsys, CAMPAIGN, CAMPAIGN)
+    code, out, err = run_report(capsys, str(broken), CAMPAIGN)
+    assert (code, out) == clean[:2]
+    assert err.splitlines() == [f'{broken}:5: {fields} fields where the header has 16; line left out',
+                                f'{broken}:6: 17 fields where the header has 16; line left out',
+                                '2 unreadable perf log line(s) left out (named above)']
 
 
 def test_database_file_that_is_not_one(capsys, tmp_path):

@@ -3,10 +3,12 @@ its references, perf log lines and history are one; a test without references sa
 
 import copy
 import os
+import re
 
 import pytest
 
 from conftest import REPO
+from mlcheck.errors import ConfigError
 from mlcheck.judging.references import missing_references
 from mlcheck.site.images import ImageByPath, image_given_by_path, image_parameter
 
@@ -51,3 +53,10 @@ def test_missing_variables_and_files_are_named(tmp_path):
         f'no references for new_var in {SIM_REFERENCES}'
     assert missing_references(str(tmp_path / 'x.yaml'), 'MNISTDistributedCheck', keys, MNIST_VARS) == \
         f'no references file {tmp_path / "x.yaml"}'
+
+
+@pytest.mark.parametrize('given', ['/images/a|b/torch-2.14.1', '/images/torch\n2.14.1', 'torch|x'])
+def test_an_image_that_would_break_a_perf_log_line_is_refused_at_setup(sim, given):
+    """-P image=... goes into the perf log unescaped: a '|' or a newline would corrupt the line."""
+    with pytest.raises(ConfigError, match=re.escape("a '|' or a line break in an image cannot be logged")):
+        sim.resolve_image(image_parameter(given))

@@ -251,3 +251,16 @@ def test_image_entry_variables_join_the_environment_definition_over_the_partitio
                                   'com.hooks.aws_ofi_nccl.variant': 'cuda-dl'}
     # the partition's own definition is left as configured
     assert settings.edf_for('other')['env']['NCCL_PROTO'] == '^LL128'
+
+
+def test_trusting_the_dataset_writers_reaches_the_ranks():
+    """extras.mlcheck.trusts_dataset_writers is what lets the CIFAR-100 program read a file
+    that others can write (src/pytorch/cifar/cifar_data.py): the job script exports it."""
+    from mlcheck.placement.launch import job_exports
+    extras = lumi_extras()
+    plain = from_extras(extras)
+    extras['mlcheck']['trusts_dataset_writers'] = True
+    trusting = from_extras(extras)
+    variable = 'export MLCHECK_TRUSTS_DATASET_WRITERS=1'
+    assert variable not in job_exports(plain, plain.layout(1))
+    assert variable in job_exports(trusting, trusting.layout(1))

@@ -6,11 +6,16 @@ image and node count, in ReFrame's external references (config/references/<syste
 SELECTION is a session UUID, a period START:END, 'latest', or a perf log with an optional
 @START:END (see --help). Entries of other tests, partitions, images and
 node counts stay as they are, and so do the bounds of an entry already there; a new entry gets
---tolerance on its worse side. The file is replaced in one step (written beside it, then renamed).
+--tolerance on its worse side. The file is replaced in one step (a private file written beside
+it, synced, given the old file's mode, then renamed), under a lock that a concurrent baseline of
+the same system waits for.
 """
 
+import contextlib
+import fcntl
 import os
 import re
+import tempfile
 import statistics
 import sys
 from dataclasses import dataclass, field
@@ -68,6 +73,33 @@ def medians(samples):
         values = [s.value for s in runs]
         found[key] = (float(f'{statistics.median(values):.4g}'), runs[0].unit, values, settings[0])
     return found
+
+
+# a system's name as a file name: no path, nothing hidden (the data names it, so it is checked)
+SYSTEM_NAME = re.compile(r'[A-Za-z0-9][A-Za-z0-9_.-]*')
+
+
+def references_path(directory, system):
+    """<directory>/<system>.yaml; an InputError for a system that is no plain name
+    (a perf log whose partition is '/some/path/x:cluster' must not write /some/path/x.yaml)."""
+    if not SYSTEM_NAME.fullmatch(system):
+        raise InputError(f'system {system!r} of the selection is not a plain name: '
+                         'no references written')
+    return os.path.join(directory, f'{system}.yaml')
+
+
+@contextlib.contextmanager
+def locked(path):
+    """Hold the lock of the references file `path` (.<name>.lock beside it): a second baseline of
+    the same system reads the file only after the first one has replaced it."""
+    directory, name = os.path.split(os.path.abspath(path))
+    os.makedirs(directory, exist_ok=True)
+    fd = os.open(os.path.join(directory, f'.{name}.lock'), os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o666)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)
 
 
 # a top-level key of a references file (a check's name) at the start of its line
@@ -236,12 +268,39 @@ def write(path, references, data):
     if yaml.safe_load(text) != data:   # a layout the blocks do not follow: leave the file alone
         raise InputError(f'references file {path}: cannot rewrite it keeping its text and '
                          'comments (an anchor shared between checks?); edit it by hand')
-    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
-    scratch = f'{path}.new'
-    with open(scratch, 'w') as stream:
-        stream.write(text)
-    os.replace(scratch, path)
+    replace_file(path, text)
     return text
+
+
+def replace_file(path, text):
+    """Replace `path` with `text` in one step: a private temporary file beside it (mkstemp, so no
+    planted name or link is followed), its mode that of the old file (new files: as open() makes
+    them), synced, renamed over. A symbolic link keeps pointing at the file it names, now new."""
+    target = os.path.realpath(path)
+    directory = os.path.dirname(target)
+    try:
+        mode = os.stat(target).st_mode & 0o7777
+    except FileNotFoundError:
+        umask = os.umask(0)
+        os.umask(umask)
+        mode = 0o666 & ~umask
+    fd, scratch = tempfile.mkstemp(prefix=f'.{os.path.basename(target)}.', dir=directory)
+    try:
+        with os.fdopen(fd, 'w') as stream:
+            stream.write(text)
+            stream.flush()
+            os.fchmod(stream.fileno(), mode)
+            os.fsync(stream.fileno())
+        os.replace(scratch, target)
+    except BaseException:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(scratch)
+        raise
+    dir_fd = os.open(directory, os.O_RDONLY)
+    try:
+        os.fsync(dir_fd)       # the rename itself survives a crash
+    finally:
+        os.close(dir_fd)
 
 
 def main(argv=None):
@@ -269,18 +328,21 @@ def record(args):
     else:
         described = args.selection
     found = medians(samples)
-    for system in sorted({key[0] for key in found}):
-        path = os.path.join(directory, f'{system}.yaml')
-        references, data = read_references(path)
-        mine = {k: v for k, v in found.items() if k[0] == system}
-        table = update(data, references.head, mine, described, tolerance)
-        print(text_table(('partition', 'test', 'variable', 'runs', 'was', 'now', 'noise'), table))
-        if args.dry_run:
-            print(f'\n# {path} would be:')
-            print(render(references, data), end='')
-        else:
-            write(path, references, data)
-            print(f'references written: {path}')
+    systems = sorted({key[0] for key in found})
+    paths = {system: references_path(directory, system) for system in systems}
+    for system in systems:
+        path = paths[system]
+        with contextlib.nullcontext() if args.dry_run else locked(path):
+            references, data = read_references(path)
+            mine = {k: v for k, v in found.items() if k[0] == system}
+            table = update(data, references.head, mine, described, tolerance)
+            print(text_table(('partition', 'test', 'variable', 'runs', 'was', 'now', 'noise'), table))
+            if args.dry_run:
+                print(f'\n# {path} would be:')
+                print(render(references, data), end='')
+            else:
+                write(path, references, data)
+                print(f'references written: {path}')
     return 0
 
 

@@ -78,6 +78,10 @@ def logging_config():
             'format': PERFLOG_FIELDS + PERFVAR_FIELDS,
             'datefmt': '%FT%T%:z',     # completion times with their UTC offset
             'append': True,
+            # sessions that share a perf log (a project directory) append whole lines, one at a time;
+            # the lock file (.<check>.lock beside the log) is group-writable as the directory is
+            'locking_enable': True,
+            'locking_file_mode': '664',
         }],
         'perflog_multiline': True,
     }]

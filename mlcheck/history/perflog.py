@@ -5,6 +5,7 @@ by the header's column names, into Samples.
 import math
 import os
 import re
+import sys
 from datetime import datetime
 
 from mlcheck.errors import InputError
@@ -41,10 +42,18 @@ def _has_sample_columns(path):
     return all(column in header for column in PERFLOG_REQUIRED)
 
 
-def read_perflog(path, period=None, with_failed=False):
+class BadLine(ValueError):
+    """A perf log line that cannot be read: left out, named by its file:line."""
+
+
+def read_perflog(path, period=None, with_failed=False, left_out=None):
     """The samples of one perf log, read by its header. A test case that failed before its
     performance stage has its lines, with the value null (ReFrame 4.10.4, perflog_multiline);
-    they are kept with the value None if `with_failed`, else skipped."""
+    they are kept with the value None if `with_failed`, else skipped.
+
+    A line that repeats the header (two sessions that started the log at once) is skipped. A line
+    that cannot be read (a value holding '|', a line cut short) is named on stderr and left out,
+    its file:line appended to `left_out`: one such line must not hide the rest of the log."""
     try:
         with open(path, errors='replace') as stream:
             lines = stream.read().splitlines()
@@ -61,29 +70,40 @@ def read_perflog(path, period=None, with_failed=False):
                          f'{", ".join(missing)} (header: {lines[0][:100]!r})')
     samples = []
     for number, line in enumerate(lines[1:], start=2):
-        if not line.strip():
+        if not line.strip() or line == lines[0]:
             continue
-        values = line.split('|')
-        if len(values) != len(columns):
-            raise InputError(f'{path}:{number}: {len(values)} fields where the header has '
-                             f'{len(columns)}')
-        row = dict(zip(columns, values))
-        value = _number(row['perf_value'])
-        if value is None and not with_failed:
-            continue              # a test that failed before its performance stage, or a dry run
-        when = _timestamp(row['job_completion_time'], f'{path}:{number}')
-        if period and not period[0] <= when < period[1]:
+        try:
+            sample = _sample(columns, line.split('|'), period, with_failed, path)
+        except BadLine as err:
+            print(f'{path}:{number}: {err}; line left out', file=sys.stderr)
+            if left_out is not None:
+                left_out.append(f'{path}:{number}')
             continue
-        samples.append(Sample(
-            partition=row['system:partition'], name=row['name'], image=row['image'],
-            num_nodes=_int(row['num_nodes'], f'{path}:{number}: num_nodes'),
-            var=row['perf_var'], value=value, unit=row['perf_unit'], time=when,
-            jobid=row.get('jobid', ''), nodelist=row.get('job_nodelist', ''),
-            reference=tuple(_number(row.get(c)) for c in ('perf_ref', 'perf_lower_thres',
-                                                           'perf_upper_thres')),
-            result=row.get('perf_result', ''), source=path,
-            settings=recorded(row.get('run_settings')), stack=recorded(row.get('software_stack'))))
+        if sample:
+            samples.append(sample)
     return samples
+
+
+def _sample(columns, values, period, with_failed, path):
+    """The Sample of one line's `values`, None if it is not one to keep; BadLine if unreadable."""
+    if len(values) != len(columns):
+        raise BadLine(f'{len(values)} fields where the header has {len(columns)}')
+    row = dict(zip(columns, values))
+    value = _number(row['perf_value'])
+    if value is None and not with_failed:
+        return None               # a test that failed before its performance stage, or a dry run
+    when = _timestamp(row['job_completion_time'])
+    if period and not period[0] <= when < period[1]:
+        return None
+    return Sample(
+        partition=row['system:partition'], name=row['name'], image=row['image'],
+        num_nodes=_int(row['num_nodes'], 'num_nodes'),
+        var=row['perf_var'], value=value, unit=row['perf_unit'], time=when,
+        jobid=row.get('jobid', ''), nodelist=row.get('job_nodelist', ''),
+        reference=tuple(_number(row.get(c)) for c in ('perf_ref', 'perf_lower_thres',
+                                                       'perf_upper_thres')),
+        result=row.get('perf_result', ''), source=path,
+        settings=recorded(row.get('run_settings')), stack=recorded(row.get('software_stack')))
 
 
 def _number(text):
@@ -100,11 +120,11 @@ def _int(text, where):
     try:
         return int(text)
     except ValueError:
-        raise InputError(f'{where}: {text!r} is not a number') from None
+        raise BadLine(f'{where}: {text[:40]!r} is not a number') from None
 
 
-def _timestamp(text, where):
+def _timestamp(text):
     try:
         return datetime.fromisoformat(text).timestamp()   # without an offset: local time
     except ValueError:
-        raise InputError(f'{where}: bad completion time {text!r}') from None
+        raise BadLine(f'bad completion time {text[:40]!r}') from None

@@ -3,6 +3,7 @@ START:END, 'latest', a perf log with an optional @START:END) and the samples eac
 """
 
 import os
+import sys
 from dataclasses import dataclass
 
 
@@ -70,9 +71,13 @@ def load(selection, database=None, with_failed=False):
         samples = samples_of_testcases(database.testcases(query), with_failed)
         where = f'results database {database.path}'
     else:
+        left_out = []
         samples = [s for path in perflog_files(selection.path)
-                   for s in read_perflog(path, selection.period, with_failed)]
+                   for s in read_perflog(path, selection.period, with_failed, left_out)]
         where = f'perf log {selection.path}'
+        if left_out:
+            print(f'{len(left_out)} unreadable perf log line(s) left out (named above)',
+                  file=sys.stderr)
     if not samples:
         raise InputError(f'selection {selection.spec!r} holds no performance values ({where})')
     return samples

@@ -10,8 +10,8 @@ import subprocess
 import sys
 import time
 
-from mlcheck.simulated.processes import (Failure, output_of, read_pid, remove_files, say, show_log_tail,
-                                         stop_pids, succeeds, wait_until)
+from mlcheck.simulated.processes import (Failure, output_of, own_file, read_pid, remove_files, say, show_log_tail,
+                                         stop_pids, succeeds, wait_until, write_new)
 
 MUNGE_RUNDIR = '/run/munge'
 # a usable node: it responds and is not down or drained
@@ -39,9 +39,7 @@ def start_munged(sim):
     os.makedirs(MUNGE_RUNDIR, exist_ok=True)
     os.chmod(MUNGE_RUNDIR, 0o755)
     shutil.chown(MUNGE_RUNDIR, 'munge', 'munge')
-    open(log, 'a').close()
-    shutil.chown(log, 'munge', 'munge')
-    os.chmod(log, 0o640)
+    own_file(log, 'munge', 0o640)
     try:
         proc = subprocess.run(['runuser', '-u', 'munge', '--', *sim.daemon_env(), 'munged', f'--log-file={log}'],
                               stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
@@ -57,8 +55,7 @@ def start_munged(sim):
         raise Failure(f"munged started but 'munge -n | unmunge' still fails after 5 s; see {log}")
     # remember that we started it, so that `down` stops only our munged
     pid = sim.daemon_pid('munged')
-    with open(os.path.join(sim.path('RUN_DIR'), 'munged.started-by-simslurm'), 'w') as f:
-        f.write(f'{pid}\n' if pid else '')
+    write_new(os.path.join(sim.path('RUN_DIR'), 'munged.started-by-simslurm'), f'{pid}\n' if pid else '')
     say(f"started munged (pid {pid or '?'})")
 
 

@@ -4,12 +4,13 @@ Standard library only: bin/simslurm runs this with the system's python3.
 """
 
 import os
+import pwd
 import shutil
 import subprocess
 
 from mlcheck.simulated.cluster import ACCT_DB, ACCT_DB_USER, CLUSTER, read_password
-from mlcheck.simulated.processes import (Failure, port_owner, remove_files, say, show_log_tail, stop_pids,
-                                         succeeds, wait_until)
+from mlcheck.simulated.processes import (Failure, own_file, port_owner, remove_files, say, show_log_tail,
+                                         stop_pids, succeeds, wait_until)
 
 
 def db_client(sim, command, *args):
@@ -18,7 +19,13 @@ def db_client(sim, command, *args):
 
 
 def chown(path, user):
-    shutil.chown(path, user, user)
+    """`path` given to `user`: the path itself, never what a link there points at."""
+    os.chown(path, *pwd_ids(user), follow_symlinks=False)
+
+
+def pwd_ids(user):
+    entry = pwd.getpwnam(user)
+    return entry.pw_uid, entry.pw_gid
 
 
 def start_mariadb(sim):
@@ -28,8 +35,7 @@ def start_mariadb(sim):
     if sim.daemon_pid('mariadbd'):
         return
     log, data = sim.path('MARIADBD_LOG'), sim.path('DB_DATA')
-    open(log, 'a').close()
-    chown(log, 'mysql')
+    own_file(log, 'mysql')
     installed = os.path.join(sim.path('DB_DIR'), 'installed')
     if not os.path.exists(installed):
         shutil.rmtree(data, ignore_errors=True)
@@ -42,7 +48,7 @@ def start_mariadb(sim):
         if not done:
             show_log_tail(log)
             raise Failure(f'mariadb-install-db failed to create the accounting database in {data}; see {log}')
-        open(installed, 'a').close()
+        own_file(installed)
     # mariadbd stays in the foreground: setsid -f detaches it from us
     with open(log, 'ab') as out:
         succeeds([*sim.daemon_env(), 'setsid', '-f', 'mariadbd', f"--defaults-file={sim.path('DB_CNF')}"],

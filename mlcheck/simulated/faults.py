@@ -15,16 +15,21 @@ read: each a context manager that undoes itself however its block ends.
   127.0.0.1, and gloo connects from an unbound socket; this kernel has no `tc` qdiscs.)
 
 All need root and a running cluster (bin/simslurm up), and must be entered before the jobs
-start: a step already running keeps its cgroup and namespace.
+start: a step already running keeps its cgroup and namespace. While one is in place, SIGTERM (a
+CI timeout) ends the process with SystemExit, so the undo runs; what a SIGKILL leaves behind,
+bin/simslurm up removes (clear_leftovers).
 """
 
 import contextlib
 import os
+import shutil
 import signal
 import subprocess
+import threading
 import time
 
 from mlcheck.simulated.cluster import DEFAULT_DIR, paths
+from mlcheck.simulated.processes import alive
 
 CPU_CGROUP = '/sys/fs/cgroup/cpu'
 NFT_CGROUP_ROOT = '/sys/fs/cgroup'      # nftables names a cgroup v2 group relative to this
@@ -82,18 +87,39 @@ def _move_back(cgroup, home):
         time.sleep(0.1)
 
 
+FAULT_PREFIX = 'mlcheck-fault'            # every fault's cgroup name starts with it
+
+
+@contextlib.contextmanager
+def sigterm_unwinds():
+    """SIGTERM raises SystemExit in the main thread for the block's length (Python's default would
+    end the process at once, skipping every `finally`: the fault would stay in place)."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def stop(signum, _frame):
+        raise SystemExit(128 + signum)
+    before = signal.signal(signal.SIGTERM, stop)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, before)
+
+
 @contextlib.contextmanager
 def cpu_quota(node, share):
     """`node` (its slurmd and every task it starts meanwhile) limited to `share` of one CPU."""
     pid = slurmd_pid(node)
     home = cpu_cgroup_of(pid)
-    cgroup = os.path.join(CPU_CGROUP, f'mlcheck-fault-{node}')
+    cgroup = os.path.join(CPU_CGROUP, f'{FAULT_PREFIX}-{node}')
     os.makedirs(cgroup, exist_ok=True)
     try:
-        _write(os.path.join(cgroup, 'cpu.cfs_period_us'), CFS_PERIOD_US)
-        _write(os.path.join(cgroup, 'cpu.cfs_quota_us'), max(1000, int(share * CFS_PERIOD_US)))
-        _write(os.path.join(cgroup, 'cgroup.procs'), pid)
-        yield cgroup
+        with sigterm_unwinds():
+            _write(os.path.join(cgroup, 'cpu.cfs_period_us'), CFS_PERIOD_US)
+            _write(os.path.join(cgroup, 'cpu.cfs_quota_us'), max(1000, int(share * CFS_PERIOD_US)))
+            _write(os.path.join(cgroup, 'cgroup.procs'), pid)
+            yield cgroup
     finally:
         _move_back(cgroup, home)
 
@@ -144,7 +170,8 @@ def hidden_path(node, path):
     pid = _restart_slurmd(node, old, ['unshare', '--mount', '--propagation', 'private',
                                       'sh', '-c', hide, 'hide', path])
     try:
-        yield pid
+        with sigterm_unwinds():
+            yield pid
     finally:
         _restart_slurmd(node, slurmd_pid(node), [])
 
@@ -198,10 +225,11 @@ def slow_links(pairs, kbytes_per_s):
     root = cgroup2_root()
     nodes = sorted({n for a, b, _ in pairs for n in (a, b)})
     with contextlib.ExitStack() as undo:
+        undo.enter_context(sigterm_unwinds())
         groups = {}
         for node in nodes:
             pid = slurmd_pid(node)
-            home, group = cgroup2_of(pid, root), os.path.join(root, f'mlcheck-fault-link-{node}')
+            home, group = cgroup2_of(pid, root), os.path.join(root, f'{FAULT_PREFIX}-link-{node}')
             os.makedirs(group, exist_ok=True)
             undo.callback(_move_back, group, home)
             _write(os.path.join(group, 'cgroup.procs'), pid)
@@ -209,3 +237,34 @@ def slow_links(pairs, kbytes_per_s):
         subprocess.run(['nft', '-f', '-'], input=link_rules(pairs, groups), text=True, check=True)
         undo.callback(subprocess.run, ['nft', 'delete', 'table', 'inet', LINK_TABLE], check=True)
         yield LINK_TABLE
+
+
+def clear_leftovers(sim, cgroup_roots=None, table=LINK_TABLE, proc='/proc'):
+    """Undo what faults of a killed process left (bin/simslurm up calls it): every fault cgroup
+    below `cgroup_roots` (default: the cpu and cgroup v2 hierarchies), its processes moved to the
+    hierarchy's root; the nftables `table`; a slurmd of `sim` in a mount namespace other than
+    ours (hidden_path's), stopped so that `up` starts it plainly. What it removed, one line each."""
+    if cgroup_roots is None:
+        cgroup_roots = [CPU_CGROUP]
+        with contextlib.suppress(OSError, RuntimeError):
+            cgroup_roots.append(cgroup2_root())
+    removed = []
+    for root in cgroup_roots:
+        with contextlib.suppress(FileNotFoundError):
+            for name in sorted(os.listdir(root)):
+                if name.startswith(FAULT_PREFIX) and os.path.isdir(os.path.join(root, name)):
+                    _move_back(os.path.join(root, name), root)
+                    removed.append(f'cgroup {os.path.join(root, name)}')
+    if shutil.which('nft') and subprocess.run(['nft', 'list', 'table', 'inet', table],
+                                              capture_output=True).returncode == 0:
+        subprocess.run(['nft', 'delete', 'table', 'inet', table], check=True)
+        removed.append(f'nftables table inet {table}')
+    ours = os.readlink(f'{proc}/self/ns/mnt')
+    for node in sim.nodes():
+        pid = sim.daemon_pid('slurmd', node)
+        with contextlib.suppress(OSError):
+            if pid and os.readlink(f'{proc}/{pid}/ns/mnt') != ours:
+                os.kill(pid, signal.SIGTERM)
+                _wait(lambda: not alive(pid), f'slurmd of {node} (pid {pid}) to stop')
+                removed.append(f'slurmd of {node} in a mount namespace of its own (pid {pid})')
+    return removed

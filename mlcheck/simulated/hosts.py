@@ -46,3 +46,16 @@ def ensure_hosts(path, nodes, check_only=False):
     wrong = off_loopback(nodes)
     if wrong:
         raise ValueError(f"{'; '.join(wrong)}; fix {'its entry' if len(wrong) == 1 else 'their entries'} in {path}")
+
+
+def remove_our_lines(path):
+    """Remove the lines bin/simslurm added to the hosts file `path` (those ending with our mark),
+    rewritten in place (it may be a mount point); how many were removed."""
+    with open(path, 'r+') as f:
+        lines = f.read().splitlines(keepends=True)
+        kept = [line for line in lines if not line.rstrip('\n').endswith(HOSTS_MARK)]
+        if len(kept) != len(lines):
+            f.seek(0)
+            f.write(''.join(kept))
+            f.truncate()
+    return len(lines) - len(kept)

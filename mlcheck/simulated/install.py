@@ -6,6 +6,7 @@ python3.
 """
 
 import base64
+import contextlib
 import os
 import pwd
 import re
@@ -13,7 +14,7 @@ import socket
 import stat
 
 from mlcheck.simulated.cluster import GPU_DEVICES, MARKER, Settings, config_files, read_password
-from mlcheck.simulated.processes import Failure, Sim, output_of, say
+from mlcheck.simulated.processes import Failure, Sim, output_of, say, write_new
 
 SLURM_CONF_PATH = '/etc/slurm/slurm.conf'
 GRES_CONF_PATH = '/etc/slurm/gres.conf'
@@ -90,25 +91,23 @@ class Config:
 
 
 def install_file(text, dest, mode):
-    """`text` replaces `dest` at once (through a temporary file beside it), with `mode` from the
-    start (slurmdbd.conf holds a password)."""
-    tmp = f'{dest}.simslurm.tmp'
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    with open(fd, 'w') as f:
-        f.write(text)
-    os.chmod(tmp, mode)
-    os.replace(tmp, dest)
+    """`text` replaces `dest` at once, with `mode` from the start (slurmdbd.conf holds a password)."""
+    write_new(dest, text, mode)
+
+
+def written_by_us(path):
+    """True if `path` starts with bin/simslurm's marker line, None if there is no such file."""
+    try:
+        with open(path, errors='replace') as f:
+            return f.readline().startswith(MARKER)
+    except FileNotFoundError:
+        return None
 
 
 def check_config_is_ours():
-    """Fail unless slurm.conf and slurmdbd.conf are absent or were written by bin/simslurm."""
-    for conf in (SLURM_CONF_PATH, SLURMDBD_CONF_PATH):
-        try:
-            with open(conf, errors='replace') as f:
-                first = f.readline().rstrip('\n')
-        except FileNotFoundError:
-            continue
-        if not first.startswith(MARKER):
+    """Fail unless slurm.conf, slurmdbd.conf and gres.conf are absent or were written by bin/simslurm."""
+    for conf in (SLURM_CONF_PATH, SLURMDBD_CONF_PATH, GRES_CONF_PATH):
+        if written_by_us(conf) is False:
             raise Failure(f"{conf} exists and was not written by simslurm (no '{MARKER}' first line); refusing to "
                           f"overwrite a real site config; move it away (mv {conf} {conf}.orig) if this machine should "
                           f"run the simulated cluster")
@@ -142,12 +141,54 @@ def make_dirs(sim, owner=None):
     if owner is None:
         user = pwd.getpwnam('mysql')
         owner = user.pw_uid, user.pw_gid
-    os.chown(sim.path('DB_RUN'), *owner)
+    os.chown(sim.path('DB_RUN'), *owner, follow_symlinks=False)
     password = sim.path('DB_PASSWORD_FILE')
     if not os.path.exists(password) or os.path.getsize(password) == 0:
-        fd = os.open(password, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-        with open(fd, 'w') as f:
-            f.write(re.sub('[^A-Za-z0-9]', '', base64.b64encode(os.urandom(24)).decode()))
+        write_new(password, re.sub('[^A-Za-z0-9]', '', base64.b64encode(os.urandom(24)).decode()), 0o600)
+
+
+def claim_state_dir(directory):
+    """SIMSLURM_DIR made if missing, then required to be root's alone: a directory, not a link,
+    owned by root and writable by no one else, below directories that only root can change
+    (writable by others only with the sticky bit, as /var/tmp). Whoever prepared it otherwise
+    could have root write through links in it, hand files to munge and mysql, or swap MariaDB's
+    config. lstat throughout: a link is judged as itself, never by what it points at."""
+    path = os.path.abspath(directory)
+    os.makedirs(path, mode=0o755, exist_ok=True)
+    ancestors = [os.path.dirname(path)]
+    while ancestors[-1] != '/':
+        ancestors.append(os.path.dirname(ancestors[-1]))
+    for folder in [path, *ancestors]:
+        info = os.lstat(folder)
+        sticky = folder != path and info.st_mode & stat.S_ISVTX
+        problem = ('is a symbolic link' if stat.S_ISLNK(info.st_mode) and folder == path else
+                   f'is owned by uid {info.st_uid}, not root' if info.st_uid != 0 else
+                   f'is writable by others (mode {stat.S_IMODE(info.st_mode):o})'
+                   if info.st_mode & 0o022 and not sticky and not stat.S_ISLNK(info.st_mode) else '')
+        if problem:
+            raise Failure(f'{folder} {problem}: SIMSLURM_DIR={path} is not root\'s alone, so the cluster '
+                          'is not started there; remove it (or fix its owner and mode) or set SIMSLURM_DIR '
+                          'to a directory that only root can write')
+
+
+def purge(sim, hosts_file, devices=GPU_DEVICES):
+    """Remove what `up` added to the machine (the cluster stopped first): the hosts file's lines
+    with our mark, the config files that carry our marker line, the stand-in GPU devices (character
+    devices 1,3 only). What it removed, one line each; SIMSLURM_DIR (logs, the accounting
+    database) is left to the caller's choice."""
+    from mlcheck.simulated.hosts import remove_our_lines
+    removed = [f'{count} line(s) of {hosts_file}' for count in [remove_our_lines(hosts_file)] if count]
+    for conf in (SLURM_CONF_PATH, SLURMDBD_CONF_PATH, GRES_CONF_PATH):
+        if written_by_us(conf):
+            os.remove(conf)
+            removed.append(conf)
+    for dev in devices:
+        with contextlib.suppress(FileNotFoundError):
+            info = os.lstat(dev)
+            if stat.S_ISCHR(info.st_mode) and info.st_rdev == os.makedev(1, 3):
+                os.remove(dev)
+                removed.append(dev)
+    return removed
 
 
 def gpu_devices_exist(devices=GPU_DEVICES):
@@ -167,9 +208,10 @@ def ensure_gpu_devices(devices=GPU_DEVICES):
     for dev in devices:
         if is_char_device(dev):
             continue
+        if os.path.lexists(dev):      # not ours: left alone
+            raise Failure(f'{dev} exists and is not a character device: not replaced by the stand-in '
+                          f'GPU device; move it away if this machine should run the simulated cluster')
         try:
-            if os.path.lexists(dev):
-                os.remove(dev)
             os.mknod(dev, 0o666 | stat.S_IFCHR, os.makedev(1, 3))
             os.chmod(dev, 0o666)
         except OSError as err:

@@ -9,6 +9,7 @@ Standard library only: bin/simslurm runs this with the system's python3.
 
 import contextlib
 import os
+import pwd
 import re
 import signal
 import subprocess
@@ -72,6 +73,32 @@ def remove_files(*paths):
     for path in paths:
         with contextlib.suppress(FileNotFoundError):
             os.remove(path)
+
+
+def write_new(path, text, mode=0o644):
+    """`text` replaces `path` at once: a new file beside it (O_EXCL | O_NOFOLLOW: no file or link
+    planted there is written through), with `mode` from the start, renamed over `path`."""
+    tmp = f'{path}.simslurm.tmp'
+    remove_files(tmp)
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
+    with open(fd, 'w') as f:
+        os.fchmod(fd, mode)
+        f.write(text)
+    os.replace(tmp, path)
+
+
+def own_file(path, user=None, mode=None):
+    """Create `path` if it is missing (never through a link), then give it to `user` and `mode`:
+    changed on the open file, so a link swapped in meanwhile hands nothing else over."""
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_NOFOLLOW, 0o644)
+    try:
+        if user:
+            entry = pwd.getpwnam(user)
+            os.fchown(fd, entry.pw_uid, entry.pw_gid)
+        if mode is not None:
+            os.fchmod(fd, mode)
+    finally:
+        os.close(fd)
 
 
 def read_pid(path):

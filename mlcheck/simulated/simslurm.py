@@ -12,7 +12,7 @@ Each node has 2 GPU slots that Slurm schedules as generic resources
 /dev/null), GPU 0 nearest core 1 and GPU 1 nearest core 0, so that
 --gpus-per-node, --gpu-bind and the visible-device variables Slurm sets are real.
 
-Usage: bin/simslurm up|status|down|env
+Usage: bin/simslurm up|status|down|purge|env
   up      start munged (if needed), MariaDB, slurmdbd (registering the
           cluster), slurmctld and the slurmd's; wait until all nodes are
           idle. Idempotent: on a healthy cluster it only prints the
@@ -24,6 +24,10 @@ Usage: bin/simslurm up|status|down|env
           munged if `up` started it (a munged started by something else is
           left alone). Idempotent; logs, state and the accounting database
           are kept.
+  purge   down, then remove what up added to the machine: the /etc/hosts
+          lines it marked, the config files in /etc/slurm that carry its
+          marker line, the stand-in GPU devices. SIMSLURM_DIR is kept (its
+          path is printed, to remove by hand).
   env     print export lines for the simulated cluster.
 
 Environment (same values must be used for up, status and down):
@@ -50,9 +54,9 @@ import subprocess
 import sys
 import time
 
-from mlcheck.simulated import daemons, database, hosts, install
+from mlcheck.simulated import daemons, database, faults, hosts, install
 from mlcheck.simulated.cluster import settings_from_env
-from mlcheck.simulated.processes import Failure, Sim, check_ports, say
+from mlcheck.simulated.processes import Failure, Sim, check_ports, say, write_new
 
 # up and down of any SIMSLURM_DIR share /etc/slurm/slurm.conf: serialize them
 LOCK_FILE = '/run/lock/simslurm.lock'
@@ -168,8 +172,7 @@ def healthy(sim, config):
 def record_nodes(sim):
     """The running cluster's node count, for config/simulated.py (max_nodes): a later shell need
     not export SIMSLURM_NODES again."""
-    with open(sim.path('NODES_FILE'), 'w') as f:
-        f.write(f"{sim.settings['NODES']}\n")
+    write_new(sim.path('NODES_FILE'), f"{sim.settings['NODES']}\n")
 
 
 def already_up(sim):
@@ -180,7 +183,11 @@ def already_up(sim):
 
 def cmd_up(sim):
     check_prereqs()
+    install.claim_state_dir(sim.dir)
     install.check_config_is_ours()
+    # a fault of a killed test session would make this "healthy" cluster slow or broken
+    for removed in faults.clear_leftovers(sim):
+        say(f'removed a leftover fault: {removed}')
     config = install.Config(sim, install.node_cpus(), install.node_memory_mb())
     if healthy(sim, config):
         return already_up(sim)
@@ -229,13 +236,23 @@ def cmd_down(sim):
     return True
 
 
+def cmd_purge(sim):
+    """down, then what up added to the machine removed."""
+    cmd_down(sim)
+    for removed in install.purge(sim, HOSTS_FILE):
+        say(f'removed {removed}')
+    say(f"the machine is as before 'up', but for {sim.dir} (logs, accounting database): "
+        f'remove it with: rm -r {sim.dir}')
+    return True
+
+
 def cmd_env(sim):
     print(f'export SIMSLURM_DIR={sim.dir}')
     print(f'export SLURM_CONF={install.SLURM_CONF_PATH}')
     return True
 
 
-COMMANDS = {'up': cmd_up, 'status': print_status, 'down': cmd_down, 'env': cmd_env}
+COMMANDS = {'up': cmd_up, 'status': print_status, 'down': cmd_down, 'purge': cmd_purge, 'env': cmd_env}
 
 
 def main(argv=None, environ=None):
@@ -252,7 +269,7 @@ def main(argv=None, environ=None):
             sys.stdout.write(__doc__)
             return
         sys.stderr.write(__doc__)
-        raise Failure(f"unknown command '{command}'; use one of: up status down env")
+        raise Failure(f"unknown command '{command}'; use one of: up status down purge env")
     except (Failure, ValueError, OSError) as err:
         sys.stdout.flush()
         sys.exit(f'simslurm: error: {err}')

@@ -77,8 +77,12 @@ class ImageSettings:
         """The image path for a parameter value (a configured name, or a path given with -P);
         None for the partition's own Python."""
         where = f'partition {self.partition}'
-        known = self.image_paths()
         given = image_given_by_path(image)
+        # the image goes into perf log lines unescaped: '|' splits them, a newline starts another
+        if any(c in (given or image) for c in '|\n\r'):
+            raise ConfigError(f"image {given or image!r}: a '|' or a line break in an image "
+                              'cannot be logged (perf log fields are separated by |, lines by newlines)')
+        known = self.image_paths()
         if given is None and image in known:
             path = known[image]
             if path is None:

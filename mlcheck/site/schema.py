@@ -141,6 +141,11 @@ SCHEMA = {
             'type': 'object', 'additionalProperties': {'type': 'string'}, 'default': {},
             'description': 'staged dataset directories by name (`mnist`: the directory holding '
                            '`MNIST/raw/`; `cifar100`: the one holding `cifar-100-python/`)'},
+        'trusts_dataset_writers': {
+            'type': 'boolean', 'default': False,
+            'description': "the dataset directories' other writers are trusted (a group-writable "
+                           'project directory): without it, a CIFAR-100 file owned by another user '
+                           'or writable by its group or others is refused (docs/security.md)'},
         'python': {
             'type': 'string', 'default': 'python3',
             'description': 'the interpreter inside the images'},

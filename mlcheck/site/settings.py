@@ -44,6 +44,7 @@ class PartitionSettings(ImageSettings, DataSettings):
     container_options: tuple = ()  # extra options of the container runtime's command
     edf: dict = field(default_factory=dict)   # the Container Engine's env and annotations
     datasets: dict = field(default_factory=dict)
+    trusts_dataset_writers: bool = False   # a dataset file others can write is read all the same
     python: str = 'python3'        # the interpreter inside the images
     host_python: str = 'python3'   # the interpreter of image 'host' (no container)
     data_mount: str = None         # where datasets are bound in the images; None: at their host path
@@ -86,6 +87,7 @@ class PartitionSettings(ImageSettings, DataSettings):
             container_options=tuple(entry.get('container_options', ())),
             edf={table: dict(values) for table, values in entry.get('edf', {}).items()},
             datasets=dict(entry.get('datasets', {})),
+            trusts_dataset_writers=entry.get('trusts_dataset_writers', False),
             python=entry.get('python', cls.python),
             host_python=entry.get('host_python', cls.host_python),
             data_mount=entry.get('data_mount'),

@@ -13,8 +13,11 @@ and normalise with the same mean and deviation. Standard library, torch and torc
 """
 
 import copy
+import hashlib
+import io
 import itertools
 import os
+import pickle
 import sys
 import time
 
@@ -27,15 +30,71 @@ SIZE, PADDING = 32, 4
 DATA_PATHS = ('device', 'loader')
 
 
-class StagedCIFAR100(datasets.CIFAR100):
-    """torchvision's CIFAR100 reader for a staged directory.
+# The files a site may stage, by MD5 (the digest torchvision records): the published archive's,
+# from torchvision's own lists, and those of the stand-in that `python -m mlcheck.data.staging
+# cifar100` generates (its seed is fixed, so are its bytes; tests/test_cifar100.py checks them).
+PUBLISHED_MD5 = {**dict(datasets.CIFAR100.train_list + datasets.CIFAR100.test_list),
+                 datasets.CIFAR100.meta['filename']: datasets.CIFAR100.meta['md5']}
+STAND_IN_MD5 = {'train': 'afb718cf16b0fd193670a26bb8ce00d1', 'test': '1342bd60820effb8c01949219984ab88',
+                'meta': '223f53c88f4ac78dc6654682bc4dc603'}
+# set in the job script where the site config trusts the dataset's other writers
+# (extras.mlcheck.trusts_dataset_writers: a group-writable project directory)
+TRUST_VARIABLE = 'MLCHECK_TRUSTS_DATASET_WRITERS'
 
-    The published archive's checksums are not checked: a site may stage the real files or a
-    generated stand-in in the same format; unreadable files still fail when they are read.
-    """
-    train_list = [['train', None]]
-    test_list = [['test', None]]
-    meta = {**datasets.CIFAR100.meta, 'md5': None}
+
+class CIFARUnpickler(pickle.Unpickler):
+    """Unpickles what CIFAR-100's files hold: dicts, lists, strings, numbers and numpy arrays.
+    Any other global a pickle names (os.system, say) is refused: a file planted in the dataset
+    directory cannot run code in the ranks."""
+    ALLOWED = {('numpy', 'ndarray'), ('numpy', 'dtype'), ('_codecs', 'encode'),   # protocol 2 bytes
+               ('numpy.core.multiarray', '_reconstruct'),     # numpy 1 (the published files)
+               ('numpy._core.multiarray', '_reconstruct')}    # numpy 2 (the stand-in)
+
+    def find_class(self, module, name):
+        if (module, name) not in self.ALLOWED:
+            raise pickle.UnpicklingError(f'{module}.{name} is not part of the CIFAR-100 format')
+        return super().find_class(module, name)
+
+
+def read_cifar_file(path, trusted=None):
+    """The data of one CIFAR-100 file, read once: refused (SystemExit, one line) if others than its
+    owner, root or this user can write it (unless `trusted`, default: $MLCHECK_TRUSTS_DATASET_WRITERS),
+    if its MD5 is neither the published file's nor the stand-in's, or if it names anything
+    but the format's types."""
+    if trusted is None:
+        trusted = bool(os.environ.get(TRUST_VARIABLE))
+    with open(path, 'rb') as stream:
+        info = os.fstat(stream.fileno())       # of the file read, whatever the name points at later
+        content = stream.read()
+    if not trusted and (info.st_uid not in (0, os.getuid()) or info.st_mode & 0o022):
+        sys.exit(f'CIFAR-100 file {path} can be written by others (owner uid {info.st_uid}, '
+                 f'mode {info.st_mode & 0o777:o}): not read; stage it privately, or set '
+                 'extras.mlcheck.trusts_dataset_writers if the site trusts them')
+    name, digest = os.path.basename(path), hashlib.md5(content, usedforsecurity=False).hexdigest()
+    if digest not in (PUBLISHED_MD5.get(name), STAND_IN_MD5.get(name)):
+        sys.exit(f'CIFAR-100 file {path} is neither the published file nor the generated stand-in '
+                 f'(MD5 {digest}): stage it again')
+    try:
+        return CIFARUnpickler(io.BytesIO(content), encoding='latin1').load()
+    except (pickle.UnpicklingError, EOFError, ValueError) as err:
+        sys.exit(f'CIFAR-100 file {path} cannot be read: {err}')
+
+
+class StagedCIFAR100(datasets.CIFAR100):
+    """torchvision's CIFAR100 dataset (its images, targets, classes and transforms) over the files
+    of a staged directory as read_cifar_file reads them, not by torchvision's pickle.load: the
+    real files or the generated stand-in in the same format."""
+
+    def __init__(self, root, train=True, transform=None, target_transform=None):
+        datasets.VisionDataset.__init__(self, root, transform=transform, target_transform=target_transform)
+        self.train = train
+        folder = os.path.join(self.root, self.base_folder)
+        entry = read_cifar_file(os.path.join(folder, 'train' if train else 'test'))
+        # rows of 3072 bytes (red, green, blue planes) -> (N, 32, 32, 3), as torchvision does
+        self.data = entry['data'].reshape(-1, 3, 32, 32).transpose((0, 2, 3, 1))
+        self.targets = list(entry['fine_labels'])
+        self.classes = read_cifar_file(os.path.join(folder, 'meta'))[self.meta['key']]
+        self.class_to_idx = {name: i for i, name in enumerate(self.classes)}
 
 
 def loader_transform(augment=True):
@@ -56,7 +115,7 @@ def training_set(args, samples_needed, augment=True):
     if not args.data_dir or not os.path.isdir(os.path.join(args.data_dir, 'cifar-100-python')):
         sys.exit(f'CIFAR-100 data not found: {args.data_dir}/cifar-100-python does not exist '
                  f'(stage it, or use --synthetic)')
-    return StagedCIFAR100(args.data_dir, train=True, download=False, transform=loader_transform(augment))
+    return StagedCIFAR100(args.data_dir, train=True, transform=loader_transform(augment))
 
 
 def augment_on_device(images, generator):
