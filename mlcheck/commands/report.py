@@ -180,9 +180,9 @@ def stack_changes(before, after):
     return found
 
 
-def cause_lines(comparisons, ran_before, ran_after):
+def cause_lines(comparisons, ran_before, ran_after, rule=Rule()):
     """The 'likely cause: ' lines (mlcheck.history.causes), or one saying there is none."""
-    found = causes.likely_causes(comparisons, ran_before, ran_after)
+    found = causes.likely_causes(comparisons, ran_before, ran_after, rule)
     return [c.line() for c in found] or ['no likely cause: nothing got slower or failed']
 
 
@@ -291,7 +291,7 @@ def compare_and_report(args):
     ran_before, trials = trial_runs.without_trial_runs(ran_before, ran_after)
     comparisons = compare.compare(ran_before, ran_after, rule)
     before, after = valued(ran_before), valued(ran_after)
-    likely = cause_lines(comparisons, ran_before, ran_after)
+    likely = cause_lines(comparisons, ran_before, ran_after, rule)
     print('\n'.join(likely))
     print()
     print(text_table(COLUMNS, rows(comparisons)))
