@@ -17,6 +17,7 @@ or not at all (it predicts no loss there). A hypothesis (one candidate, or two) 
 reaches every worse cell and no same cell is one it must reach.
 """
 
+import functools
 import itertools
 import math
 import re
@@ -38,8 +39,9 @@ IGNORED = {'communication_efficiency'}
 # the ranks per node)
 BINDING_WORDS = re.compile(r'runs on cores .*\(mask |local rank .* outside |GPU\(s\); expected exactly'
                            r'|ranks ran on \d+ node\(s\)|node \S+ ran \d+ ranks, expected')
-Z = 3.0                 # how many spreads of the change make a loss (or its absence) clear
+Z = 4.0                 # how many spreads of the change make a loss (or its absence) clear
 SAME_BOUND = 3          # same: the loss is clearly under this many thresholds
+FAILED = 1.0            # the loss of a run that failed
 DEFAULT_NOISE = 0.05    # a repetition's spread where no test has repetitions to measure one
 MUST, MAY = 'must', 'may'
 SPEED, RANK, LOADER, BEYOND_IMAGE, BEYOND_NODES = 'speed', 'rank', 'loader', 'beyond image', 'beyond nodes'
@@ -133,23 +135,33 @@ def cells_of(judged, after, rule=compare.Rule()):
     runs after used (each judged against all of before: the baseline ran fine), then the
     contrasts."""
     runs = group(after, lambda s: s.key)
-    pooled = [c.noise for c in judged if c.noise_of == 'both']
-    noise = statistics.median(pooled) if pooled else DEFAULT_NOISE
+    # the noise of a run: before's spread (the baseline has no fault, where after's spread also
+    # holds the split between runs on a slow node and the rest)
+    # pooled as variances, weighted by their degrees of freedom (a median of few repetitions'
+    # spreads falls short of the noise)
+    pooled = [(len(c.before) - 1, _own(c) ** 2) for c in judged if len(c.before) >= 2 and c.mean_before]
+    dof = sum(n for n, _ in pooled)
+    noise = math.sqrt(sum(n * v for n, v in pooled) / dof) if dof else DEFAULT_NOISE
     figures, whole = {}, {}
     for c in judged:
         if c.key[2] in IGNORED or not c.before or c.key not in runs:
             continue        # not run after (or new): no part in the verdict
         test = (c.key[1], c.key[3], _aspect(c))
-        for used, of in group(runs[c.key], lambda s: frozenset(_nodes(s.nodelist)) or None).items():
+        for used, of in group(runs[c.key], lambda s: _nodes(s.nodelist) or None).items():
             found = _figure(c, of, noise, rule)
             if found:
-                figures.setdefault(test + (used,), []).append((c, found))
+                figures.setdefault(_failed(test, found) + (used,), []).append((c, found))
         found = _figure(c, runs[c.key], noise, rule)
         if found:
-            whole.setdefault(test + (_used(runs[c.key]),), []).append((c, found))
+            whole.setdefault(_failed(test, found) + (_used(runs[c.key]),), []).append((c, found))
     cells = _cells(figures)
     # the contrasts between tests: of all of a test's runs, where the noise is smallest
     return cells + _contrasts([c for c in _cells(whole) if c.aspect == SPEED], rule)
+
+
+def _failed(test, found):
+    """A failed run is a loss of every figure: one speed cell, whatever the figure."""
+    return test[:2] + (SPEED,) if found[1] == FAILED else test
 
 
 def _cells(figures):
@@ -169,7 +181,7 @@ def _cells(figures):
 
 def _used(runs):
     """(nodes any run used, nodes every run used), or (None, None) where one is not recorded."""
-    sets = [frozenset(_nodes(s.nodelist)) for s in runs]
+    sets = [_nodes(s.nodelist) for s in runs]
     if not all(sets):
         return None, None
     return frozenset().union(*sets), frozenset.intersection(*sets)
@@ -179,7 +191,7 @@ def _figure(c, runs, noise, rule):
     """(status, loss, spread of the loss) of one figure's runs after on one set of nodes, against
     before's mean; a failed run makes it a loss of all; None for a figure with no direction."""
     if any(s.value is None for s in runs):
-        return 'worse', 1.0, 0.0
+        return 'worse', FAILED, 0.0
     values = [compare.in_unit(s.value, s.unit, c.unit) for s in runs]
     if None in values or c.mean_before == 0:
         return None
@@ -190,15 +202,17 @@ def _figure(c, runs, noise, rule):
     if better(c.key[2], c.unit) == LOWER:
         loss = change / (1 + change)    # as the share of speed lost: a time +43 % is a rate -30 %
     n1 = len(c.before)
-    own = c.noise if c.noise_of == 'both' else \
-        c.noise / math.sqrt(1 / n1 + 1 / len(c.after)) if c.noise_of else None
     # a repetition's spread: its own where measured, never under the partition's typical one
-    spread = max(own or 0.0, noise) * math.sqrt(1 / n1 + 1 / len(values))
+    spread = max(_own(c) if n1 >= 2 else 0.0, noise) * math.sqrt(1 / n1 + 1 / len(values))
     return _status(loss, spread, rule), loss, spread
 
 
 def _aspect(comparison):
     return {RANK_VAR: RANK, LOADER_VAR: LOADER}.get(comparison.key[2], SPEED)
+
+
+def _own(c):
+    return statistics.stdev(c.before) / abs(c.mean_before)
 
 
 def _status(loss, spread, rule):
@@ -287,6 +301,13 @@ def _on(c, node):
     return True if node in c.always else None if node in c.used else False
 
 
+def _more_often(contrast, node):
+    """Whether the runs that lost more can have used `node` more often than the others: not when
+    the others always used it too (Slurm's placement puts every job on the lowest nodes)."""
+    other = contrast.other
+    return other.used is None or node not in other.always
+
+
 def _node(c, node, gpu):
     """A node slower (every GPU of it), or one GPU of it: a job waits for its slowest rank, and
     the slowest rank's fraction falls where that rank is slower than the job's other ranks."""
@@ -294,7 +315,7 @@ def _node(c, node, gpu):
     if on is False:
         return None
     if c.aspect in (BEYOND_IMAGE, BEYOND_NODES):
-        return MAY if c.other.used is not None and node not in c.other.used else None
+        return MAY if _more_often(c, node) else None
     if c.aspect == RANK:
         if gpu:
             return MUST if on else MAY
@@ -309,7 +330,7 @@ def _link(c, node):
     if on is False or c.num_nodes < 2 or c.aspect not in (SPEED, BEYOND_NODES, BEYOND_IMAGE, LOADER):
         return None
     if c.aspect == BEYOND_IMAGE:
-        return MAY if c.other.used is not None and node not in c.other.used else None
+        return MAY if _more_often(c, node) else None
     return MUST if on and c.aspect == SPEED and not c.training else MAY
 
 
@@ -392,13 +413,13 @@ def diagnose(cells, stacks=None):
     worse = [cells[i] for i in sorted(ev.worse) if cells[i].aspect in (SPEED, RANK, LOADER)]
     what = _what(worse, cells)
     if len(left) == 1 and not more:
-        return Verdict('cause', left, f'{what}; {_support(left[0], ev, stacks or {})}')
+        return Verdict('cause', left, f'{what}; {_support(left[0], ev, {} if stacks is None else stacks)}')
     hypotheses = tuple(left + more)
     if not hypotheses:
         return Verdict('cannot tell', (), f'{what}; repeat with --repeat 5 and compare again')
     why = (f'{len(ev.unclear)} cell(s) too close to the noise to clear another cause; '
            if more else '') + 'the cells fit each'
-    stated = [s for s in (_stack_note(h, stacks or {}, cells) for h in left) if s]
+    stated = [s for s in (_stack_note(h, {} if stacks is None else stacks, cells) for h in left) if s]
     return Verdict('cannot tell', hypotheses, '; '.join([what, why] + stated),
                    separating(hypotheses, cells))
 
@@ -471,20 +492,33 @@ def separating(hypotheses, cells):
 
 # --- helpers ---------------------------------------------------------------------------------------
 
+@functools.lru_cache(maxsize=4096)
 def _nodes(nodelist):
     """The node names of a recorded node list ('nid001,nid002' or 'nid[001-003]'); none where
     it is absent or unreadable (the node is then not judged)."""
     try:
-        return set(hostlist.expand(nodelist)) if nodelist else set()
+        return frozenset(hostlist.expand(nodelist)) if nodelist else frozenset()
     except InputError:
-        return set()
+        return frozenset()
 
 
-def _stack_changes(before, after):
-    """{image: [(fact, old, new)]} of each image whose recorded stack differs."""
-    sides = [group([s for s in ss if s.stack], lambda s: s.image) for ss in (before, after)]
-    return {image: stack.changes(*([stack.decode(s.stack) for s in side[image]] for side in sides))
-            for image in set(sides[0]) & set(sides[1])}
+class _stack_changes(dict):
+    """{image: [(fact, old, new)]} of each image whose recorded stack differs, worked out for the
+    images a line names (most verdicts name none)."""
+
+    def __init__(self, before, after):
+        super().__init__()
+        self.sides = [group([s for s in ss if s.stack], lambda s: s.image) for ss in (before, after)]
+
+    def get(self, image, default=None):
+        if image not in self and all(image in side for side in self.sides):
+            self[image] = stack.changes(*([_decoded(s.stack) for s in side[image]] for side in self.sides))
+        return super().get(image, default)
+
+
+@functools.lru_cache(maxsize=256)
+def _decoded(text):
+    return stack.decode(text)
 
 
 def _range_of(changes):
