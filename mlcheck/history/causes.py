@@ -136,22 +136,20 @@ def cells_of(judged, after, rule=compare.Rule()):
     contrasts."""
     runs = group(after, lambda s: s.key)
     # the noise of a run: before's spread (the baseline has no fault, where after's spread also
-    # holds the split between runs on a slow node and the rest)
-    # pooled as variances, weighted by their degrees of freedom (a median of few repetitions'
-    # spreads falls short of the noise)
-    pooled = [(len(c.before) - 1, _own(c) ** 2) for c in judged if len(c.before) >= 2 and c.mean_before]
-    dof = sum(n for n, _ in pooled)
-    noise = math.sqrt(sum(n * v for n, v in pooled) / dof) if dof else DEFAULT_NOISE
+    # holds the split between runs on a slow node and the rest), pooled as variances weighted by
+    # their degrees of freedom (a median of few repetitions' spreads falls short of the noise),
+    # one figure at a time (the slowest rank's fraction, a ratio of one job's ranks, moves less)
+    noise = {var: _pooled(of) for var, of in group(judged, lambda c: c.key[2]).items()}
     figures, whole = {}, {}
     for c in judged:
         if c.key[2] in IGNORED or not c.before or c.key not in runs:
             continue        # not run after (or new): no part in the verdict
         test = (c.key[1], c.key[3], _aspect(c))
         for used, of in group(runs[c.key], lambda s: _nodes(s.nodelist) or None).items():
-            found = _figure(c, of, noise, rule)
+            found = _figure(c, of, noise[c.key[2]], rule)
             if found:
                 figures.setdefault(_failed(test, found) + (used,), []).append((c, found))
-        found = _figure(c, runs[c.key], noise, rule)
+        found = _figure(c, runs[c.key], noise[c.key[2]], rule)
         if found:
             whole.setdefault(_failed(test, found) + (_used(runs[c.key]),), []).append((c, found))
     cells = _cells(figures)
@@ -211,8 +209,20 @@ def _aspect(comparison):
     return {RANK_VAR: RANK, LOADER_VAR: LOADER}.get(comparison.key[2], SPEED)
 
 
+def _pooled(comparisons):
+    pooled = [(len(c.before) - 1, _own(c) ** 2) for c in comparisons if len(c.before) >= 2 and c.mean_before]
+    dof = sum(n for n, _ in pooled)
+    if not dof:
+        return DEFAULT_NOISE
+    # an upper bound of the noise, not its estimate: few degrees of freedom can fall well short
+    # (about 2 standard errors of a spread, s / sqrt(2 dof))
+    return math.sqrt(sum(n * v for n, v in pooled) / dof) * (1 + 2 / math.sqrt(2 * dof))
+
+
 def _own(c):
-    return statistics.stdev(c.before) / abs(c.mean_before)
+    """Before's relative standard deviation (in floats: statistics.stdev's exact sums are slow)."""
+    mean = c.mean_before
+    return math.sqrt(sum((v - mean) ** 2 for v in c.before) / (len(c.before) - 1)) / abs(mean)
 
 
 def _status(loss, spread, rule):
