@@ -177,13 +177,14 @@ def _runs(rng, check, image, n, r, nodes, faults, noise, side, stack_text):
     return found
 
 
-def outcome(verdicts, truth):
+def outcome(verdicts, truth, gate=True):
     """'right' (the truth named alone), 'cannot tell' (listing every cause of the truth), 'wrong'
-    (a confident line that is not the truth, a cannot-tell that does not list it) or 'missed'
-    (no line)."""
+    (a confident line that is not the truth, a cannot-tell that does not list it), 'missed' (no
+    line where a figure fails the gate: `gate`) or 'not seen' (no line, and nothing fails it: a
+    fault within the noise)."""
     found = [v for v in verdicts if v.kind != 'binding' or 'binding' in truth]
     if not found:
-        return 'missed'
+        return 'missed' if gate else 'not seen'
     v = found[-1]
     if v.kind != 'cannot tell':
         return 'right' if set(v.hypotheses[0]) == truth else 'wrong'
@@ -197,6 +198,8 @@ def run(count, seed=1, family=None):
     results = []
     for _ in range(count):
         name, truth, before, after = draw(rng, family)
-        found = causes.likely_causes(compare.compare(before, after), before, after)
-        results.append((name, truth, outcome(found, truth), found[-1].line() if found else ''))
+        judged = compare.compare(before, after)
+        found = causes.likely_causes(judged, before, after)
+        gate = any(c.verdict in compare.FAILING for c in judged)
+        results.append((name, truth, outcome(found, truth, gate), found[-1].line() if found else ''))
     return results

@@ -39,7 +39,8 @@ IGNORED = {'communication_efficiency'}
 # the ranks per node)
 BINDING_WORDS = re.compile(r'runs on cores .*\(mask |local rank .* outside |GPU\(s\); expected exactly'
                            r'|ranks ran on \d+ node\(s\)|node \S+ ran \d+ ranks, expected')
-Z = 4.0                 # how many spreads of the change make a loss (or its absence) clear
+Z = 4.0                 # how many spreads of the change make a loss clear
+Z_SAME = 3.0            # ... and its absence (a true loss is at least SAME_BOUND thresholds)
 SAME_BOUND = 3          # same: the loss is clearly under this many thresholds
 FAILED = 1.0            # the loss of a run that failed
 DEFAULT_NOISE = 0.05    # a repetition's spread where no test has repetitions to measure one
@@ -122,8 +123,12 @@ def _of_partition(judged, before, after, rule):
     if binding:
         found.append(Verdict('binding', (('binding',),), f'{_count(binding, "test")} failed the '
                              f'placement sanity ({_listed(binding)})'))
-    cells = cells_of([c for c in judged if c.key[1] not in binding], after, rule)
-    if not any(c.status == 'worse' for c in cells):
+    rest = [c for c in judged if c.key[1] not in binding]
+    cells = cells_of(rest, after, rule)
+    # nothing clearly worse on its nodes, and yet a figure fails the gate: a loss too near the
+    # noise to single out a cause, not "nothing got slower"
+    if not any(c.status == 'worse' for c in cells) and not any(
+            c.verdict in compare.FAILING and c.key in {s.key for s in after} for c in rest):
         return found
     return found + [diagnose(cells, _stack_changes(before, after))]
 
@@ -228,7 +233,7 @@ def _own(c):
 def _status(loss, spread, rule):
     if loss > rule.threshold and loss > Z * spread:
         return 'worse'
-    if loss + Z * spread < SAME_BOUND * rule.threshold:
+    if loss + Z_SAME * spread < SAME_BOUND * rule.threshold:
         return 'same'
     return 'unclear'
 
@@ -266,7 +271,7 @@ def candidates(cells):
         found[f'image {image}'] = lambda c, image=image: _image(c, image)
     if any(c.num_nodes > 1 for c in cells):
         found['fabric'] = _fabric
-    worse_nodes = sorted(set().union(*(c.used or () for c in cells if c.status == 'worse')))
+    worse_nodes = sorted(set().union(*(c.used or () for c in cells if c.status != 'same')))
     has_rank = any(c.aspect == RANK for c in cells)
     for node in worse_nodes:
         found[f'node {node}'] = lambda c, node=node: _node(c, node, gpu=False)
@@ -421,8 +426,9 @@ def diagnose(cells, stacks=None):
     ev = Evidence.of(cells)
     left, more = ev.standing()
     worse = [cells[i] for i in sorted(ev.worse) if cells[i].aspect in (SPEED, RANK, LOADER)]
-    what = _what(worse, cells)
-    if len(left) == 1 and not more:
+    what = _what(worse, cells) if worse else (f'figures fail the gate, none by more than {Z:g} '
+                                              'spreads of the noise on the nodes it ran on')
+    if worse and len(left) == 1 and not more:
         return Verdict('cause', left, f'{what}; {_support(left[0], ev, {} if stacks is None else stacks)}')
     hypotheses = tuple(left + more)
     if not hypotheses:
