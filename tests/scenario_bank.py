@@ -102,19 +102,16 @@ def draw(rng, family=None):
     family = family or rng.choice(SINGLE + PAIRS)
     kinds = family if isinstance(family, tuple) else (family,)
     mode = rng.choice(('slurm', 'spread'))
-    images = list(IMAGES)
-    counts = list(COUNTS)
-    before_images, after_images = list(images), list(images)
-    before_counts, after_counts = list(counts), list(counts)
+    shape = {}
     change = rng.random()
     if change < 0.15:
-        before_images.append(RETIRED)
+        shape['before_images'] = IMAGES + (RETIRED,)
     elif change < 0.3:
-        after_images.append(NEW)
+        shape['after_images'] = IMAGES + (NEW,)
     elif change < 0.4:
-        after_counts.remove(4)
+        shape['after_counts'] = (1, 2)
     elif change < 0.5:
-        before_counts.append(8)
+        shape['before_counts'] = COUNTS + (8,)
     faults = []
     for kind in kinds:
         if kind in ('node', 'gpu', 'link'):
@@ -125,22 +122,30 @@ def draw(rng, family=None):
         else:
             target = None
         faults.append(Fault(kind, target, rng.uniform(*EFFECTS)))
-    noise = rng.uniform(0.01, 0.05)
-    recorded = rng.random() < 0.5
-    sides = []
-    for side, imgs, cnts in (('before', before_images, before_counts), ('after', after_images, after_counts)):
-        reps = rng.randint(1, 5)
-        jobs = [((check, image, n, r), n) for r in range(reps) for check in FIGURES
-                for image in imgs for n in cnts]
-        nodes_of = placement(mode, jobs)
-        found = []
-        for (check, image, n, r), nodes in nodes_of.items():
-            active = faults if side == 'after' else []
-            found += _runs(rng, check, image, n, r, nodes, active, noise, side,
-                           _stack(image, tuple(active) if recorded else ()))
-        sides.append(found)
+    before, after = build(rng, faults, mode, noise=rng.uniform(0.01, 0.05),
+                          repetitions=(rng.randint(1, 5), rng.randint(1, 5)),
+                          recorded=rng.random() < 0.5, **shape)
     truth = frozenset(f.truth for f in faults)
-    return family if isinstance(family, str) else ' + '.join(family), truth, sides[0], sides[1]
+    return family if isinstance(family, str) else ' + '.join(family), truth, before, after
+
+
+def build(rng, faults, mode='slurm', noise=0.02, repetitions=(5, 5), recorded=True,
+          checks=tuple(FIGURES), before_images=IMAGES, after_images=IMAGES, before_counts=COUNTS,
+          after_counts=COUNTS):
+    """(before, after) [Sample]: every check in every image at every count, each repetition a
+    job placed by `mode`; `faults` act after."""
+    sides = []
+    for side, images, counts, reps in (('before', before_images, before_counts, repetitions[0]),
+                                       ('after', after_images, after_counts, repetitions[1])):
+        jobs = [((check, image, n, r), n) for r in range(reps) for check in checks
+                for image in images for n in counts]
+        found = []
+        active = tuple(faults) if side == 'after' else ()
+        for (check, image, n, r), nodes in placement(mode, jobs).items():
+            found += _runs(rng, check, image, n, r, nodes, active, noise, side,
+                           _stack(image, active if recorded else ()))
+        sides.append(found)
+    return sides[0], sides[1]
 
 
 @functools.lru_cache(maxsize=64)

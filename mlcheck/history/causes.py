@@ -233,7 +233,7 @@ def _own(c):
 def _status(loss, spread, rule):
     if loss > rule.threshold and loss > Z * spread:
         return 'worse'
-    if loss + Z_SAME * spread < SAME_BOUND * rule.threshold:
+    if loss < rule.threshold and loss + Z_SAME * spread < SAME_BOUND * rule.threshold:
         return 'same'
     return 'unclear'
 
@@ -294,10 +294,12 @@ def _host(c):
 
 
 def _image(c, image):
+    # an image's own regression may spare one model (a kernel, a leak of one program): its
+    # cells may lose, none must
     if c.image != image:
         return None
     if c.aspect == SPEED:
-        return MUST if c.training else MAY
+        return MAY
     return MAY if c.aspect in (LOADER, BEYOND_NODES) or c.aspect == BEYOND_IMAGE and c.other.image != image \
         else None
 
