@@ -96,7 +96,9 @@ def test_3_latency_times_and_memory_are_losses(tmp_path, capsys):
     grown = memory([s for s in after if s.image == 'torch-2.9.1'], 2) + \
         memory([s for s in after if s.image != 'torch-2.9.1'], 1)
     code, out = report_of(tmp_path, capsys, before + memory(before, 1), slower + grown)
-    assert code == 1 and likely(out) and likely(out)[0].startswith('likely cause: image torch-2.9.1: ')
+    # the image explains them, though its CIFAR-100 did not move: named, not confidently
+    [line] = likely(out)
+    assert code == 1 and line.startswith('likely cause: cannot tell: image torch-2.9.1: 3 tests worse (-')
 
 
 def test_4_what_did_not_run_after_is_not_a_failure(tmp_path, capsys):

@@ -294,12 +294,10 @@ def _host(c):
 
 
 def _image(c, image):
-    # an image's own regression may spare one model (a kernel, a leak of one program): its
-    # cells may lose, none must
     if c.image != image:
         return None
     if c.aspect == SPEED:
-        return MAY
+        return MUST if c.training else MAY
     return MAY if c.aspect in (LOADER, BEYOND_NODES) or c.aspect == BEYOND_IMAGE and c.other.image != image \
         else None
 
@@ -434,7 +432,13 @@ def diagnose(cells, stacks=None):
         return Verdict('cause', left, f'{what}; {_support(left[0], ev, {} if stacks is None else stacks)}')
     hypotheses = tuple(left + more)
     if not hypotheses:
-        return Verdict('cannot tell', (), f'{what}; repeat with --repeat 5 and compare again')
+        # none fits every cell: those that explain the losses, though some cell they predict
+        # worse is not (one model of an image spared, a second cause that hides the first)
+        covering = tuple((n,) for n in ev.reach if ev.worse <= ev.reach[n])
+        return Verdict('cannot tell', covering,
+                       f'{what}; none of these also leaves unchanged what it should slow, nor does a '
+                       'pair', separating(covering, cells) if covering else
+                       f'{RUN} --repeat 5 (more repetitions, to clear the noise)')
     why = (f'{len(ev.unclear)} cell(s) too close to the noise to clear another cause; '
            if more else '') + 'the cells fit each'
     stated = [s for s in (_stack_note(h, {} if stacks is None else stacks, cells) for h in left) if s]
