@@ -39,7 +39,7 @@ IGNORED = {'communication_efficiency'}
 # the ranks per node)
 BINDING_WORDS = re.compile(r'runs on cores .*\(mask |local rank .* outside |GPU\(s\); expected exactly'
                            r'|ranks ran on \d+ node\(s\)|node \S+ ran \d+ ranks, expected')
-Z = 4.0                 # how many spreads of the change make a loss clear
+Z = 4.5                 # how many spreads of the change make a loss clear
 Z_SAME = 3.0            # ... and its absence (a true loss is at least SAME_BOUND thresholds)
 SAME_BOUND = 3          # same: the loss is clearly under this many thresholds
 FAILED = 1.0            # the loss of a run that failed
@@ -207,7 +207,10 @@ def _figure(c, runs, noise, rule):
     n1 = len(c.before)
     # a repetition's spread: its own where measured, never under the partition's typical one
     spread = max(_own(c) if n1 >= 2 else 0.0, noise) * math.sqrt(1 / n1 + 1 / len(values))
-    return _status(loss, spread, rule), loss, spread
+    # the slowest rank's fraction names a slow GPU where it fell by more than the ranks of a job
+    # differ from day to day: three thresholds, as a real one does (it moves with few ranks)
+    least = SAME_BOUND * rule.threshold if c.key[2] == RANK_VAR else rule.threshold
+    return _status(loss, spread, rule, least), loss, spread
 
 
 def _aspect(comparison):
@@ -230,8 +233,8 @@ def _own(c):
     return math.sqrt(sum((v - mean) ** 2 for v in c.before) / (len(c.before) - 1)) / abs(mean)
 
 
-def _status(loss, spread, rule):
-    if loss > rule.threshold and loss > Z * spread:
+def _status(loss, spread, rule, least=None):
+    if loss > (rule.threshold if least is None else least) and loss > Z * spread:
         return 'worse'
     if loss < rule.threshold and loss + Z_SAME * spread < SAME_BOUND * rule.threshold:
         return 'same'
