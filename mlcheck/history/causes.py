@@ -39,7 +39,7 @@ IGNORED = {'communication_efficiency'}
 # the ranks per node)
 BINDING_WORDS = re.compile(r'runs on cores .*\(mask |local rank .* outside |GPU\(s\); expected exactly'
                            r'|ranks ran on \d+ node\(s\)|node \S+ ran \d+ ranks, expected')
-Z = 4.5                 # how many spreads of the change make a loss clear
+Z = 3.5                 # how many spreads of the change make a loss clear
 Z_SAME = 3.0            # ... and its absence (a true loss is at least SAME_BOUND thresholds)
 SAME_BOUND = 3          # same: the loss is clearly under this many thresholds
 FAILED = 1.0            # the loss of a run that failed
@@ -222,9 +222,11 @@ def _pooled(comparisons):
     dof = sum(n for n, _ in pooled)
     if not dof:
         return DEFAULT_NOISE
-    # an upper bound of the noise, not its estimate: few degrees of freedom can fall well short
-    # (about 2 standard errors of a spread, s / sqrt(2 dof))
-    return math.sqrt(sum(n * v for n, v in pooled) / dof) * (1 + 2 / math.sqrt(2 * dof))
+    # an upper bound of the noise, not its estimate: with few degrees of freedom the estimate
+    # falls well short one time in a hundred (9 of them: under half the noise), so the bound
+    # of the chi-square's 1 % quantile (Wilson and Hilferty's approximation)
+    low = max(1 - 2 / (9 * dof) - 2.33 * math.sqrt(2 / (9 * dof)), 0.2) ** 3
+    return math.sqrt(sum(n * v for n, v in pooled) / dof / low)
 
 
 def _own(c):
