@@ -17,6 +17,7 @@ or not at all (it predicts no loss there). A hypothesis (one candidate, or two) 
 reaches every worse cell and no same cell is one it must reach.
 """
 
+import collections
 import functools
 import itertools
 import math
@@ -150,11 +151,12 @@ def cells_of(judged, after, rule=compare.Rule()):
         if c.key[2] in IGNORED or not c.before or c.key not in runs:
             continue        # not run after (or new): no part in the verdict
         test = (c.key[1], c.key[3], _aspect(c))
+        before = c.mean_before, _own(c) if len(c.before) >= 2 else 0.0
         for used, of in group(runs[c.key], lambda s: _nodes(s.nodelist) or None).items():
-            found = _figure(c, of, noise[c.key[2]], rule)
+            found = _figure(c, of, noise[c.key[2]], rule, before)
             if found:
                 figures.setdefault(_failed(test, found) + (used,), []).append((c, found))
-        found = _figure(c, runs[c.key], noise[c.key[2]], rule)
+        found = _figure(c, runs[c.key], noise[c.key[2]], rule, before)
         if found:
             whole.setdefault(_failed(test, found) + (_used(runs[c.key]),), []).append((c, found))
     cells = _cells(figures)
@@ -190,23 +192,23 @@ def _used(runs):
     return frozenset().union(*sets), frozenset.intersection(*sets)
 
 
-def _figure(c, runs, noise, rule):
+def _figure(c, runs, noise, rule, before):
     """(status, loss, spread of the loss) of one figure's runs after on one set of nodes, against
     before's mean; a failed run makes it a loss of all; None for a figure with no direction."""
     if any(s.value is None for s in runs):
         return 'worse', FAILED, 0.0
-    values = [compare.in_unit(s.value, s.unit, c.unit) for s in runs]
-    if None in values or c.mean_before == 0:
+    values = [s.value if s.unit == c.unit else compare.in_unit(s.value, s.unit, c.unit) for s in runs]
+    mean_before, own = before
+    if None in values or mean_before == 0:
         return None
-    change = statistics.fmean(values) / c.mean_before - 1
+    change = sum(values) / len(values) / mean_before - 1
     loss = worse_by(c.key[2], c.unit, change)
     if loss is None:
         return None
     if better(c.key[2], c.unit) == LOWER:
         loss = change / (1 + change)    # as the share of speed lost: a time +43 % is a rate -30 %
-    n1 = len(c.before)
     # a repetition's spread: its own where measured, never under the partition's typical one
-    spread = max(_own(c) if n1 >= 2 else 0.0, noise) * math.sqrt(1 / n1 + 1 / len(values))
+    spread = max(own, noise) * math.sqrt(1 / len(c.before) + 1 / len(values))
     # the slowest rank's fraction names a slow GPU where it fell by more than the ranks of a job
     # differ from day to day: three thresholds, as a real one does (it moves with few ranks)
     least = SAME_BOUND * rule.threshold if c.key[2] == RANK_VAR else rule.threshold
@@ -269,25 +271,26 @@ def _contrasts(cells, rule):
 # --- the candidates and what each predicts -----------------------------------------------------
 
 def candidates(cells):
-    """{name: reach(cell) -> MUST, MAY or None} of the candidates the cells make possible."""
-    found = {'host stack': _host}
+    """{name: (reach(cell) -> MUST, MAY or None, the node it is of or None)} of the candidates
+    the cells make possible."""
+    found = {'host stack': (_host, None)}
     images = sorted({c.image for c in cells if c.aspect == SPEED})
     for image in images:
-        found[f'image {image}'] = lambda c, image=image: _image(c, image)
+        found[f'image {image}'] = (lambda c, image=image: _image(c, image), None)
     if any(c.num_nodes > 1 for c in cells):
-        found['fabric'] = _fabric
+        found['fabric'] = (_fabric, None)
     worse_nodes = sorted(set().union(*(c.used or () for c in cells if c.status != 'same')))
     has_rank = any(c.aspect == RANK for c in cells)
     for node in worse_nodes:
-        found[f'node {node}'] = lambda c, node=node: _node(c, node, gpu=False)
+        found[f'node {node}'] = (lambda c, node=node: _node(c, node, gpu=False), node)
         if has_rank:
-            found[f'a GPU of {node}'] = lambda c, node=node: _node(c, node, gpu=True)
+            found[f'a GPU of {node}'] = (lambda c, node=node: _node(c, node, gpu=True), node)
         if any(c.num_nodes > 1 and node in (c.used or ()) for c in cells):
-            found[f'the link of {node}'] = lambda c, node=node: _link(c, node)
+            found[f'the link of {node}'] = (lambda c, node=node: _link(c, node), node)
     if any(c.aspect == LOADER for c in cells):
-        found['data path'] = _data_path
+        found['data path'] = (_data_path, None)
     if has_rank:
-        found['binding'] = _binding
+        found['binding'] = (_binding, None)
     return found
 
 
@@ -386,10 +389,17 @@ class Evidence:
         ev = cls(cells)
         by = lambda status: frozenset(i for i, c in enumerate(cells) if c.status == status)
         ev.worse, ev.same, ev.unclear = by('worse'), by('same'), by('unclear')
-        for name, reach in candidates(cells).items():
-            marks = [reach(c) for c in cells]
-            ev.must[name] = frozenset(i for i, m in enumerate(marks) if m == MUST)
-            ev.reach[name] = frozenset(i for i, m in enumerate(marks) if m)
+        # a node's candidates reach only the cells whose runs used it (or not recorded where)
+        on = collections.defaultdict(list)
+        for i, c in enumerate(cells):
+            for node in c.used if c.used is not None else ():
+                on[node].append(i)
+        unknown = [i for i, c in enumerate(cells) if c.used is None]
+        everywhere = range(len(cells))
+        for name, (reach, node) in candidates(cells).items():
+            marks = [(i, reach(cells[i])) for i in (everywhere if node is None else on[node] + unknown)]
+            ev.must[name] = frozenset(i for i, m in marks if m == MUST)
+            ev.reach[name] = frozenset(i for i, m in marks if m)
         return ev
 
     def stands(self, hypothesis):
