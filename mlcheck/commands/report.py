@@ -292,16 +292,24 @@ def compare_and_report(args):
     comparisons = compare.compare(ran_before, ran_after, rule)
     before, after = valued(ran_before), valued(ran_after)
     likely = cause_lines(comparisons, ran_before, ran_after, rule)
-    print('\n'.join(likely))
-    print()
-    print(text_table(COLUMNS, rows(comparisons)))
-    print()
-    print('\n'.join(summary(comparisons, rule) + defaults_note(filled) + trial_runs.left_out_lines(trials) + notes(after)))
-    for partition, image, line in stack_changes(before, after):
-        print(f'stack of {image} on {partition}: {line}')
+    text = ['\n'.join(likely), '', text_table(COLUMNS, rows(comparisons)), '',
+            '\n'.join(summary(comparisons, rule) + defaults_note(filled)
+                      + trial_runs.left_out_lines(trials) + notes(after))]
+    text += [f'stack of {image} on {partition}: {line}' for partition, image, line in stack_changes(before, after)]
+    # the report's files first: a reader that stops reading (| head) must not cost them
     if args.output:
-        print(f'report: {write_report(args.output, args, before, after, comparisons, rule, likely)}')
+        text.append(f'report: {write_report(args.output, args, before, after, comparisons, rule, likely)}')
+    say('\n'.join(text))
     return gate(comparisons)
+
+
+def say(text):
+    """Print `text`; a reader that closed the pipe (a CI gate's `| head`) ends the output, not
+    the verdict: the rest goes nowhere and the exit status still says what was found."""
+    try:
+        print(text, flush=True)
+    except BrokenPipeError:
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
 
 
 def gate(comparisons):
