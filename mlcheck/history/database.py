@@ -87,6 +87,18 @@ class ResultsDatabase:
             raise InputError(f'results database {self.path} holds no session')
         return rows[0][0]
 
+    def session_uuid(self, prefix):
+        """The stored session whose UUID is `prefix` or begins with it (the tables show 8
+        characters); an InputError that says how to list them where none or several do."""
+        found = [uuid for (uuid,) in self._query('SELECT uuid FROM sessions') if uuid.startswith(prefix)]
+        if len(found) == 1:
+            return found[0]
+        if not found:
+            raise InputError(f'session {prefix} is not stored in {self.path}: list the stored ones '
+                             f'with reframe -C {self.config} --list-stored-sessions')
+        raise InputError(f'session {prefix} is the start of {len(found)} stored sessions '
+                         f'({", ".join(sorted(found)[:4])}): give more of it')
+
     def testcases(self, query):
         """The stored test cases of a query (session UUID or period), as reframe describes them."""
         command = [os.path.join(os.path.dirname(sys.executable), 'reframe'), '-C', self.config,

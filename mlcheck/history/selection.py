@@ -3,6 +3,7 @@ START:END, 'latest', a perf log with an optional @START:END) and the samples eac
 """
 
 import os
+import re
 from dataclasses import dataclass
 
 
@@ -12,8 +13,10 @@ from mlcheck.history.database import samples_of_testcases
 from mlcheck.history.perflog import perflog_files, read_perflog
 
 LATEST = 'latest'
+# the start of a session's UUID, as the report's tables and docs show it (8 characters or more)
+SESSION_PREFIX = re.compile(r'[0-9a-f]{8}[0-9a-f-]*')
 SELECTION_FORMS = """\
-  SESSION-UUID      that session, from the results database
+  SESSION-UUID      that session, from the results database (or its first 8 characters)
   START:END         every stored test case completed in that period, in ReFrame's syntax
                     (20261120, 20261120T0930, now-1d:now, ...); START:END?FILTER selects sessions
   latest            the most recent stored session
@@ -54,6 +57,8 @@ def parse_selection(spec):
     try:
         check_query(spec)
     except ValueError as err:
+        if SESSION_PREFIX.fullmatch(spec):
+            return Selection(spec, 'session')       # resolved against the stored sessions
         raise InputError(f'selection {spec!r} is not a session UUID, a period START:END, '
                          f'{LATEST!r} or a perf log path ({err})') from None
     return Selection(spec, 'period')
@@ -66,7 +71,8 @@ def load(selection, database=None, with_failed=False):
     if selection.stored:
         if database is None:
             raise InputError(f'selection {selection.spec!r} needs the results database')
-        query = database.latest_session() if selection.kind == 'latest' else selection.spec
+        query = database.latest_session() if selection.kind == 'latest' else \
+            database.session_uuid(selection.spec)
         samples = samples_of_testcases(database.testcases(query), with_failed)
         where = f'results database {database.path}'
     else:
