@@ -63,3 +63,20 @@ def test_a_session_not_stored_says_so_and_how_to_list_them(tmp_path):
         load(parse_selection('0123abcd-0000-4000-8000-000000000009'), database)
     with pytest.raises(InputError, match='the start of 2 stored sessions'):
         load(parse_selection('3f2a9c1e'), database)
+
+
+def test_a_session_that_failed_entirely_is_a_regression(tmp_path, capsys, monkeypatch):
+    """The image went missing: every test case failed at setup, none holds a value. It read
+    'holds no performance values', exit 2, as for bad input."""
+    from command_line import run_report
+    before, _ = build(random.Random(1), [], checks=('MNISTDistributedCheck',))
+    log = write_perflog(tmp_path / 'before.log', before)
+    database = stored(tmp_path, *UUIDS)
+    failed = [{'system': 'sim', 'partition': 'cluster', 'name': 'MNISTDistributedCheck %image=x',
+               'result': 'fail', 'fail_phase': 'setup', 'fail_reason': 'image /images/x.sif not found',
+               'perfvalues': {}}]
+    monkeypatch.setattr(ResultsDatabase, 'testcases', lambda self, query: failed)
+    code, out, err = run_report(capsys, log, UUIDS[2][:8], '--db', database.path)
+    assert code == 1 and err == ''
+    assert out.startswith(f"likely cause: cannot tell: every test case of '{UUIDS[2][:8]}' failed "
+                          'before its figures (1: setup: image /images/x.sif not found)')

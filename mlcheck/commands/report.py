@@ -31,7 +31,7 @@ from mlcheck.harness import knob_table
 from mlcheck.history import settings as recorded_settings, trial_runs
 from mlcheck.history.compare import Rule
 from mlcheck.history.samples import NOT_RECORDED, group, slug, test_of_sample, valued
-from mlcheck.history.selection import load, parse_selection
+from mlcheck.history.selection import AllFailed, load, parse_selection
 
 COLUMNS = ('partition', 'test', 'variable', 'n before', 'n after', 'mean before', 'mean after',
            'change', 'noise', 'verdict')
@@ -280,7 +280,12 @@ def compare_and_report(args):
     selections = [parse_selection(args.before), parse_selection(args.after)]
     database = open_database(args, selections)
     # test cases without values count: a selection whose tests all failed names them
-    ran_before, ran_after = (load(s, database, with_failed=True) for s in selections)
+    ran_before = load(selections[0], database, with_failed=True)
+    try:
+        ran_after = load(selections[1], database, with_failed=True)
+    except AllFailed as failed:
+        say(f'likely cause: cannot tell: {failed}: nothing ran to compare; fails like a regression')
+        return EXIT_REGRESSION
     if args.name:
         ran_before, ran_after = ([s for s in ss if any(name in s.name for name in args.name)]
                                  for ss in (ran_before, ran_after))

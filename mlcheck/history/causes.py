@@ -7,8 +7,9 @@ docs/performance-history.md states the rule.
 
 A *cell* is one aspect of one test (a check in one image at one node count, with its settings):
 its speed (every judged figure but the two below: rates, times, latency, memory), its slowest
-rank's fraction, its loader's rate. A cell is *worse*, *same* or *unclear* (classify); a test
-that failed after is worse in every aspect, one not run after takes no part. Two cells that
+rank's fraction, its loader's rate, on one set of nodes its runs after used. A cell is *worse*,
+*same* or *unclear* against the noise (_status); a test that failed after is one worse cell, a
+loss of every figure; one not run after takes no part. Two cells that
 differ only in image, or only in node count, give a *contrast* cell: worse where one lost
 clearly more than the other (something acted beyond what both share).
 
@@ -92,10 +93,6 @@ class Verdict:
         listed = ' or '.join(_name(h) for h in self.hypotheses) or 'no one cause nor pair of causes fits'
         return (f'likely cause: cannot tell: {listed}: {self.evidence}'
                 + (f'; to separate them: {self.separating}' if self.separating else ''))
-
-
-# kept for callers that build their own lines
-Cause = Verdict
 
 
 def _name(hypothesis):

@@ -143,11 +143,11 @@ def samples_of_testcases(testcases, with_failed=False):
                 reference=(ref, lower, upper), result=(result or [''])[0] or '',
                 source=case.get('session_uuid', ''), settings=recorded(case.get('run_settings')),
                 stack=recorded(case.get('software_stack')),
-                problem=_first_line(case.get('fail_phase'), case.get('fail_reason'))))
+                problem=failure_line(case.get('fail_phase'), case.get('fail_reason'))))
     return samples
 
 
-def _first_line(phase, reason):
+def failure_line(phase, reason):
     """The first line of a stored failure, with the phase it failed in: '' for none."""
     lines = [line.strip() for line in str(reason or '').splitlines() if line.strip()]
     if not lines:

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 
 from mlcheck.errors import InputError
 from mlcheck.harness.reframe_api import check_query, is_session_uuid, time_period
-from mlcheck.history.database import samples_of_testcases
+from mlcheck.history.database import failure_line, samples_of_testcases
 from mlcheck.history.perflog import perflog_files, read_perflog
 
 LATEST = 'latest'
@@ -64,6 +64,17 @@ def parse_selection(spec):
     return Selection(spec, 'period')
 
 
+class AllFailed(InputError):
+    """A stored selection whose every test case failed before its performance stage (the image
+    went missing at setup): no values, and the worst regression there is."""
+
+
+def failed_before_any_value(cases):
+    """'setup: <why>' of each stored test case that failed without performance values."""
+    return [failure_line(case.get('fail_phase'), case.get('fail_reason')) or 'failed'
+            for case in cases if case.get('result') == 'fail' or case.get('fail_phase')]
+
+
 def load(selection, database=None, with_failed=False):
     """The samples of a selection; an InputError when it holds none. With `with_failed` the
     test cases that ran without a value (value None) count too: a selection whose every test
@@ -73,8 +84,13 @@ def load(selection, database=None, with_failed=False):
             raise InputError(f'selection {selection.spec!r} needs the results database')
         query = database.latest_session() if selection.kind == 'latest' else \
             database.session_uuid(selection.spec)
-        samples = samples_of_testcases(database.testcases(query), with_failed)
+        cases = database.testcases(query)
+        samples = samples_of_testcases(cases, with_failed)
         where = f'results database {database.path}'
+        failures = failed_before_any_value(cases)
+        if not samples and failures and with_failed:
+            raise AllFailed(f'every test case of {selection.spec!r} failed before its figures '
+                            f'({len(failures)}: {failures[0]})')
     else:
         samples = [s for path in perflog_files(selection.path)
                    for s in read_perflog(path, selection.period, with_failed)]
