@@ -486,15 +486,17 @@ def _support(hypothesis, ev, stacks):
 
 
 def _stack_note(hypothesis, stacks, cells):
+    """The recorded stack changes that fit the hypothesis: those every image shares for the host
+    stack or the fabric, an image's own (less the shared ones) for an image."""
     images = sorted({c.image for c in cells if c.aspect == SPEED})
+    shared = [change for change in stacks.get(images[0], [])
+              if all(change in stacks.get(i, []) for i in images)] if len(images) > 1 else []
     notes = []
     for name in hypothesis:
         if name.startswith('image '):
-            line = stack.change_line(stacks.get(name[len('image '):], []))
-            notes.append(f'{name[len("image "):]}\'s stack: {line}' if line else '')
+            own = [c for c in stacks.get(name[len('image '):], []) if c not in shared]
+            notes.append(f'{name[len("image "):]}\'s stack: {stack.change_line(own)}' if own else '')
         elif name in ('host stack', 'fabric'):
-            shared = [change for change in stacks.get(images[0], [])
-                      if all(change in stacks.get(i, []) for i in images)] if images else []
             notes.append(f'{stack.change_line(shared)} in every image' if shared else '')
     return '; '.join(filter(None, notes))
 
