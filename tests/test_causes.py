@@ -218,7 +218,8 @@ def test_the_bank_is_never_confidently_wrong(capsys):
             n = sum(counts.values())
             print(f'| {family} | {n} | {counts["right"]} ({100 * counts["right"] / n:.0f} %) | '
                   f'{counts["cannot tell"]} | {counts["wrong"]} | {counts["not seen"]} |')
-    assert sum(c['right'] for c in table.values()) > 0.25 * len(results)
+    # a rule that always said cannot tell would pass the rest: it names a fifth exactly (docs)
+    assert sum(c['right'] for c in table.values()) > 0.15 * len(results)
 
 
 # --- Hypothesis on the elimination -----------------------------------------------------------------
