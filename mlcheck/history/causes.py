@@ -509,8 +509,12 @@ RUN = 'reframe -c checks/ -r'
 def separating(hypotheses, cells):
     """A command that runs what tells the first hypotheses apart."""
     names = {n for h in hypotheses for n in h}
-    nodes = sorted({n.split()[-1] for n in names if n.startswith(('node ', 'a GPU of ', 'the link of '))})
-    exclude = f'-J --exclude={",".join(nodes)}' if nodes else ''
+    # the first two nodes named: a run that leaves them out tells them from the rest (all of them
+    # out could leave no node to run on)
+    nodes = sorted(dict.fromkeys(n.split()[-1] for h in hypotheses for n in h
+                                 if n.startswith(('node ', 'a GPU of ', 'the link of '))))[:2]
+    # ReFrame's -J passes `exclude=...` on as `#SBATCH --exclude=...` (`-J --exclude` is refused)
+    exclude = f'-J exclude={",".join(nodes)}' if nodes else ''
     if any(n.startswith('the link of ') for n in names):
         return f'{RUN} -n {INTERCONNECT} -P num_nodes=2 {exclude} (the interconnect on other nodes)'
     if nodes:
@@ -522,7 +526,7 @@ def separating(hypotheses, cells):
     if 'data path' in names:
         return f'{RUN} -n CIFAR100ResNetCheck (it records {LOADER_VAR})'
     if any(n.startswith('image ') for n in names) and len(images) < 2:
-        return f'{RUN} -P image=<a second image> -P num_nodes={counts[0]} (one image or the host stack)'
+        return f'{RUN} -P image=host -P num_nodes={counts[0]} (the host\'s own Python beside the image)'
     return f'{RUN} --repeat 5 (more repetitions, to clear the noise)'
 
 
