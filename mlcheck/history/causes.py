@@ -145,8 +145,8 @@ def cells_of(judged, after, rule=compare.Rule()):
     noise = {var: _pooled(of) for var, of in group(judged, lambda c: c.key[2]).items()}
     figures, whole = {}, {}
     for c in judged:
-        if c.key[2] in IGNORED or not c.before or c.key not in runs:
-            continue        # not run after (or new): no part in the verdict
+        if c.key[2] in IGNORED or not c.before or not c.mean_before or c.key not in runs:
+            continue        # not run after (or new, or 0 before: no relative change): no part
         test = (c.key[1], c.key[3], _aspect(c))
         before = c.mean_before, _own(c) if len(c.before) >= 2 else 0.0
         for used, of in group(runs[c.key], lambda s: _nodes(s.nodelist) or None).items():

@@ -82,8 +82,12 @@ def load(selection, database=None, with_failed=False):
     if selection.stored:
         if database is None:
             raise InputError(f'selection {selection.spec!r} needs the results database')
-        query = database.latest_session() if selection.kind == 'latest' else \
-            database.session_uuid(selection.spec)
+        if selection.kind == 'latest':
+            query = database.latest_session()
+        elif selection.kind == 'session':
+            query = database.session_uuid(selection.spec)     # a UUID, or its first characters
+        else:
+            query = selection.spec
         cases = database.testcases(query)
         samples = samples_of_testcases(cases, with_failed)
         where = f'results database {database.path}'
