@@ -200,16 +200,21 @@ def test_every_separating_command_is_one_a_dry_run_accepts(tmp_path):
     forms['one image'] = causes.separating([('image torch-2.9.1',), ('host stack',)],
                                            causes.cells_of(*_one_image())).split(' (')[0]
     assert len(forms) >= 4, forms     # a node's, a link's, noise's, one image's at least
-    for command in forms.values():
+    env = {**os.environ, 'RFM_CONFIG_FILES': os.path.join(REPO, 'config', 'simulated.py'),
+           'PYTHONPATH': REPO}
+    running = {}
+    for i, command in enumerate(forms.values()):     # side by side: each loads every check
         words = command.replace(' -r', ' --dry-run', 1).split()
         assert words[:4] == ['reframe', '-c', 'checks/', '--dry-run'], command
-        done = subprocess.run([os.path.join(os.path.dirname(sys.executable), 'reframe'), '-c',
-                               os.path.join(REPO, 'checks'), *words[3:],
-                               *([] if '-n' in words else ['-n', 'MNIST'])],   # one check will do
-                              cwd=tmp_path, capture_output=True, text=True,
-                              env={**os.environ, 'RFM_CONFIG_FILES': os.path.join(REPO, 'config', 'simulated.py'),
-                                   'PYTHONPATH': REPO})
-        assert done.returncode == 0 and 'PASSED' in done.stdout, (command, done.stdout[-500:], done.stderr[-500:])
+        scratch = tmp_path / str(i)
+        scratch.mkdir()
+        running[command] = subprocess.Popen(
+            [os.path.join(os.path.dirname(sys.executable), 'reframe'), '-c', os.path.join(REPO, 'checks'),
+             *words[3:], *([] if '-n' in words else ['-n', 'MNIST'])],   # one check will do
+            cwd=scratch, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+    for command, process in running.items():
+        out, err = process.communicate()
+        assert process.returncode == 0 and 'PASSED' in out, (command, out[-500:], err[-500:])
 
 
 def _one_image():
