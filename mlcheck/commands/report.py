@@ -8,12 +8,13 @@ and performance variable is compared by the mean of its repetitions (reframe --r
 change is a regression only when it is worse than both --threshold and --noise-factor times the
 noise: the standard deviation of the repetitions, pooled over both sides (or of the one side with
 repetitions, see docs/performance-history.md). It starts with the likely cause, one line per
-cause (mlcheck.history.causes: the layer that broke, or `cannot tell`). With -o DIR it writes
+cause (mlcheck.history.causes: what the evidence leaves, or `cannot tell` and the run that
+separates what it cannot). With -o DIR it writes
 DIR/report.md and PNG plots.
 
 Exit status: 0 no regression; 1 regression found, a test with values before and none after
-(failed, not run, or run only with other settings), or a change worse than the threshold with
-too few repetitions to judge; 2 bad input, a selection that names no test case included; 3
+(failed, not run, or run only with other settings), a change worse than the threshold with too
+few repetitions to judge, or an after session whose every test case failed; 2 bad input, a selection that names no test case included; 3
 internal error (one line on stderr for either).
 """
 
