@@ -1,162 +1,299 @@
-"""The upgrade report's likely cause (mlcheck.history.causes): which layer broke, or `cannot
-tell`, on generated before/after runs of the suite's matrix (tests/layer_matrices: MNIST,
-CIFAR-100, interconnect x 3 images x 1, 2 and 4 nodes) with one cause of known truth."""
+"""The upgrade report's likely cause (mlcheck.history.causes): elimination over the candidates, on
+runs written from the partition's physics (tests/scenario_bank.py), through the report's perf
+logs where its lines and exit status matter: the nine cases of issue 35, the layers one by one,
+the bank of scenarios of known truth, and Hypothesis on the elimination itself."""
 
+import collections
 import dataclasses
+import os
 import random
+import re
+import subprocess
+import sys
 
 from hypothesis import given, settings, strategies as st
 
+import scenario_bank
 from command_line import run_report
-from layer_matrices import IMAGES, draw_case, matrix, outcome
+from mlcheck import REPO
 from mlcheck.history import causes, compare
+from mlcheck.history.samples import Sample
 from perflogs import write_perflog
+from scenario_bank import IMAGES, Fault, build
 
 
-def report_of(tmp_path, capsys, cause, target=None, effect=0.3, noise=0.02, seed=1, markdown=False,
-              **shape):
-    """(exit status, stdout, report.md or None) of mlcheck-report on perf logs of the generated
-    runs (report.md and its plots only if `markdown`: they take seconds)."""
-    before, after = matrix(random.Random(seed), cause, effect, noise, 4, target=target, **shape)
+def report_of(tmp_path, capsys, before, after, *options):
+    """(exit status, stdout) of mlcheck-report on perf logs of the runs."""
     code, out, _ = run_report(capsys, write_perflog(tmp_path / 'before.log', before),
-                              write_perflog(tmp_path / 'after.log', after),
-                              *(['-o', str(tmp_path / 'report')] if markdown else []))
-    return code, out, (tmp_path / 'report' / 'report.md').read_text() if markdown else None
+                              write_perflog(tmp_path / 'after.log', after), *options)
+    return code, out
 
 
 def likely(out):
     return [line for line in out.splitlines() if line.startswith('likely cause: ')]
 
 
-# --- the done-when cases, through the report's perf logs ------------------------------------------
+def verdicts(before, after):
+    return causes.likely_causes(compare.compare(before, after), before, after)
 
-def test_every_image_slower_at_several_nodes_only_is_the_fabric(tmp_path, capsys):
-    code, out, text = report_of(tmp_path, capsys, 'fabric', markdown=True)
-    assert code == 1
+
+def scenario(*faults, seed=1, **shape):
+    return build(random.Random(seed), list(faults), **{'noise': 0.01, **shape})
+
+
+# --- the nine cases of issue 35 ---------------------------------------------------------------
+
+def test_1_a_slow_node_every_run_used_is_not_the_host_stack_alone(tmp_path, capsys):
+    """nid001 at 0.75, no stack change recorded, jobs placed as Slurm does: every run used it
+    (and no slowest-rank figure, which would tell a slow node among fast ones: next test)."""
+    before, after = (without_rank(side) for side in scenario(Fault('node', 'nid001', 0.25), recorded=False))
+    code, out = report_of(tmp_path, capsys, before, after)
     [line] = likely(out)
-    assert line.startswith('likely cause: fabric: every image slower at 2 and 4 nodes (-')
-    assert 'unchanged at 1 node; busbw across nodes -' in line and 'within a node unchanged' in line
-    assert 'libfabric 1.20.1 -> 1.22.0 in every image' in line
-    assert f'## Likely cause\n\n- {line}\n' in text
-    assert text.index('## Likely cause') < text.index('## Regressions')
+    assert code == 1 and line.startswith('likely cause: cannot tell: host stack or node nid001')
+    assert 'to separate them: reframe -c checks/ -r -P num_nodes=1 -J exclude=nid001' in line
 
 
-def test_one_image_slower_at_every_node_count_is_that_image(tmp_path, capsys):
-    code, out, _ = report_of(tmp_path, capsys, 'image', 'torch-2.9.1')
-    assert code == 1
+def without_rank(samples):
+    return [s for s in samples if s.var != causes.RANK_VAR]
+
+
+def test_1_the_slowest_rank_s_fraction_across_nodes_names_the_node():
+    """Among the fast nodes of a 2- or 4-node job, nid001's ranks are the slowest: the host stack
+    would slow every rank alike."""
+    [v] = verdicts(*scenario(Fault('node', 'nid001', 0.25), recorded=False))
+    assert v.line().startswith('likely cause: node nid001: 27 tests worse (-')
+    assert 'slowest_rank_fraction -' in v.line()
+
+
+def test_1_the_same_node_with_jobs_spread_is_that_node():
+    before, after = scenario(Fault('node', 'nid003', 0.25), mode='spread')
+    [v] = verdicts(before, after)
+    assert v.kind == 'cause' and v.layer == 'node nid003', v.line()
+
+
+def test_2_a_link_in_every_multi_node_run_is_not_the_fabric_alone(tmp_path, capsys):
+    before, after = scenario(Fault('link', 'nid002', 0.3))
+    code, out = report_of(tmp_path, capsys, before, after)
     [line] = likely(out)
-    assert line.startswith('likely cause: image torch-2.9.1: only torch-2.9.1 slower, at 1, 2 and 4 nodes')
-    assert 'torch 2.9.1 -> 2.9.1.post1' in line
+    # nid002 never ran a 1-node job: it may be slow itself
+    assert code == 1 and line.startswith('likely cause: cannot tell: fabric or the link of nid001 or '
+                                         'node nid002 or the link of nid002: ')
+    assert ('to separate them: reframe -c checks/ -r -n InterconnectCheck -P num_nodes=2 '
+            '-J exclude=nid001,nid002') in line
 
 
-def test_every_image_slower_at_every_node_count_is_the_host_stack(tmp_path, capsys):
-    code, out, _ = report_of(tmp_path, capsys, 'host stack')
-    assert code == 1
+def test_3_latency_times_and_memory_are_losses(tmp_path, capsys):
+    """Latency +100 % across nodes in every image, a libfabric change recorded, nothing else."""
+    before, after = scenario(Fault('fabric', None, 0.0))
+    after = [dataclasses.replace(s, value=2 * s.value) if s.var == 'latency' and s.num_nodes > 1
+             else s for s in after]
+    code, out = report_of(tmp_path, capsys, before, after)
     [line] = likely(out)
-    assert line.startswith('likely cause: host stack: every image slower at every node count, 1 node too')
-
-
-def test_a_single_image_at_a_single_node_count_cannot_tell(tmp_path, capsys):
-    code, out, _ = report_of(tmp_path, capsys, 'host stack', images=IMAGES[:1], counts=(2,))
-    assert code == 1
+    assert code == 1 and line.startswith('likely cause: cannot tell: fabric or ') and \
+        'libfabric 1.20.1 -> 1.22.0 in every image' in line
+    # train_time +12 % and peak memory doubled in one image
+    before, after = scenario()
+    memory = lambda samples, scale: [dataclasses.replace(s, var='peak_gpu_memory', unit='GB',
+                                                         value=10.0 * scale)
+                                     for s in samples if s.var == 'train_time']
+    slower = [dataclasses.replace(s, value=1.12 * s.value) if s.var == 'train_time' and
+              s.image == 'torch-2.9.1' else s for s in after]
+    grown = memory([s for s in after if s.image == 'torch-2.9.1'], 2) + \
+        memory([s for s in after if s.image != 'torch-2.9.1'], 1)
+    code, out = report_of(tmp_path, capsys, before + memory(before, 1), slower + grown)
+    # the image explains them, though its CIFAR-100 did not move: named, not confidently
     [line] = likely(out)
-    assert line.startswith('likely cause: cannot tell: ')
-    assert 'run a second image at 2 nodes' in line and 'run torch-2.9.1 at 1 node' in line
+    assert code == 1 and line.startswith('likely cause: cannot tell: image torch-2.9.1: 3 tests worse (-')
 
 
-def test_nothing_slower_says_so_and_passes(tmp_path, capsys):
-    code, out, _ = report_of(tmp_path, capsys, 'host stack', effect=0.0, noise=0.005)
-    assert code == 0 and likely(out) == []
-    assert out.startswith('no likely cause: nothing got slower or failed\n')
+def test_4_what_did_not_run_after_is_not_a_failure(tmp_path, capsys):
+    before, after = scenario(Fault('image', 'torch-2.12.0', 0.3),
+                             before_images=IMAGES + ('torch-2.8.0',), after_images=IMAGES + ('torch-2.15.0',))
+    code, out = report_of(tmp_path, capsys, before, after)
+    [line] = likely(out)
+    assert line.startswith('likely cause: image torch-2.12.0: ') and 'failed' not in line
+    before, after = scenario(Fault('fabric', None, 0.3), after_counts=(1, 2))
+    [line] = likely(report_of(tmp_path, capsys, before, after)[1])
+    assert 'failed' not in line and 'fabric' in line
+    # nothing slower: no cause, whatever was retired
+    before, after = scenario(before_images=IMAGES + ('torch-2.8.0',))
+    code, out = report_of(tmp_path, capsys, before, after)
+    assert likely(out) == [] and out.startswith('no likely cause: nothing got slower or failed\n')
 
 
-# --- the other layers, on the generated samples ------------------------------------------------
-
-def causes_of(cause, target=None, effect=0.3, noise=0.02, seed=1, **shape):
-    before, after = matrix(random.Random(seed), cause, effect, noise, 4, target=target, **shape)
-    return [c.line() for c in causes.likely_causes(compare.compare(before, after), before, after)]
-
-
-def test_one_node_slower_alone_and_in_every_run_with_it_is_that_node():
-    [line] = causes_of('node', 'nid003', sweep=True)
-    assert line.startswith('likely cause: node nid003: runs on nid003 alone slower (-')
-    assert 'on nid001, nid002, nid004 alone unchanged' in line
+def test_5_a_second_cause_beyond_the_first_is_named():
+    """Every image -8 % after a driver change, torch-2.9.1 a further -40 %."""
+    before, after = scenario(Fault('host stack', None, 0.08), Fault('image', 'torch-2.9.1', 0.4),
+                             mode='spread')
+    [v] = verdicts(before, after)
+    assert v.line().startswith('likely cause: host stack, and image torch-2.9.1 beyond it: ')
 
 
-def test_without_runs_on_one_node_alone_a_node_cannot_be_named():
-    assert all(line.startswith('likely cause: cannot tell: ')
-               for line in causes_of('node', 'nid003', sweep=False))
+def test_9_the_slowest_rank_s_fraction_names_a_gpu(tmp_path, capsys):
+    """Five MNIST runs on nid001, then five with one rank slowed: the fraction 0.98 -> 0.64."""
+    shape = dict(checks=('MNISTDistributedCheck',), before_images=IMAGES[:1], after_images=IMAGES[:1],
+                 before_counts=(1,), after_counts=(1,))
+    before, after = scenario(Fault('gpu', 'nid001', 0.35), **shape)
+    code, out = report_of(tmp_path, capsys, before, after)
+    [line] = likely(out)
+    assert code == 1 and line.startswith('likely cause: cannot tell: a GPU of nid001 or binding')
+    assert 'to separate them: reframe -c checks/ -r -P num_nodes=1 -J exclude=nid001' in line
+    assert 'second image' not in line
 
 
-def test_the_loader_slower_and_training_not_much_is_the_data_path():
-    [line] = causes_of('data path')
-    assert line.startswith('likely cause: data path: loader_images_per_s -')
+# --- the layers one by one -------------------------------------------------------------------------
+
+def test_one_image_slower_is_that_image_with_its_stack():
+    [v] = verdicts(*scenario(Fault('image', 'torch-2.9.1', 0.3)))
+    assert v.line().startswith('likely cause: image torch-2.9.1: 9 tests worse (-')
+    assert "torch-2.9.1's stack: torch 2.9.1 -> 2.9.1.post1" in v.line()
 
 
-def test_without_the_loader_figure_a_cifar_only_loss_cannot_tell():
-    lines = causes_of('data path', effect=0.5, with_loader=False)
-    assert lines and all(line.startswith('likely cause: cannot tell: ') for line in lines)
-    assert 'loader_images_per_s is not recorded' in lines[0]
+def test_an_image_that_fails_is_that_image():
+    [v] = verdicts(*scenario(Fault('image fails', 'torch-2.12.0', 0.3)))
+    assert v.layer == 'image torch-2.12.0' and '9 failed' in v.line()
 
 
-def test_failures_count_as_a_loss():
-    [line] = causes_of('image', 'torch-2.12.0', fail=True)
-    assert line.startswith('likely cause: image torch-2.12.0: ') and '6 failed' in line
+def test_every_image_slower_with_jobs_spread_is_the_host_stack():
+    [v] = verdicts(*scenario(Fault('host stack', None, 0.3), mode='spread'))
+    assert v.line().startswith('likely cause: host stack: ') and \
+        'gpu_driver' in v.line() or 'GPU driver' in v.line()
+
+
+def test_the_fabric_with_jobs_spread_is_the_fabric():
+    [v] = verdicts(*scenario(Fault('fabric', None, 0.3), mode='spread'))
+    assert v.line().startswith('likely cause: fabric: ') and 'unchanged: torch-2.12.0 at 1 node' in v.line()
+
+
+def test_the_loader_slower_is_the_data_path():
+    [v] = verdicts(*scenario(Fault('data path', None, 0.4), mode='spread'))
+    assert v.layer == 'data path', v.line()
 
 
 def test_placement_failures_are_the_binding():
-    rng = random.Random(1)
-    before, after = matrix(rng, 'image', 0.3, 0.02, 4, target='torch-2.12.0', fail=True)
+    before, after = scenario(Fault('image fails', 'torch-2.12.0', 0.3))
     reason = 'sanity: rank 1 (local rank 1 on nid002) runs on cores [0, 1], expected [2, 3] (mask 0xc)'
     after = [dataclasses.replace(s, problem=reason) if s.value is None else s for s in after]
-    found = causes.likely_causes(compare.compare(before, after), before, after)
-    assert [c.layer for c in found] == ['binding']
+    found = verdicts(before, after)
+    assert [v.layer for v in found] == ['binding']
     assert found[0].evidence.startswith('9 tests failed the placement sanity')
-    # another failure is a loss of its runs, not the binding
     other = [dataclasses.replace(s, problem='sanity: no result line') for s in after]
-    found = causes.likely_causes(compare.compare(before, other), before, other)
-    assert [c.layer for c in found] == ['image torch-2.12.0']
+    assert [v.layer for v in verdicts(before, other)] == ['image torch-2.12.0']
 
 
-def test_a_layer_that_fits_with_a_node_that_fits_too_cannot_tell():
-    """1-node runs only, each image always on its own node: the image or its node."""
-    before, after = matrix(random.Random(2), 'image', 0.3, 0.02, 4, target='torch-2.9.1', counts=(1,))
-    pinned = lambda ss: [dataclasses.replace(s, nodelist=f'nid00{IMAGES.index(s.image) + 1}')
-                         for s in ss]
-    before, after = pinned(before), pinned(after)
-    lines = [c.line() for c in causes.likely_causes(compare.compare(before, after), before, after)]
-    assert len(lines) == 1 and lines[0].startswith('likely cause: cannot tell: image torch-2.9.1 or '
-                                                   'node nid001: the runs fit each; run the checks')
+def test_nothing_slower_says_so_and_passes(tmp_path, capsys):
+    code, out = report_of(tmp_path, capsys, *scenario())
+    assert code == 0 and likely(out) == []
 
 
-def test_the_same_runs_on_several_nodes_name_the_image():
-    """... and with the other images' runs on that node too, unchanged, it is the image."""
-    before, after = matrix(random.Random(2), 'image', 0.3, 0.02, 4, target='torch-2.9.1', counts=(1,))
-    pinned = lambda ss: [dataclasses.replace(s, nodelist='nid001') for s in ss]
-    before, after = pinned(before), pinned(after)
-    lines = [c.line() for c in causes.likely_causes(compare.compare(before, after), before, after)]
-    assert len(lines) == 1 and lines[0].startswith('likely cause: image torch-2.9.1: ')
+def test_every_separating_command_is_one_a_dry_run_accepts(tmp_path):
+    """Each form of the commands the lines propose, as `reframe --dry-run` on the simulated
+    partition's config (`-J --exclude=nid001`, as the issue wrote it, is refused by ReFrame's
+    parser: -J takes `exclude=nid001` and writes `#SBATCH --exclude=nid001`)."""
+    forms = {}
+    for seed in range(60):
+        _, _, before, after = scenario_bank.draw(random.Random(seed))
+        for v in verdicts(before, after):
+            if v.separating:
+                command = v.separating.split(' (')[0]
+                forms.setdefault(re.sub(r'=\S+', '', command), command)    # one of each form
+    forms['one image'] = causes.separating([('image torch-2.9.1',), ('host stack',)],
+                                           causes.cells_of(*_one_image())).split(' (')[0]
+    assert len(forms) >= 4, forms     # a node's, a link's, noise's, one image's at least
+    env = {**os.environ, 'RFM_CONFIG_FILES': os.path.join(REPO, 'config', 'simulated.py'),
+           'PYTHONPATH': REPO}
+    running = {}
+    for i, command in enumerate(forms.values()):     # side by side: each loads every check
+        words = command.replace(' -r', ' --dry-run', 1).split()
+        assert words[:4] == ['reframe', '-c', 'checks/', '--dry-run'], command
+        scratch = tmp_path / str(i)
+        scratch.mkdir()
+        running[command] = subprocess.Popen(
+            [os.path.join(os.path.dirname(sys.executable), 'reframe'), '-c', os.path.join(REPO, 'checks'),
+             *words[3:], *([] if '-n' in words else ['-n', 'MNIST'])],   # one check will do
+            cwd=scratch, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+    for command, process in running.items():
+        out, err = process.communicate()
+        assert process.returncode == 0 and 'PASSED' in out, (command, out[-500:], err[-500:])
 
 
-# --- the rule over generated cases of known truth ----------------------------------------------
+def _one_image():
+    before, after = scenario(Fault('image', 'torch-2.9.1', 0.3), before_images=IMAGES[:1],
+                             after_images=IMAGES[:1])
+    return compare.compare(before, after), after
+
+
+# --- the bank: scenarios of known truth --------------------------------------------------------------
+
+def test_the_bank_is_never_confidently_wrong(capsys):
+    """2,000 scenarios: a confident line is the truth, a cannot-tell lists it, and where a figure
+    fails the gate there is a line; the share named exactly per family goes to
+    docs/performance-history.md."""
+    results = scenario_bank.run(2000, seed=35)
+    table = collections.defaultdict(collections.Counter)
+    for family, truth, found, line in results:
+        table[family][found] += 1
+        assert found not in ('wrong', 'missed'), (family, sorted(truth), line)
+    with capsys.disabled():
+        print('\n| family | scenarios | named exactly | cannot tell | wrong | not seen |')
+        for family, counts in sorted(table.items()):
+            n = sum(counts.values())
+            print(f'| {family} | {n} | {counts["right"]} ({100 * counts["right"] / n:.0f} %) | '
+                  f'{counts["cannot tell"]} | {counts["wrong"]} | {counts["not seen"]} |')
+    # a rule that always said cannot tell would pass the rest: it names a fifth exactly (docs)
+    assert sum(c['right'] for c in table.values()) > 0.15 * len(results)
+
+
+# --- Hypothesis on the elimination -----------------------------------------------------------------
+
+NODES = scenario_bank.NODES[:4]
+CHECKS = tuple(scenario_bank.FIGURES)
+
+
+@st.composite
+def cells(draw):
+    used = draw(st.frozensets(st.sampled_from(NODES), min_size=1, max_size=3))
+    return causes.Cell(f'cell{draw(st.integers(0, 10 ** 6))}', draw(st.sampled_from(CHECKS)),
+                       draw(st.sampled_from(IMAGES)), len(used),
+                       draw(st.sampled_from((causes.SPEED, causes.RANK, causes.LOADER))),
+                       draw(st.sampled_from(('worse', 'same', 'unclear'))), 0.3, 0.01, used, used)
+
 
 @settings(max_examples=150, deadline=None)
-@given(st.integers(0, 2 ** 32))
-def test_never_a_wrong_layer(seed):
-    rng = random.Random(seed)
-    case = draw_case(rng)
-    before, after = matrix(rng, **case)
-    found = causes.likely_causes(compare.compare(before, after), before, after)
-    assert outcome(found, case['cause'], case['target']) != 'wrong', (case, [c.line() for c in found])
+@given(st.lists(cells(), min_size=1, max_size=12), cells(), st.data())
+def test_a_worse_cell_a_candidate_reaches_never_removes_it(found, new, data):
+    new = dataclasses.replace(new, status='worse')
+    ev = causes.Evidence.of(found + [new])
+    reaching = [name for name in ev.reach if len(found) in ev.reach[name]]
+    if reaching:
+        name = data.draw(st.sampled_from(reaching))
+        before = causes.Evidence.of(found)
+        if name in before.reach and before.stands((name,)):
+            assert ev.stands((name,))
 
 
-def test_right_in_95_percent_of_clear_cases():
-    """Effects of 10-50 %, noise of 1-3 %: the goal docs/performance-history.md states."""
-    rng = random.Random(7)
-    results = []
-    for _ in range(200):
-        case = draw_case(rng, effects=(0.10, 0.50), noises=(0.01, 0.03))
-        before, after = matrix(rng, **case)
-        found = causes.likely_causes(compare.compare(before, after), before, after)
-        results.append(outcome(found, case['cause'], case['target']))
-    assert results.count('wrong') == 0 and results.count('right') >= 0.95 * len(results)
+@settings(max_examples=150, deadline=None)
+@given(st.lists(cells(), min_size=1, max_size=12), cells(), st.data())
+def test_a_same_cell_a_candidate_must_reach_always_removes_it(found, new, data):
+    new = dataclasses.replace(new, status='same')
+    ev = causes.Evidence.of(found + [new])
+    musts = [name for name in ev.must if len(found) in ev.must[name]]
+    if musts:
+        assert not ev.stands((data.draw(st.sampled_from(musts)),))
+
+
+def test_the_cells_of_a_test_that_did_not_run_after_take_no_part():
+    before, after = scenario(before_images=IMAGES + ('torch-2.8.0',))
+    assert not any(c.image == 'torch-2.8.0' for c in causes.cells_of(compare.compare(before, after), after))
+
+
+def test_a_run_that_failed_is_a_loss_of_every_figure():
+    before, after = scenario(Fault('image fails', 'torch-2.9.1', 0.3))
+    failed = [c for c in causes.cells_of(compare.compare(before, after), after) if c.image == 'torch-2.9.1'
+              and c.aspect != causes.BEYOND_IMAGE and c.aspect != causes.BEYOND_NODES]
+    assert failed and all(c.status == 'worse' and c.loss == causes.FAILED and c.aspect == causes.SPEED
+                          for c in failed)
+
+
+def test_a_sample_helper_is_a_sample():
+    assert isinstance(scenario()[0][0], Sample)

@@ -179,3 +179,17 @@ def test_a_container_pyxis_cannot_start_is_one_line_naming_pyxis_and_enroot():
     assert judged(dgx, *saved_job('faults/dgx_pyxis_import_401'), min_accuracy=0.9) == [
         'the container did not start on dgx001, dgx002 (ranks 0-15): pyxis: failed to import docker '
         'image: URL https://auth.docker.io/token returned error code: 401 Unauthorized']
+
+
+def test_a_crash_whose_container_pyxis_cannot_remove_is_the_crash(sim):
+    """Issue 35 item 7: Pyxis that cannot remove the container at the end of the step prints its
+    log after the crash; the ranks had reported in, so the container started, and the crash is
+    the cause (this used to read 'the container did not start on nid001, nid002 ...: pyxis: rm:
+    cannot remove ...')."""
+    stdout, stderr = saved_job('faults/sim_crash')
+    stderr += ('slurmstepd: error: pyxis: printing contents of log file ...\n'
+               'slurmstepd: error: pyxis:     rm: cannot remove \'/run/enroot/data/pyxis_1.0\': '
+               'Device or resource busy\n'
+               'slurmstepd: error: pyxis: could not remove container\n')
+    assert judged(sim, stdout, stderr, fault='crash:1:2', min_accuracy=0.9) == [
+        'rank 1 on nid001 failed: RuntimeError: injected fault: rank 1 crashed in epoch 2']

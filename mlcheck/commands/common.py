@@ -29,6 +29,10 @@ def add_source_arguments(parser):
     parser.add_argument('-C', '--config', default=None,
                         help='ReFrame config of the site, whose results database is read '
                              '(default: $RFM_CONFIG_FILES, else config/simulated.py)')
+    parser.add_argument('--system', default=None,
+                        help="the system whose results database is read, where the config holds "
+                             "several sites' (default: $RFM_SYSTEM, else the one this host's name "
+                             'matches, as ReFrame picks it)')
     parser.add_argument('--db', default=None,
                         help='results database file (default: $RFM_SQLITE_DB_FILE, else the '
                              "config's storage)")
@@ -41,7 +45,8 @@ def open_database(args, selections):
     config = args.config or (os.environ.get('RFM_CONFIG_FILES', '').split(':')[0]) or DEFAULT_CONFIG
     if not os.path.isfile(config):
         raise InputError(f'config file not found: {config}')
-    return ResultsDatabase(args.db or database_of(config), config)
+    system = getattr(args, 'system', None)
+    return ResultsDatabase(args.db or database_of(config, system), config, system)
 
 
 def parse_fraction(text, option):

@@ -8,12 +8,13 @@ and performance variable is compared by the mean of its repetitions (reframe --r
 change is a regression only when it is worse than both --threshold and --noise-factor times the
 noise: the standard deviation of the repetitions, pooled over both sides (or of the one side with
 repetitions, see docs/performance-history.md). It starts with the likely cause, one line per
-cause (mlcheck.history.causes: the layer that broke, or `cannot tell`). With -o DIR it writes
+cause (mlcheck.history.causes: what the evidence leaves, or `cannot tell` and the run that
+separates what it cannot). With -o DIR it writes
 DIR/report.md and PNG plots.
 
 Exit status: 0 no regression; 1 regression found, a test with values before and none after
-(failed, not run, or run only with other settings), or a change worse than the threshold with
-too few repetitions to judge; 2 bad input, a selection that names no test case included; 3
+(failed, not run, or run only with other settings), a change worse than the threshold with too
+few repetitions to judge, or an after session whose every test case failed; 2 bad input, a selection that names no test case included; 3
 internal error (one line on stderr for either).
 """
 
@@ -31,7 +32,7 @@ from mlcheck.harness import knob_table
 from mlcheck.history import settings as recorded_settings, trial_runs
 from mlcheck.history.compare import Rule
 from mlcheck.history.samples import NOT_RECORDED, group, slug, test_of_sample, valued
-from mlcheck.history.selection import load, parse_selection
+from mlcheck.history.selection import AllFailed, load, parse_selection
 
 COLUMNS = ('partition', 'test', 'variable', 'n before', 'n after', 'mean before', 'mean after',
            'change', 'noise', 'verdict')
@@ -180,9 +181,9 @@ def stack_changes(before, after):
     return found
 
 
-def cause_lines(comparisons, ran_before, ran_after):
+def cause_lines(comparisons, ran_before, ran_after, rule=Rule()):
     """The 'likely cause: ' lines (mlcheck.history.causes), or one saying there is none."""
-    found = causes.likely_causes(comparisons, ran_before, ran_after)
+    found = causes.likely_causes(comparisons, ran_before, ran_after, rule)
     return [c.line() for c in found] or ['no likely cause: nothing got slower or failed']
 
 
@@ -280,7 +281,12 @@ def compare_and_report(args):
     selections = [parse_selection(args.before), parse_selection(args.after)]
     database = open_database(args, selections)
     # test cases without values count: a selection whose tests all failed names them
-    ran_before, ran_after = (load(s, database, with_failed=True) for s in selections)
+    ran_before = load(selections[0], database, with_failed=True)
+    try:
+        ran_after = load(selections[1], database, with_failed=True)
+    except AllFailed as failed:
+        say(f'likely cause: cannot tell: {failed}: nothing ran to compare; fails like a regression')
+        return EXIT_REGRESSION
     if args.name:
         ran_before, ran_after = ([s for s in ss if any(name in s.name for name in args.name)]
                                  for ss in (ran_before, ran_after))
@@ -291,17 +297,25 @@ def compare_and_report(args):
     ran_before, trials = trial_runs.without_trial_runs(ran_before, ran_after)
     comparisons = compare.compare(ran_before, ran_after, rule)
     before, after = valued(ran_before), valued(ran_after)
-    likely = cause_lines(comparisons, ran_before, ran_after)
-    print('\n'.join(likely))
-    print()
-    print(text_table(COLUMNS, rows(comparisons)))
-    print()
-    print('\n'.join(summary(comparisons, rule) + defaults_note(filled) + trial_runs.left_out_lines(trials) + notes(after)))
-    for partition, image, line in stack_changes(before, after):
-        print(f'stack of {image} on {partition}: {line}')
+    likely = cause_lines(comparisons, ran_before, ran_after, rule)
+    text = ['\n'.join(likely), '', text_table(COLUMNS, rows(comparisons)), '',
+            '\n'.join(summary(comparisons, rule) + defaults_note(filled)
+                      + trial_runs.left_out_lines(trials) + notes(after))]
+    text += [f'stack of {image} on {partition}: {line}' for partition, image, line in stack_changes(before, after)]
+    # the report's files first: a reader that stops reading (| head) must not cost them
     if args.output:
-        print(f'report: {write_report(args.output, args, before, after, comparisons, rule, likely)}')
+        text.append(f'report: {write_report(args.output, args, before, after, comparisons, rule, likely)}')
+    say('\n'.join(text))
     return gate(comparisons)
+
+
+def say(text):
+    """Print `text`; a reader that closed the pipe (a CI gate's `| head`) ends the output, not
+    the verdict: the rest goes nowhere and the exit status still says what was found."""
+    try:
+        print(text, flush=True)
+    except BrokenPipeError:
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
 
 
 def gate(comparisons):

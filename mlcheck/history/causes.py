@@ -1,300 +1,564 @@
-"""Which layer broke: from the judged comparisons of an upgrade, the likely causes (a node, the
-fabric, the host stack, one image, the data path, the binding), each with its evidence, or
-`cannot tell` with the run that would separate the layers. docs/performance-history.md states
-the rule with an example per layer.
+"""Which layer broke, by elimination: from the judged comparisons of an upgrade, the candidates
+(each node that ran a worse job, a GPU of it, its link, the fabric, the host stack, each image,
+the data path, the binding) that the measured cells leave standing, rendered as one line:
+`likely cause: <it>` where one is left, `cannot tell: A or B` and the run that would separate
+them where several are, the smallest pair where no single one explains the cells.
+docs/performance-history.md states the rule.
 
-A run cell is one check in one image at one node count. It is *worse* when one of its rates
-(a unit per second) fails the gate or the test failed after, *fine* when every rate it has was
-judged and none fails. A layer is named only when every cell it predicts worse is worse, every
-cell it predicts fine is fine, and the fine cells' mean loss is under a third of the worse
-ones' (a real change shared by all cells is then not taken for a split one); else `cannot tell`.
+A *cell* is one aspect of one test (a check in one image at one node count, with its settings):
+its speed (every judged figure but the two below: rates, times, latency, memory), its slowest
+rank's fraction, its loader's rate, on one set of nodes its runs after used. A cell is *worse*,
+*same* or *unclear* against the noise (_status); a test that failed after is one worse cell, a
+loss of every figure; one not run after takes no part. Two cells that
+differ only in image, or only in node count, give a *contrast* cell: worse where one lost
+clearly more than the other (something acted beyond what both share).
+
+Each candidate reaches each cell: `must` (it predicts a loss there), `may` (it can explain one)
+or not at all (it predicts no loss there). A hypothesis (one candidate, or two) stands when it
+reaches every worse cell and no same cell is one it must reach.
 """
 
+import collections
+import functools
+import itertools
+import math
 import re
 import statistics
 from dataclasses import dataclass, field
 
 from mlcheck.errors import InputError
 from mlcheck.figures import stack
+from mlcheck.figures.directions import LOWER, better, worse_by
 from mlcheck.history import compare, hostlist
 from mlcheck.history.samples import group
 
 INTERCONNECT = 'InterconnectCheck'
-LOADER_VAR = 'loader_images_per_s'     # the CIFAR-100 loader's own rate, when recorded
+LOADER_VAR = 'loader_images_per_s'      # the CIFAR-100 loader's own rate, when recorded
+RANK_VAR = 'slowest_rank_fraction'      # falls when one rank's GPU is slower than its peers
+# a figure that moves with several layers at once and singles out none: not evidence
+IGNORED = {'communication_efficiency'}
 # the placement sanity's failure reasons (mlcheck.judging.sanity: cpu_affinity, one_gpu_per_rank,
 # the ranks per node)
 BINDING_WORDS = re.compile(r'runs on cores .*\(mask |local rank .* outside |GPU\(s\); expected exactly'
                            r'|ranks ran on \d+ node\(s\)|node \S+ ran \d+ ranks, expected')
-CONTRAST = 3      # the fine cells' mean loss must be under 1/CONTRAST of the worse cells'
-
-
-@dataclass(frozen=True)
-class Cause:
-    layer: str          # 'node nid001', 'fabric', 'host stack', 'image X', 'data path', 'binding', 'cannot tell'
-    evidence: str
-
-    def line(self):
-        return f'likely cause: {self.layer}: {self.evidence}'
+Z = 3.5                 # how many spreads of the change make a loss clear
+Z_SAME = 3.0            # ... and its absence (a true loss is at least SAME_BOUND thresholds)
+SAME_BOUND = 3          # same: the loss is clearly under this many thresholds
+FAILED = 1.0            # the loss of a run that failed
+DEFAULT_NOISE = 0.05    # a repetition's spread where no test has repetitions to measure one
+MUST, MAY = 'must', 'may'
+SPEED, RANK, LOADER, BEYOND_IMAGE, BEYOND_NODES = 'speed', 'rank', 'loader', 'beyond image', 'beyond nodes'
 
 
 @dataclass
 class Cell:
+    test: str
     check: str
     image: str
     num_nodes: int
-    worse: list = field(default_factory=list)    # losses of its rates (positive: slower)
-    failing: bool = False
-    failed: bool = False                          # no result after
-    judged: bool = False
-    nodes: set = field(default_factory=set)      # that any of its runs used
-    always: set = field(default_factory=set)     # that every one of its runs used
-    loader: float = None                          # the loss of its loader figure, if recorded
-    loader_failing: bool = False
+    aspect: str
+    status: str = 'unclear'        # 'worse', 'same' or 'unclear'
+    loss: float = 0.0              # median of its figures' losses (1: failed)
+    spread: float = 0.0            # of that loss
+    used: frozenset = None         # nodes any run after used (None: not recorded)
+    always: frozenset = frozenset()  # nodes every run after used
+    other: 'Cell' = None           # a contrast's cell that lost less
 
     @property
-    def loss(self):
-        """Its median loss; a failed cell counts as wholly lost."""
-        return 1.0 if self.failed else statistics.median(self.worse) if self.worse else 0.0
+    def training(self):
+        return self.check != INTERCONNECT
 
 
-def likely_causes(comparisons, before=(), after=()):
-    """[Cause] of judged comparisons (mlcheck.history.compare.compare); `before` and `after` are
-    their samples, failed ones included: their node lists, software stacks and, where the record
-    keeps it (the results database, not a perf log), why a test failed."""
+@dataclass(frozen=True)
+class Verdict:
+    """What the report says first: kind 'cause' (one candidate, or a pair: the second beyond the
+    first), 'cannot tell' (hypotheses: tuples of candidates) or 'binding' (failed placement)."""
+    kind: str
+    hypotheses: tuple
+    evidence: str
+    separating: str = ''
+
+    @property
+    def layer(self):
+        return _name(self.hypotheses[0]) if self.kind != 'cannot tell' else 'cannot tell'
+
+    @property
+    def named(self):
+        """Every candidate the line lists."""
+        return {c for h in self.hypotheses for c in h}
+
+    def line(self):
+        if self.kind != 'cannot tell':
+            return f'likely cause: {self.layer}: {self.evidence}'
+        listed = ' or '.join(_name(h) for h in self.hypotheses) or 'no one cause nor pair of causes fits'
+        return (f'likely cause: cannot tell: {listed}: {self.evidence}'
+                + (f'; to separate them: {self.separating}' if self.separating else ''))
+
+
+def _name(hypothesis):
+    return hypothesis[0] if len(hypothesis) == 1 else f'{hypothesis[0]}, and {hypothesis[1]} beyond it'
+
+
+def likely_causes(comparisons, before=(), after=(), rule=compare.Rule()):
+    """[Verdict] of judged comparisons (mlcheck.history.compare.compare); `before` and `after`
+    are their samples, failed ones included: their node lists, software stacks and, where the
+    record keeps it (the results database, not a perf log), why a test failed."""
     found = []
+    several = len({c.key[0] for c in comparisons}) > 1
     for partition, judged in sorted(group(comparisons, lambda c: c.key[0]).items()):
         side = lambda samples: [s for s in samples if s.partition == partition]
-        causes = _of_partition(judged, side(before), side(after))
-        prefix = f'on {partition}: ' if len({c.key[0] for c in comparisons}) > 1 else ''
-        found += [Cause(c.layer, prefix + c.evidence) for c in causes]
+        for v in _of_partition(judged, side(before), side(after), rule):
+            found.append(Verdict(v.kind, v.hypotheses,
+                                 (f'on {partition}: ' if several else '') + v.evidence, v.separating))
     return found
 
 
-def _of_partition(judged, before, after):
-    causes = []
+def _of_partition(judged, before, after, rule):
+    found = []
     reasons = {s.name: s.problem for s in after if s.value is None and s.problem}
     binding = sorted({c.key[1] for c in judged if c.verdict == compare.NO_RESULT
                       and BINDING_WORDS.search(reasons.get(c.key[1], ''))})
     if binding:
-        causes.append(Cause('binding', f'{_count(binding, "test")} failed the placement sanity '
-                                       f'({_listed(binding)})'))
-    cells = _cells([c for c in judged if c.key[1] not in binding], before + after)
-    loader_bound = _data_path(cells)
-    if loader_bound:
-        causes.append(loader_bound)
-        # their training figures lost less than the loader's: the data path explains them
-        cells = {name: c for name, c in cells.items() if c.loader is None}
-    if not any(c.failing for c in cells.values()):
-        return causes
-    stacks = _stack_changes(before, after)
-    fitting = [cause for cause in (layer(cells, stacks) for layer in (_host, _image, _fabric, _node))
-               if cause]
-    if len(fitting) == 1:
-        return causes + fitting
-    if fitting:
-        layers = [c.layer for c in fitting]
-        return causes + [Cause('cannot tell', f'{" or ".join(layers)}: the runs fit each; '
-                               f'{_separating(layers)}. ' + '; '.join(c.line()[len('likely cause: '):]
-                                                                 for c in fitting))]
-    return causes + [Cause('cannot tell', _why_not(cells))]
+        found.append(Verdict('binding', (('binding',),), f'{_count(binding, "test")} failed the '
+                             f'placement sanity ({_listed(binding)})'))
+    rest = [c for c in judged if c.key[1] not in binding]
+    cells = cells_of(rest, after, rule)
+    # nothing clearly worse on its nodes, and yet a figure fails the gate: a loss too near the
+    # noise to single out a cause, not "nothing got slower"
+    if not any(c.status == 'worse' for c in cells) and not any(
+            c.verdict in compare.FAILING and c.key in {s.key for s in after} for c in rest):
+        return found
+    return found + [diagnose(cells, _stack_changes(before, after))]
 
 
-def _separating(layers):
-    if any(layer.startswith('node') for layer in layers):
-        return 'run the checks at 1 node on each node (the partition sweep), and each image apart'
-    return 'run each image at 1 node and at several'
+# --- the cells -------------------------------------------------------------------------------------
 
-
-def _cells(judged, samples):
-    nodes, always = {}, {}
-    for s in samples:
-        used = _nodes(s.nodelist)
-        nodes.setdefault(s.name, set()).update(used)
-        always[s.name] = always.get(s.name, used) & used
-    cells = {}
+def cells_of(judged, after, rule=compare.Rule()):
+    """[Cell] of one partition's judged comparisons: each test's aspects on each set of nodes its
+    runs after used (each judged against all of before: the baseline ran fine), then the
+    contrasts."""
+    runs = group(after, lambda s: s.key)
+    # the noise of a run: before's spread (the baseline has no fault, where after's spread also
+    # holds the split between runs on a slow node and the rest), pooled as variances weighted by
+    # their degrees of freedom (a median of few repetitions' spreads falls short of the noise),
+    # one figure at a time (the slowest rank's fraction, a ratio of one job's ranks, moves less)
+    noise = {var: _pooled(of) for var, of in group(judged, lambda c: c.key[2]).items()}
+    figures, whole = {}, {}
     for c in judged:
-        check, rate = c.key[1].split()[0], c.unit.endswith('/s')
-        if not rate and c.verdict != compare.NO_RESULT:
+        if c.key[2] in IGNORED or not c.before or not c.mean_before or c.key not in runs:
+            continue        # not run after (or new, or 0 before: no relative change): no part
+        test = (c.key[1], c.key[3], _aspect(c))
+        before = c.mean_before, _own(c) if len(c.before) >= 2 else 0.0
+        for used, of in group(runs[c.key], lambda s: _nodes(s.nodelist) or None).items():
+            found = _figure(c, of, noise[c.key[2]], rule, before)
+            if found:
+                figures.setdefault(_failed(test, found) + (used,), []).append((c, found))
+        found = _figure(c, runs[c.key], noise[c.key[2]], rule, before)
+        if found:
+            whole.setdefault(_failed(test, found) + (_used(runs[c.key]),), []).append((c, found))
+    cells = _cells(figures)
+    # the contrasts between tests: of all of a test's runs, where the noise is smallest
+    return cells + _contrasts([c for c in _cells(whole) if c.aspect == SPEED], rule)
+
+
+def _failed(test, found):
+    """A failed run is a loss of every figure: one speed cell, whatever the figure."""
+    return test[:2] + (SPEED,) if found[1] == FAILED else test
+
+
+def _cells(figures):
+    """[Cell] of {(name, settings, aspect, nodes): [(comparison, (status, loss, spread))]}."""
+    cells = []
+    for (name, _, aspect, used), found in figures.items():
+        c = found[0][0]
+        statuses = {status for _, (status, _, _) in found}
+        always = used if not isinstance(used, tuple) else used[1]
+        used = used if not isinstance(used, tuple) else used[0]
+        cells.append(Cell(name, name.split()[0], c.image, c.num_nodes, aspect,
+                          'worse' if 'worse' in statuses else 'same' if statuses == {'same'} else 'unclear',
+                          statistics.median(loss for _, (_, loss, _) in found),
+                          statistics.median(spread for _, (_, _, spread) in found), used, always or frozenset()))
+    return cells
+
+
+def _used(runs):
+    """(nodes any run used, nodes every run used), or (None, None) where one is not recorded."""
+    sets = [_nodes(s.nodelist) for s in runs]
+    if not all(sets):
+        return None, None
+    return frozenset().union(*sets), frozenset.intersection(*sets)
+
+
+def _figure(c, runs, noise, rule, before):
+    """(status, loss, spread of the loss) of one figure's runs after on one set of nodes, against
+    before's mean; a failed run makes it a loss of all; None for a figure with no direction."""
+    if any(s.value is None for s in runs):
+        return 'worse', FAILED, 0.0
+    values = [s.value if s.unit == c.unit else compare.in_unit(s.value, s.unit, c.unit) for s in runs]
+    mean_before, own = before
+    if None in values or mean_before == 0:
+        return None
+    change = sum(values) / len(values) / mean_before - 1
+    loss = worse_by(c.key[2], c.unit, change)
+    if loss is None:
+        return None
+    if better(c.key[2], c.unit) == LOWER:
+        loss = change / (1 + change)    # as the share of speed lost: a time +43 % is a rate -30 %
+    # a repetition's spread: its own where measured, never under the partition's typical one
+    spread = max(own, noise) * math.sqrt(1 / len(c.before) + 1 / len(values))
+    # the slowest rank's fraction names a slow GPU where it fell by more than the ranks of a job
+    # differ from day to day: three thresholds, as a real one does (it moves with few ranks)
+    least = SAME_BOUND * rule.threshold if c.key[2] == RANK_VAR else rule.threshold
+    return _status(loss, spread, rule, least), loss, spread
+
+
+def _aspect(comparison):
+    return {RANK_VAR: RANK, LOADER_VAR: LOADER}.get(comparison.key[2], SPEED)
+
+
+def _pooled(comparisons):
+    pooled = [(len(c.before) - 1, _own(c) ** 2) for c in comparisons if len(c.before) >= 2 and c.mean_before]
+    dof = sum(n for n, _ in pooled)
+    if not dof:
+        return DEFAULT_NOISE
+    # an upper bound of the noise, not its estimate: with few degrees of freedom the estimate
+    # falls well short one time in a hundred (9 of them: under half the noise), so the bound
+    # of the chi-square's 1 % quantile (Wilson and Hilferty's approximation)
+    low = max(1 - 2 / (9 * dof) - 2.33 * math.sqrt(2 / (9 * dof)), 0.2) ** 3
+    return math.sqrt(sum(n * v for n, v in pooled) / dof / low)
+
+
+def _own(c):
+    """Before's relative standard deviation (in floats: statistics.stdev's exact sums are slow)."""
+    mean = c.mean_before
+    return math.sqrt(sum((v - mean) ** 2 for v in c.before) / (len(c.before) - 1)) / abs(mean)
+
+
+def _status(loss, spread, rule, least=None):
+    if loss > (rule.threshold if least is None else least) and loss > Z * spread:
+        return 'worse'
+    if loss < rule.threshold and loss + Z_SAME * spread < SAME_BOUND * rule.threshold:
+        return 'same'
+    return 'unclear'
+
+
+def _contrasts(cells, rule):
+    """Worse or unclear cells of what one cell lost beyond another's that differs only in image,
+    or only in node count (speed aspects of tests that ran after)."""
+    found = []
+    speed = [c for c in cells if c.status != 'unclear']
+    for a, b in itertools.permutations(speed, 2):
+        if a.check != b.check or a.status != 'worse':
             continue
-        # a test with its parameters (a node sweep's copies are tests of their own)
-        cell = cells.setdefault(c.key[1], Cell(check, c.image, c.num_nodes))
-        if c.key[2] == LOADER_VAR:
-            if c.worse is not None:
-                cell.loader, cell.loader_failing = c.worse, c.verdict in compare.FAILING
+        if a.image != b.image and a.num_nodes == b.num_nodes:
+            aspect = BEYOND_IMAGE
+        elif a.image == b.image and a.num_nodes > b.num_nodes:
+            aspect = BEYOND_NODES
+        else:
             continue
-        cell.nodes, cell.always = nodes.get(c.key[1], set()), always.get(c.key[1], set())
-        if c.verdict == compare.NO_RESULT:
-            cell.failing = cell.failed = cell.judged = True
-        elif c.worse is not None and c.verdict not in (compare.ONLY_BEFORE, compare.ONLY_AFTER):
-            cell.judged = True
-            cell.worse.append(c.worse)
-            cell.failing |= c.verdict in compare.FAILING
-    return {key: cell for key, cell in cells.items() if cell.judged}
+        beyond = a.loss - b.loss
+        spread = math.hypot(a.spread, b.spread)
+        status = _status(beyond, spread, rule)
+        if status != 'same':
+            found.append(Cell(a.test, a.check, a.image, a.num_nodes, aspect, status, beyond, spread,
+                              a.used, a.always, other=b))
+    return found
 
 
-def _split(cells, predicted_worse):
-    """Whether exactly the predicted cells are worse, the rest fine, with the loss contrast."""
-    hit = [c for c in cells if predicted_worse(c)]
-    rest = [c for c in cells if not predicted_worse(c)]
-    if not hit or not all(c.failing for c in hit) or any(c.failing for c in rest):
-        return None
-    if rest and _mean_loss(rest) * CONTRAST >= _mean_loss(hit):
-        return None
-    return hit, rest
+# --- the candidates and what each predicts -----------------------------------------------------
 
-
-def _host(cells, stacks):
-    training = [c for c in cells.values() if c.check != INTERCONNECT]
-    images, counts = sorted({c.image for c in training}), {c.num_nodes for c in training}
-    if len(images) < 2 or 1 not in counts or not training or not all(c.failing for c in training):
-        return None
-    return Cause('host stack', f'every image slower at every node count, 1 node too '
-                               f'({_range(training)}){_shared_changes(stacks, images)}')
-
-
-def _image(cells, stacks):
-    training = [c for c in cells.values() if c.check != INTERCONNECT]
-    images = sorted({c.image for c in training})
+def candidates(cells):
+    """{name: (reach(cell) -> MUST, MAY or None, the node it is of or None)} of the candidates
+    the cells make possible."""
+    found = {'host stack': (_host, None)}
+    images = sorted({c.image for c in cells if c.aspect == SPEED})
     for image in images:
-        split = _split(training, lambda c: c.image == image)
-        if len(images) >= 2 and split:
-            hit, rest = split
-            counts = sorted({c.num_nodes for c in hit})
-            change = stack.change_line(stacks.get(image, []))
-            return Cause(f'image {image}', f'only {image} slower, at {_counts(counts)} ({_range(hit)}); '
-                         f'{_listed(sorted(set(images) - {image}))} unchanged there'
-                         + (f'; its stack: {change}' if change else ''))
-    return None
+        found[f'image {image}'] = (lambda c, image=image: _image(c, image), None)
+    if any(c.num_nodes > 1 for c in cells):
+        found['fabric'] = (_fabric, None)
+    worse_nodes = sorted(set().union(*(c.used or () for c in cells if c.status != 'same')))
+    has_rank = any(c.aspect == RANK for c in cells)
+    for node in worse_nodes:
+        found[f'node {node}'] = (lambda c, node=node: _node(c, node, gpu=False), node)
+        if has_rank:
+            found[f'a GPU of {node}'] = (lambda c, node=node: _node(c, node, gpu=True), node)
+        if any(c.num_nodes > 1 and node in (c.used or ()) for c in cells):
+            found[f'the link of {node}'] = (lambda c, node=node: _link(c, node), node)
+    if any(c.aspect == LOADER for c in cells):
+        found['data path'] = (_data_path, None)
+    if has_rank:
+        found['binding'] = (_binding, None)
+    return found
 
 
-def _fabric(cells, stacks):
-    training = [c for c in cells.values() if c.check != INTERCONNECT]
-    links = [c for c in cells.values() if c.check == INTERCONNECT]
-    images = sorted({c.image for c in training})
-    split = _split(training, lambda c: c.num_nodes > 1)
-    across = [c for c in links if c.num_nodes > 1]
-    within = [c for c in links if c.num_nodes == 1]
-    if len(images) < 2 or not split or not any(c.num_nodes == 1 for c in training):
+def _host(c):
+    # the host's libraries slow every image alike, so nothing beyond another image or count
+    if c.aspect == SPEED:
+        return MUST if c.training else MAY
+    return MAY if c.aspect == LOADER else None
+
+
+def _image(c, image):
+    if c.image != image:
         return None
-    if not across or not within or not _split(links, lambda c: c.num_nodes > 1):
+    if c.aspect == SPEED:
+        return MUST if c.training else MAY
+    return MAY if c.aspect in (LOADER, BEYOND_NODES) or c.aspect == BEYOND_IMAGE and c.other.image != image \
+        else None
+
+
+def _fabric(c):
+    # the loader too: a parallel file system reads over the fabric
+    if c.num_nodes < 2 or c.aspect not in (SPEED, BEYOND_NODES, LOADER):
         return None
-    hit, _ = split
-    return Cause('fabric', f'every image slower at {_counts(sorted({c.num_nodes for c in hit}))} '
-                           f'({_range(hit)}), unchanged at 1 node; busbw across nodes '
-                           f'{_range(across)}, within a node unchanged{_shared_changes(stacks, images)}')
+    return MUST if c.aspect == SPEED and not c.training else MAY
 
 
-def _suspect_nodes(cells):
-    """Nodes every worse cell ran on and no fine one did (none without fine cells)."""
-    worse = [c for c in cells.values() if c.failing]
-    fine = [c for c in cells.values() if not c.failing]
-    if not worse or not fine or any(not c.nodes for c in cells.values()):
-        return set()
-    return set.intersection(*(c.nodes for c in worse)) - set().union(*(c.nodes for c in fine))
-
-
-def _node(cells, stacks=None):
-    """`node N`: two or more runs on N alone are worse, the runs on 2 other nodes alone fine
-    (per-node data: a node sweep, or 1-node tests that stayed on one node); every run that always
-    used N is worse, and every worse run used N."""
-    alone = group([c for c in cells.values() if len(c.nodes) == 1], lambda c: next(iter(c.nodes)))
-    bad = [node for node, found in alone.items() if all(c.failing for c in found)]
-    good = [node for node, found in alone.items() if not any(c.failing for c in found)]
-    if len(bad) != 1 or len(good) < 2 or len(bad) + len(good) != len(alone):
+def _on(c, node):
+    """Whether the cell's runs all used `node` (True), some did (None: may), none did (False)."""
+    if c.used is None:
         return None
-    node = bad[0]
-    worse = [c for c in cells.values() if c.failing]
-    on_it = [c for c in cells.values() if node in c.always]
-    if len(alone[node]) < 2 or not all(node in c.nodes for c in worse) \
-            or not all(c.failing for c in on_it):
+    return True if node in c.always else None if node in c.used else False
+
+
+def _more_often(contrast, node):
+    """Whether the runs that lost more can have used `node` more often than the others: not when
+    the others always used it too (Slurm's placement puts every job on the lowest nodes)."""
+    other = contrast.other
+    return other.used is None or node not in other.always
+
+
+def _node(c, node, gpu):
+    """A node slower (every GPU of it), or one GPU of it: a job waits for its slowest rank, and
+    the slowest rank's fraction falls where that rank is slower than the job's other ranks."""
+    on = _on(c, node)
+    if on is False:
         return None
-    if _mean_loss(sum((alone[n] for n in good), [])) * CONTRAST >= _mean_loss(alone[node]):
+    if c.aspect in (BEYOND_IMAGE, BEYOND_NODES):
+        return MAY if _more_often(c, node) else None
+    if c.aspect == RANK:
+        if gpu:
+            return MUST if on else MAY
+        return MAY if c.num_nodes > 1 else None     # a whole node alone: its ranks equally slow
+    if c.aspect == SPEED:
+        return MUST if on and c.training else MAY
+    return MAY
+
+
+def _link(c, node):
+    on = _on(c, node)
+    if on is False or c.num_nodes < 2 or c.aspect not in (SPEED, BEYOND_NODES, BEYOND_IMAGE, LOADER):
         return None
-    return Cause(f'node {node}', f'runs on {node} alone slower ({_range(alone[node])}), on '
-                                 f'{_listed(sorted(good))} alone unchanged; every slower or failed '
-                                 f'run used {node} ({_range(worse)})')
+    if c.aspect == BEYOND_IMAGE:
+        return MAY if _more_often(c, node) else None
+    return MUST if on and c.aspect == SPEED and not c.training else MAY
 
 
-def _data_path(cells):
-    """'data path' where the loader figure failed in two thirds or more of the tests that have it,
-    and it lost on average CONTRAST times as much as their training figures."""
-    measured = [c for c in cells.values() if c.loader is not None]
-    if not measured or 3 * sum(c.loader_failing for c in measured) < 2 * len(measured):
+def _data_path(c):
+    if c.check == INTERCONNECT or c.aspect == RANK:
         return None
-    if _mean_loss(measured) * CONTRAST >= statistics.fmean(c.loader for c in measured):
+    if c.aspect == LOADER:
+        return MUST
+    # only the tests that read their data through the loader it measures
+    return MAY if c.check.startswith('CIFAR') and c.aspect in (SPEED, BEYOND_NODES) else None
+
+
+def _binding(c):
+    if not c.training:
         return None
-    return Cause('data path', f'{LOADER_VAR} {_range_of([-c.loader for c in measured])} in the '
-                              f'tests that have it, their training figures {_range(measured)}')
+    return MUST if c.aspect == RANK else MAY if c.aspect in (SPEED, LOADER, BEYOND_NODES) else None
 
 
-def _why_not(cells):
-    """What the slower runs are, and which run would separate the layers."""
-    worse = [c for c in cells.values() if c.failing]
-    images = sorted({c.image for c in cells.values() if c.check != INTERCONNECT})
-    counts = sorted({c.num_nodes for c in cells.values()})
-    bad_images = sorted({c.image for c in worse})
-    bad_counts = sorted({c.num_nodes for c in worse})
-    what = (f'{_count(worse, "run")} slower or failed ({_range(worse)}: '
-            f'{_listed(bad_images)} at {_counts(bad_counts)})')
-    advice = []
-    suspects = sorted(_suspect_nodes(cells))
-    if suspects:
-        advice.append(f'each ran on {_listed(suspects)} and no unchanged run did: run the checks '
-                      'at 1 node on each node (the partition sweep)')
-    if len(images) < 2:
-        advice.append(f'run a second image at {_counts(counts)} (one image or the host stack)')
-    if 1 not in counts:
-        advice.append(f'run {_listed(bad_images)} at 1 node (the fabric or the host stack)')
-    if not any(c.check == INTERCONNECT and c.num_nodes > 1 for c in cells.values()) \
-            and all(n > 1 for n in bad_counts):
-        advice.append('run the interconnect check at 1 and 2 nodes (the fabric or the images\' '
-                      'own communication)')
-    checks = {c.check for c in cells.values() if c.check != INTERCONNECT}
-    if len({c.check for c in worse}) == 1 < len(checks) and not any(
-            c.loader is not None for c in cells.values()):
-        advice.append(f'only {worse[0].check} slower: the data path or its model; its loader '
-                      f'figure {LOADER_VAR} is not recorded')
-    if not advice and len(worse) == 1:
-        cell = worse[0]
-        advice.append(f'one run only: repeat {cell.check} in {cell.image} at {cell.num_nodes} '
-                      'node(s) on other nodes, and at other node counts')
-    advice = '; '.join(advice) or ('they fit no one layer (several at once, or too close to the '
-                                   'noise): repeat with --repeat 5 and compare again')
-    return f'{what}; {advice}'
+# --- elimination --------------------------------------------------------------------------------
+
+@dataclass
+class Evidence:
+    """The cells by status and each candidate's reach as index sets: standing() is set algebra."""
+    cells: list
+    worse: frozenset = field(default_factory=frozenset)
+    same: frozenset = field(default_factory=frozenset)
+    unclear: frozenset = field(default_factory=frozenset)
+    must: dict = field(default_factory=dict)
+    reach: dict = field(default_factory=dict)      # MUST or MAY
+
+    @classmethod
+    def of(cls, cells):
+        ev = cls(cells)
+        by = lambda status: frozenset(i for i, c in enumerate(cells) if c.status == status)
+        ev.worse, ev.same, ev.unclear = by('worse'), by('same'), by('unclear')
+        # a node's candidates reach only the cells whose runs used it (or not recorded where)
+        on = collections.defaultdict(list)
+        for i, c in enumerate(cells):
+            for node in c.used if c.used is not None else ():
+                on[node].append(i)
+        unknown = [i for i, c in enumerate(cells) if c.used is None]
+        everywhere = range(len(cells))
+        for name, (reach, node) in candidates(cells).items():
+            marks = [(i, reach(cells[i])) for i in (everywhere if node is None else on[node] + unknown)]
+            ev.must[name] = frozenset(i for i, m in marks if m == MUST)
+            ev.reach[name] = frozenset(i for i, m in marks if m)
+        return ev
+
+    def stands(self, hypothesis):
+        reach = frozenset().union(*(self.reach[c] for c in hypothesis))
+        must = frozenset().union(*(self.must[c] for c in hypothesis))
+        return self.worse <= reach and not (self.same & must)
+
+    def hidden(self, hypothesis):
+        """Unclear cells the hypothesis predicts unchanged: a second cause may hide there."""
+        return self.unclear - frozenset().union(*(self.reach[c] for c in hypothesis))
+
+    def standing(self):
+        """The hypotheses left: every single candidate that stands, or else every pair; each with
+        the pairs that a cause hidden in its unclear cells would make of it."""
+        names = list(self.reach)
+        left = [(n,) for n in names if self.stands((n,))]
+        if not left:
+            left = [pair for pair in itertools.combinations(names, 2) if self.stands(pair)
+                    and not any(self.stands((n,)) for n in pair)]
+            left = [_ordered(pair, self) for pair in left]
+        more = []
+        for h in left:
+            hidden = self.hidden(h)
+            if hidden and len(h) == 1:
+                more += [_ordered(h + (n,), self) for n in names if n not in h
+                         and self.reach[n] & hidden and self.stands(h + (n,))]
+            elif hidden:
+                more.append(h + ('another cause',))
+        return left, [h for h in dict.fromkeys(more) if h not in left]
 
 
+def _ordered(pair, ev):
+    """The broader cause first: 'host stack, and image X beyond it'."""
+    return tuple(sorted(pair, key=lambda n: -len(ev.must[n]) if n in ev.must else 0))
+
+
+def diagnose(cells, stacks=None):
+    """The Verdict of one partition's cells (at least one worse)."""
+    ev = Evidence.of(cells)
+    left, more = ev.standing()
+    worse = [cells[i] for i in sorted(ev.worse) if cells[i].aspect in (SPEED, RANK, LOADER)]
+    what = _what(worse, cells) if worse else (f'figures fail the gate, none by more than {Z:g} '
+                                              'spreads of the noise on the nodes it ran on')
+    if worse and len(left) == 1 and not more:
+        return Verdict('cause', left, f'{what}; {_support(left[0], ev, {} if stacks is None else stacks)}')
+    hypotheses = tuple(left + more)
+    if not hypotheses:
+        # none fits every cell: those that explain the losses, though some cell they predict
+        # worse is not (one model of an image spared, a second cause that hides the first)
+        covering = tuple((n,) for n in ev.reach if ev.worse <= ev.reach[n])
+        return Verdict('cannot tell', covering,
+                       f'{what}; none of these also leaves unchanged what it should slow, nor does a '
+                       'pair', separating(covering, cells) if covering else
+                       f'{RUN} --repeat 5 (more repetitions, to clear the noise)')
+    why = (f'{len(ev.unclear)} cell(s) too close to the noise to clear another cause; '
+           if more else '') + 'the cells fit each'
+    stated = [s for s in (_stack_note(h, {} if stacks is None else stacks, cells) for h in left) if s]
+    return Verdict('cannot tell', hypotheses, '; '.join([what, why] + stated),
+                   separating(hypotheses, cells))
+
+
+def _what(worse, cells):
+    tests = sorted({(c.image, c.num_nodes) for c in worse})
+    images = sorted({i for i, _ in tests})
+    counts = sorted({n for _, n in tests})
+    failed = len({c.test for c in worse if c.loss == 1.0})
+    losses = [-c.loss for c in worse if c.loss < 1.0]
+    measured = ', '.join(filter(None, [_range_of(losses), f'{failed} failed' if failed else '']))
+    return (f'{_count(sorted({c.test for c in worse}), "test")} worse ({measured}: '
+            f'{_listed(images)} at {_counts(counts)})')
+
+
+def _support(hypothesis, ev, stacks):
+    """What rules the others out: the cells it predicts unchanged that are, and its stack."""
+    cells = ev.cells
+    reach = frozenset().union(*(ev.reach[c] for c in hypothesis))
+    fine = sorted({(cells[i].image, cells[i].num_nodes) for i in ev.same - reach
+                   if cells[i].aspect == SPEED})
+    parts = []
+    if fine:
+        parts.append(f'unchanged: {_listed([f"{i} at {_counts([n])}" for i, n in fine], 6)}')
+    rank = [cells[i] for i in ev.worse if cells[i].aspect == RANK]
+    if rank:
+        parts.append(f'{RANK_VAR} {_range_of([-c.loss for c in rank])}')
+    note = _stack_note(hypothesis, stacks, cells)
+    return '; '.join(parts + ([note] if note else [])) or 'no other candidate fits'
+
+
+def _stack_note(hypothesis, stacks, cells):
+    """The recorded stack changes that fit the hypothesis: those every image shares for the host
+    stack or the fabric, an image's own (less the shared ones) for an image."""
+    images = sorted({c.image for c in cells if c.aspect == SPEED})
+    shared = [change for change in stacks.get(images[0], [])
+              if all(change in stacks.get(i, []) for i in images)] if len(images) > 1 else []
+    notes = []
+    for name in hypothesis:
+        if name.startswith('image '):
+            own = [c for c in stacks.get(name[len('image '):], []) if c not in shared]
+            notes.append(f'{name[len("image "):]}\'s stack: {stack.change_line(own)}' if own else '')
+        elif name in ('host stack', 'fabric'):
+            notes.append(f'{stack.change_line(shared)} in every image' if shared else '')
+    return '; '.join(filter(None, notes))
+
+
+# --- the run that separates -----------------------------------------------------------------------
+
+RUN = 'reframe -c checks/ -r'
+
+
+def separating(hypotheses, cells):
+    """A command that runs what tells the first hypotheses apart."""
+    names = {n for h in hypotheses for n in h}
+    # the first two nodes named: a run that leaves them out tells them from the rest (all of them
+    # out could leave no node to run on)
+    nodes = sorted(dict.fromkeys(n.split()[-1] for h in hypotheses for n in h
+                                 if n.startswith(('node ', 'a GPU of ', 'the link of '))))[:2]
+    # ReFrame's -J passes `exclude=...` on as `#SBATCH --exclude=...` (`-J --exclude` is refused)
+    exclude = f'-J exclude={",".join(nodes)}' if nodes else ''
+    if any(n.startswith('the link of ') for n in names):
+        return f'{RUN} -n {INTERCONNECT} -P num_nodes=2 {exclude} (the interconnect on other nodes)'
+    if nodes:
+        return f'{RUN} -P num_nodes=1 {exclude} (the checks on other nodes)'
+    images = sorted({c.image for c in cells if c.aspect == SPEED})
+    counts = sorted({c.num_nodes for c in cells})
+    if 'fabric' in names and 1 not in counts:
+        return f'{RUN} -P num_nodes=1 (the checks within one node)'
+    if 'data path' in names:
+        return f'{RUN} -n CIFAR100ResNetCheck (it records {LOADER_VAR})'
+    if any(n.startswith('image ') for n in names) and len(images) < 2:
+        return f'{RUN} -P image=host -P num_nodes={counts[0]} (the host\'s own Python beside the image)'
+    return f'{RUN} --repeat 5 (more repetitions, to clear the noise)'
+
+
+# --- helpers ---------------------------------------------------------------------------------------
+
+@functools.lru_cache(maxsize=4096)
 def _nodes(nodelist):
     """The node names of a recorded node list ('nid001,nid002' or 'nid[001-003]'); none where
     it is absent or unreadable (the node is then not judged)."""
     try:
-        return set(hostlist.expand(nodelist)) if nodelist else set()
+        return frozenset(hostlist.expand(nodelist)) if nodelist else frozenset()
     except InputError:
-        return set()
+        return frozenset()
 
 
-def _stack_changes(before, after):
-    """{image: [(fact, old, new)]} of each image whose recorded stack differs."""
-    sides = [group([s for s in ss if s.stack], lambda s: s.image) for ss in (before, after)]
-    return {image: stack.changes(*([stack.decode(s.stack) for s in side[image]] for side in sides))
-            for image in set(sides[0]) & set(sides[1])}
+class _stack_changes(dict):
+    """{image: [(fact, old, new)]} of each image whose recorded stack differs, worked out for the
+    images a line names (most verdicts name none)."""
+
+    def __init__(self, before, after):
+        super().__init__()
+        self.sides = [group([s for s in ss if s.stack], lambda s: s.image) for ss in (before, after)]
+
+    def get(self, image, default=None):
+        if image not in self and all(image in side for side in self.sides):
+            self[image] = stack.changes(*([_decoded(s.stack) for s in side[image]] for side in self.sides))
+        return super().get(image, default)
 
 
-def _shared_changes(stacks, images):
-    """'; libfabric 1.20 -> 1.22 in every image' of the changes that every image shares."""
-    shared = [change for change in stacks.get(images[0], [])
-              if all(change in stacks.get(image, []) for image in images)]
-    return f'; {stack.change_line(shared)} in every image' if shared else ''
-
-
-def _mean_loss(cells):
-    return statistics.fmean(c.loss for c in cells)
-
-
-def _range(cells):
-    """'-31 % to -38 %, 2 failed' of the cells' losses."""
-    failed = sum(c.failed for c in cells)
-    return ', '.join(filter(None, [_range_of([-c.loss for c in cells if not c.failed]),
-                                   f'{failed} failed' if failed else '']))
+@functools.lru_cache(maxsize=256)
+def _decoded(text):
+    return stack.decode(text)
 
 
 def _range_of(changes):

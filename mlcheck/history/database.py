@@ -10,6 +10,8 @@ import json
 import math
 import os
 import pathlib
+import re
+import socket
 import sqlite3
 import subprocess
 import sys
@@ -19,18 +21,37 @@ from mlcheck.errors import InputError
 from mlcheck.history.samples import Sample, recorded
 
 
-def database_of(config):
-    """The results database a site config names (RFM_SQLITE_DB_FILE first, as in ReFrame)."""
+def database_of(config, system=None):
+    """The results database a site config names (RFM_SQLITE_DB_FILE first, as in ReFrame): the
+    storage entry of the system this host is, as ReFrame picks it (--system or RFM_SYSTEM, else
+    the first system with a hostname pattern that matches the hostname), where a config holds
+    several sites' (config/all.py scopes each site's storage to its systems)."""
     if os.environ.get('RFM_SQLITE_DB_FILE'):
         return os.path.expandvars(os.environ['RFM_SQLITE_DB_FILE'])
     import runpy
     try:
         site = runpy.run_path(config)['site_configuration']
-        return os.path.expandvars(site['storage'][0]['sqlite_db_file'])
-    except (KeyError, IndexError, TypeError):
-        raise InputError(f'config {config} enables no results database (storage)') from None
-    except Exception as err:
+    except BaseException as err:    # a config's own check exits (SystemExit) with its reason
         raise InputError(f'config {config} does not load: {err}') from None
+    name = (system or os.environ.get('RFM_SYSTEM') or _detected(site.get('systems', []))).split(':')[0]
+    if not name:
+        raise InputError(f'no system of config {config} matches this host ({socket.gethostname()}): '
+                         'name one with --system=<name> or RFM_SYSTEM=<name>')
+    entries = [entry for entry in site.get('storage', [])
+               if any(target in ('*', name) or target.split(':')[0] == name
+                      for target in entry.get('target_systems', ['*']))]
+    try:
+        return os.path.expandvars(entries[0]['sqlite_db_file'])
+    except (KeyError, IndexError, TypeError):
+        raise InputError(f'config {config} enables no results database (storage) for system '
+                         f'{name}') from None
+
+
+def _detected(systems):
+    """The name of the first system whose hostname pattern matches this host (re.match, as
+    ReFrame's _detect_system), or ''."""
+    hostname = socket.gethostname()
+    return next((s['name'] for s in systems if any(re.match(p, hostname) for p in s.get('hostnames', []))), '')
 
 
 class ResultsDatabase:
@@ -38,9 +59,9 @@ class ResultsDatabase:
 
     TABLES = {'sessions', 'testcases', 'metadata'}
 
-    def __init__(self, path, config):
+    def __init__(self, path, config, system=None):
         # absolute: reframe runs in a scratch directory, where a relative path means nothing
-        self.path, self.config = path, os.path.abspath(config)
+        self.path, self.config, self.system = path, os.path.abspath(config), system
         if not os.path.isfile(path):
             raise InputError(f'results database not found: {path}')
         tables = {name for (name,) in self._query(
@@ -66,13 +87,26 @@ class ResultsDatabase:
             raise InputError(f'results database {self.path} holds no session')
         return rows[0][0]
 
+    def session_uuid(self, prefix):
+        """The stored session whose UUID is `prefix` or begins with it (the tables show 8
+        characters); an InputError that says how to list them where none or several do."""
+        found = [uuid for (uuid,) in self._query('SELECT uuid FROM sessions') if uuid.startswith(prefix)]
+        if len(found) == 1:
+            return found[0]
+        if not found:
+            raise InputError(f'session {prefix} is not stored in {self.path}: list the stored ones '
+                             f'with reframe -C {self.config} --list-stored-sessions')
+        raise InputError(f'session {prefix} is the start of {len(found)} stored sessions '
+                         f'({", ".join(sorted(found)[:4])}): give more of it')
+
     def testcases(self, query):
         """The stored test cases of a query (session UUID or period), as reframe describes them."""
         command = [os.path.join(os.path.dirname(sys.executable), 'reframe'), '-C', self.config,
                    '--describe-stored-testcases', query]
         env = {**os.environ, 'RFM_ENABLE_RESULTS_STORAGE': 'y',
                'RFM_SQLITE_DB_FILE': os.path.abspath(self.path),
-               'RFM_COLORIZE': 'n', 'RFM_SAVE_LOG_FILES': 'n'}
+               'RFM_COLORIZE': 'n', 'RFM_SAVE_LOG_FILES': 'n',
+               **({'RFM_SYSTEM': self.system} if self.system else {})}
         env.pop('RFM_CONFIG_FILES', None)
         with tempfile.TemporaryDirectory() as scratch:   # for reframe's own log file
             done = subprocess.run(command, capture_output=True, text=True, env=env, cwd=scratch)
@@ -109,11 +143,11 @@ def samples_of_testcases(testcases, with_failed=False):
                 reference=(ref, lower, upper), result=(result or [''])[0] or '',
                 source=case.get('session_uuid', ''), settings=recorded(case.get('run_settings')),
                 stack=recorded(case.get('software_stack')),
-                problem=_first_line(case.get('fail_phase'), case.get('fail_reason'))))
+                problem=failure_line(case.get('fail_phase'), case.get('fail_reason'))))
     return samples
 
 
-def _first_line(phase, reason):
+def failure_line(phase, reason):
     """The first line of a stored failure, with the phase it failed in: '' for none."""
     lines = [line.strip() for line in str(reason or '').splitlines() if line.strip()]
     if not lines:

@@ -3,18 +3,21 @@ START:END, 'latest', a perf log with an optional @START:END) and the samples eac
 """
 
 import os
+import re
 import sys
 from dataclasses import dataclass
 
 
 from mlcheck.errors import InputError
 from mlcheck.harness.reframe_api import check_query, is_session_uuid, time_period
-from mlcheck.history.database import samples_of_testcases
+from mlcheck.history.database import failure_line, samples_of_testcases
 from mlcheck.history.perflog import perflog_files, read_perflog
 
 LATEST = 'latest'
+# the start of a session's UUID, as the report's tables and docs show it (8 characters or more)
+SESSION_PREFIX = re.compile(r'[0-9a-f]{8}[0-9a-f-]*')
 SELECTION_FORMS = """\
-  SESSION-UUID      that session, from the results database
+  SESSION-UUID      that session, from the results database (or its first 8 characters)
   START:END         every stored test case completed in that period, in ReFrame's syntax
                     (20261120, 20261120T0930, now-1d:now, ...); START:END?FILTER selects sessions
   latest            the most recent stored session
@@ -55,9 +58,22 @@ def parse_selection(spec):
     try:
         check_query(spec)
     except ValueError as err:
+        if SESSION_PREFIX.fullmatch(spec):
+            return Selection(spec, 'session')       # resolved against the stored sessions
         raise InputError(f'selection {spec!r} is not a session UUID, a period START:END, '
                          f'{LATEST!r} or a perf log path ({err})') from None
     return Selection(spec, 'period')
+
+
+class AllFailed(InputError):
+    """A stored selection whose every test case failed before its performance stage (the image
+    went missing at setup): no values, and the worst regression there is."""
+
+
+def failed_before_any_value(cases):
+    """'setup: <why>' of each stored test case that failed without performance values."""
+    return [failure_line(case.get('fail_phase'), case.get('fail_reason')) or 'failed'
+            for case in cases if case.get('result') == 'fail' or case.get('fail_phase')]
 
 
 def load(selection, database=None, with_failed=False):
@@ -67,9 +83,19 @@ def load(selection, database=None, with_failed=False):
     if selection.stored:
         if database is None:
             raise InputError(f'selection {selection.spec!r} needs the results database')
-        query = database.latest_session() if selection.kind == 'latest' else selection.spec
-        samples = samples_of_testcases(database.testcases(query), with_failed)
+        if selection.kind == 'latest':
+            query = database.latest_session()
+        elif selection.kind == 'session':
+            query = database.session_uuid(selection.spec)     # a UUID, or its first characters
+        else:
+            query = selection.spec
+        cases = database.testcases(query)
+        samples = samples_of_testcases(cases, with_failed)
         where = f'results database {database.path}'
+        failures = failed_before_any_value(cases)
+        if not samples and failures and with_failed:
+            raise AllFailed(f'every test case of {selection.spec!r} failed before its figures '
+                            f'({len(failures)}: {failures[0]})')
     else:
         left_out = []
         samples = [s for path in perflog_files(selection.path)

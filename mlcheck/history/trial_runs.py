@@ -3,7 +3,8 @@ the week before an upgrade (an image tag pulled again, the site's NCCL upgraded 
 that trial run lands in the baseline's period: pooled with the old stack's runs it pulls before's
 mean towards after's and hides the regression (issue 30: a -23 % loss read "within noise").
 Before's runs of a test that ran on the stack after ran are left out of before, where before
-also ran on another stack, and the report says so in one line.
+also ran on another stack, they are fewer than the others and the latest (issue 35: a majority,
+or runs older than the others, are the baseline), and the report says so in one line.
 """
 
 from mlcheck.figures import stack
@@ -18,14 +19,24 @@ def without_trial_runs(before, after):
     for test, runs in group(before, test_of_sample).items():
         stacks = {s.stack for s in runs if s.stack}
         trial = stacks & after_stacks.get(test, set())
-        if len(stacks) < 2 or not trial or stacks <= trial:
+        on_trial = [s for s in runs if s.stack in trial]
+        others = [s for s in runs if s.stack not in trial]
+        if len(stacks) < 2 or not trial or stacks <= trial or not _a_trial(on_trial, others):
             kept += runs
             continue
-        kept += [s for s in runs if s.stack not in trial]
-        trials = {s.jobid or s.time for s in runs if s.stack in trial}
+        kept += others
+        trials = {s.jobid or s.time for s in on_trial}
         left_out.append((test, len(trials), sorted(trial)[0]))
     order = {id(s): i for i, s in enumerate(before)}
     return sorted(kept, key=lambda s: order[id(s)]), left_out
+
+
+def _a_trial(on_trial, others):
+    """A trial is a minority of before's runs, and its latest: otherwise before's runs on after's
+    stack are the baseline (an upgrade that changed what the stack does not record, firmware)."""
+    runs = lambda samples: {s.jobid or s.time for s in samples}
+    return len(runs(on_trial)) < len(runs(others)) and \
+        min(s.time for s in on_trial) > max(s.time for s in others)
 
 
 def left_out_lines(left_out):

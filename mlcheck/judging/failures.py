@@ -87,7 +87,9 @@ def why_it_broke_off(run, expect):
     expected = set(range(expect.world_size))
     unfinished = expected - set(run.by_rank('done'))
     stderr = [line for lines in run.errors.values() for line in lines]
-    container = container_not_started(run, stderr) if unfinished else None
+    # "did not start" only where no rank reported in: Pyxis also complains when it cannot remove
+    # a container after a crash, and the crash is then the cause
+    container = container_not_started(run, stderr) if unfinished and not run.by_rank('rank') else None
     if container:       # no rank ran: every other line would be a consequence
         return [container]
     errors = {rank: e for rank in expected if (e := rank_error(run.errors.get(rank, [])))}

@@ -1,0 +1,210 @@
+"""Upgrade scenarios written from how a partition behaves, not from the rule that diagnoses them
+(mlcheck.history.causes): each carries its truth, the cause or pair of causes injected.
+
+- Placement as Slurm does it: jobs one at a time on an idle partition, a 1-node job on the
+  lowest-numbered node, an N-node job on the N lowest ('slurm'); or jobs side by side, each on
+  the next free nodes round the partition ('spread').
+- A run's figures share one draw of its noise (1-5 %); 1-5 repetitions a side.
+- Faults act where the hardware or software they break is used: a node slows every job on it (a
+  job waits for its slowest rank) and, among faster nodes, lowers the slowest rank's fraction;
+  one GPU lowers that fraction wherever it runs; a node's link or the fabric slows what crosses
+  nodes (the interconnect fully, training by its share of communication); the host stack every
+  job; an image its own jobs, or makes them fail; the data path the loader and CIFAR-100 a
+  little; the binding every training job's slowest rank.
+- Images retired (before only) and new (after only), node counts dropped or added after, stack
+  changes recorded or not.
+"""
+
+import functools
+import random
+
+from mlcheck.figures import stack
+from mlcheck.history.samples import Sample
+
+NODES = tuple(f'nid{i:03d}' for i in range(1, 9))
+IMAGES = ('torch-2.9.1', 'torch-2.12.0', 'torch-2.14.1')
+RETIRED, NEW = 'torch-2.8.0', 'torch-2.15.0'
+COUNTS = (1, 2, 4)
+GPUS = 2
+# check: [(variable, unit, value per node at full speed)]
+FIGURES = {
+    'MNISTDistributedCheck': [('samples_per_s', 'samples/s', 1000.0),
+                              ('train_time', 's', 12.0), ('slowest_rank_fraction', 'fraction', 0.98)],
+    'CIFAR100ResNetCheck': [('images_per_s', 'images/s', 400.0),
+                            ('loader_images_per_s', 'images/s', 3000.0)],
+    'InterconnectCheck': [('busbw', 'GB/s', 40.0), ('latency', 'us', 20.0)],
+}
+COMMUNICATION = {'MNISTDistributedCheck': 0.5, 'CIFAR100ResNetCheck': 0.4}   # share of a step
+STACK = {'torch': '2.9.1', 'nccl': '2.21.5', 'libfabric': '1.20.1', 'cuda': '12.4',
+         'gpu_driver': '550.54', 'kernel': '5.14.21'}
+SINGLE = ('node', 'gpu', 'link', 'fabric', 'host stack', 'image', 'image fails', 'data path', 'binding')
+PAIRS = (('host stack', 'image'), ('fabric', 'image'), ('node', 'image'), ('host stack', 'fabric'))
+EFFECTS = (0.25, 0.5)
+
+
+def placement(mode, jobs):
+    """Each job's nodes: jobs [(key, num_nodes)] in the order they are submitted."""
+    cursor, found = 0, {}
+    for key, n in jobs:
+        if mode == 'slurm':
+            found[key] = NODES[:n]
+        else:
+            found[key] = tuple(NODES[(cursor + k) % len(NODES)] for k in range(n))
+            cursor = (cursor + n) % len(NODES)
+    return found
+
+
+class Fault:
+    """One injected cause: its kind, where it acts (a node or an image) and its size."""
+
+    def __init__(self, kind, target, effect):
+        self.kind, self.target, self.effect = kind, target, effect
+
+    @property
+    def truth(self):
+        return {'node': f'node {self.target}', 'gpu': f'a GPU of {self.target}',
+                'link': f'the link of {self.target}', 'image': f'image {self.target}',
+                'image fails': f'image {self.target}'}.get(self.kind, self.kind)
+
+    def fails(self, image):
+        return self.kind == 'image fails' and image == self.target
+
+    def speeds(self, check, image, nodes):
+        """(speed of the job, speed of its slowest rank against its peers, loader speed)."""
+        e, kind, on = self.effect, self.kind, self.target in nodes
+        across = len(nodes) > 1
+        comm = 1.0 if check == 'InterconnectCheck' else COMMUNICATION.get(check, 0)
+        if kind == 'node' and on:
+            return 1 - e, 1 - e if across else 1.0, 1 - e
+        if kind == 'gpu' and on:
+            return 1 - e, 1 - e, 1.0
+        if kind in ('link', 'fabric') and across and (on or kind == 'fabric'):
+            return 1 - e * comm, 1.0, 1.0
+        if kind == 'host stack' or kind == 'image' and image == self.target:
+            return 1 - e, 1.0, 1.0
+        if kind == 'data path' and check == 'CIFAR100ResNetCheck':
+            return 1 - 0.2 * e, 1.0, 1 - e
+        if kind == 'binding' and check != 'InterconnectCheck':
+            return 1 - e, 1 - e, 1.0
+        return 1.0, 1.0, 1.0
+
+    def stack_change(self, facts, image):
+        if self.kind == 'host stack':
+            facts['gpu_driver'] = '560.35'
+        elif self.kind == 'fabric':
+            facts['libfabric'] = '1.22.0'
+        elif self.kind.startswith('image') and image == self.target:
+            facts['torch'] += '.post1'
+
+
+def draw(rng, family=None):
+    """A scenario: its family, truth (a frozenset of candidate names) and (before, after)."""
+    family = family or rng.choice(SINGLE + PAIRS)
+    kinds = family if isinstance(family, tuple) else (family,)
+    mode = rng.choice(('slurm', 'spread'))
+    shape = {}
+    change = rng.random()
+    if change < 0.15:
+        shape['before_images'] = IMAGES + (RETIRED,)
+    elif change < 0.3:
+        shape['after_images'] = IMAGES + (NEW,)
+    elif change < 0.4:
+        shape['after_counts'] = (1, 2)
+    elif change < 0.5:
+        shape['before_counts'] = COUNTS + (8,)
+    faults = []
+    for kind in kinds:
+        if kind in ('node', 'gpu', 'link'):
+            # a node the partition's jobs use: the lowest ones under Slurm's placement
+            target = rng.choice(NODES[:2] if mode == 'slurm' else NODES)
+        elif kind.startswith('image'):
+            target = rng.choice(IMAGES)
+        else:
+            target = None
+        faults.append(Fault(kind, target, rng.uniform(*EFFECTS)))
+    before, after = build(rng, faults, mode, noise=rng.uniform(0.01, 0.05),
+                          repetitions=(rng.randint(1, 5), rng.randint(1, 5)),
+                          recorded=rng.random() < 0.5, **shape)
+    truth = frozenset(f.truth for f in faults)
+    return family if isinstance(family, str) else ' + '.join(family), truth, before, after
+
+
+def build(rng, faults, mode='slurm', noise=0.02, repetitions=(5, 5), recorded=True,
+          checks=tuple(FIGURES), before_images=IMAGES, after_images=IMAGES, before_counts=COUNTS,
+          after_counts=COUNTS):
+    """(before, after) [Sample]: every check in every image at every count, each repetition a
+    job placed by `mode`; `faults` act after."""
+    sides = []
+    for side, images, counts, reps in (('before', before_images, before_counts, repetitions[0]),
+                                       ('after', after_images, after_counts, repetitions[1])):
+        jobs = [((check, image, n, r), n) for r in range(reps) for check in checks
+                for image in images for n in counts]
+        found = []
+        active = tuple(faults) if side == 'after' else ()
+        for (check, image, n, r), nodes in placement(mode, jobs).items():
+            found += _runs(rng, check, image, n, r, nodes, active, noise, side,
+                           _stack(image, active if recorded else ()))
+        sides.append(found)
+    return sides[0], sides[1]
+
+
+@functools.lru_cache(maxsize=64)
+def _stack(image, faults):
+    facts = dict(STACK)
+    for f in faults:
+        f.stack_change(facts, image)
+    return stack.encode(facts)
+
+
+def _runs(rng, check, image, n, r, nodes, faults, noise, side, stack_text):
+    job, rank, loader = 1.0, 1.0, 1.0
+    for f in faults:
+        speeds = f.speeds(check, image, nodes)
+        job, rank, loader = job * speeds[0], min(rank, speeds[1]), loader * speeds[2]
+    failed = any(f.fails(image) for f in faults)
+    shared = 1 + rng.gauss(0, noise)
+    found = []
+    for var, unit, full in FIGURES[check]:
+        if failed:
+            value = None
+        elif var == 'slowest_rank_fraction':
+            value = full * rank * (1 + rng.gauss(0, noise / 2))
+        elif var == 'loader_images_per_s':
+            value = full * n * loader * shared
+        elif unit in ('s', 'us'):
+            value = full / (job * shared)
+        else:
+            value = full * (n if not var.endswith('per_gpu') else 1) * job * shared
+        found.append(Sample('sim:cluster', f'{check} %image={image} %num_nodes={n}', image, n, var,
+                            value, unit, time=1e9 + r * 600 + (side == 'after') * 86400,
+                            jobid=f'{side}{r}', nodelist=','.join(nodes), settings='epochs=3',
+                            stack=stack_text))
+    return found
+
+
+def outcome(verdicts, truth, gate=True):
+    """'right' (the truth named alone), 'cannot tell' (listing every cause of the truth), 'wrong'
+    (a confident line that is not the truth, a cannot-tell that does not list it), 'missed' (no
+    line where a figure fails the gate: `gate`) or 'not seen' (no line, and nothing fails it: a
+    fault within the noise)."""
+    found = [v for v in verdicts if v.kind != 'binding' or 'binding' in truth]
+    if not found:
+        return 'missed' if gate else 'not seen'
+    v = found[-1]
+    if v.kind != 'cannot tell':
+        return 'right' if set(v.hypotheses[0]) == truth else 'wrong'
+    return 'cannot tell' if truth <= v.named else 'wrong'
+
+
+def run(count, seed=1, family=None):
+    """[(family, truth, outcome, verdict line)] of `count` scenarios."""
+    from mlcheck.history import causes, compare
+    rng = random.Random(seed)
+    results = []
+    for _ in range(count):
+        name, truth, before, after = draw(rng, family)
+        judged = compare.compare(before, after)
+        found = causes.likely_causes(judged, before, after)
+        gate = any(c.verdict in compare.FAILING for c in judged)
+        results.append((name, truth, outcome(found, truth, gate), found[-1].line() if found else ''))
+    return results
