@@ -27,7 +27,7 @@ from mlcheck.errors import InputError
 from mlcheck.figures import directions, stack as stacks
 from mlcheck.history import hostlist, samples as history
 from mlcheck.judging.collectives import SLOW_LINK_SAID, SLOW_NODE_SAID, fabric_named
-from mlcheck.judging.peers import below_peers
+from mlcheck.judging import peers
 
 # ReFrame's own parameters (--distribute's .nid and .part, --repeat's .repeat_no) in a test name
 INTERNAL_PARAMETER = re.compile(r'\s+%\.\w+=\S+')
@@ -275,20 +275,26 @@ def verdicts(sweep, placed, unjudged, expected):
 
 def latest_runs(placed):
     """The records of each node's latest run of each test, and {node: [sentence]} of the tests
-    that failed and then passed on re-run: a repaired node is judged by its re-run."""
+    that failed and then passed on re-run: a repaired node is judged by its re-run. Where the
+    records name their sessions (the results database), only the latest session's count; a
+    perf log, which names none, keeps every passing run after the last failure."""
     kept, reruns = [], {}
     for (node, run), records in history.group(placed, lambda ns: (ns[0], run_of(ns[1]))).items():
         failed_at = max((s.time for _, s in records if s.value is None), default=None)
         passed_at = max((s.time for _, s in records if s.value is not None), default=None)
-        if failed_at is None or passed_at is None:
-            kept += records
-        elif passed_at > failed_at:      # repetitions of the re-run all count
-            kept += [(n, s) for n, s in records if s.value is not None and s.time > failed_at]
-            reruns.setdefault(node, []).append(
-                f'{short(run[1])} passed on re-run at {stamp(passed_at)} after failing at '
-                f'{stamp(failed_at)}')
-        else:
-            kept += [(n, s) for n, s in records if s.value is None and s.time > passed_at]
+        if failed_at is not None and passed_at is not None:
+            if passed_at > failed_at:       # the re-run's repetitions all count
+                records = [(n, s) for n, s in records if s.value is not None and s.time > failed_at]
+                reruns.setdefault(node, []).append(
+                    f'{short(run[1])} passed on re-run at {stamp(passed_at)} after failing at '
+                    f'{stamp(failed_at)}')
+            else:
+                records = [(n, s) for n, s in records if s.value is None and s.time > passed_at]
+        sessions = {s.source for _, s in records}
+        if len(sessions) > 1 and all(UUID.fullmatch(x) for x in sessions):
+            newest = max(records, key=lambda ns: ns[1].time)[1].source
+            records = [(n, s) for n, s in records if s.source == newest]
+        kept += records
     return kept, dict(sorted(reruns.items()))
 
 
@@ -398,7 +404,8 @@ def judge_figure(figure, node_samples, rule):
     higher = higher_is_better(figure.var, figure.unit)
     judged = {node: _scale(v, higher) for node, v in values.items()
               if v > 0 or higher}
-    verdict = below_peers(judged, rule.threshold, rule.spread_factor)
+    verdict = peers.below_peers(judged, rule.threshold, rule.spread_factor,
+                                functools.partial(healthy_spread, threshold=rule.threshold))
     found = lambda node, said: Finding(said, last[node].source, last[node].time)
     named = [(node, values[node], found(node, _reason(figure, values[node], judged[node], verdict,
                                                       higher)))
@@ -412,6 +419,18 @@ def judge_figure(figure, node_samples, rule):
                          not_judged=why_not_judged(figure, judged, verdict, rule))
 
 
+def healthy_spread(values, threshold):
+    """The peers' standard deviation, from the values within `threshold` of their upper quartile
+    either way (None with fewer than peers.MIN_FOR_SPREAD): every healthy node counts, so it is
+    steadier than the upper quarter's two order statistics at tens of nodes (docs/node-sweep.md),
+    and no node past the threshold, slow or fast, widens it."""
+    if len(values) < peers.MIN_FOR_SPREAD:
+        return None
+    reference = peers.upper_quartile(values)
+    within = [v for v in values if abs(v - reference) <= threshold * reference]
+    return statistics.stdev(within) if len(within) > 1 else 0.0
+
+
 def why_not_judged(figure, judged, verdict, rule):
     """Why the peers cannot judge a figure, '' when they can: too few of them, or the healthy
     ones spread wider than the rule's margin (a figure too noisy to tell nodes apart)."""
@@ -420,8 +439,7 @@ def why_not_judged(figure, judged, verdict, rule):
                 f'{MIN_PEERS}')
     named = {node for node, _ in verdict.named}
     healthy = [v for node, v in judged.items() if node not in named]
-    sigma = verdict.spread if verdict.spread is not None else (
-        statistics.stdev(healthy) if len(healthy) > 1 else 0)
+    sigma = statistics.stdev(healthy) if len(healthy) > 1 else 0
     if verdict.reference and sigma / verdict.reference > rule.threshold:
         return (f'its healthy nodes spread {100 * sigma / verdict.reference:.0f}% (sd), wider than '
                 f"the rule's {100 * rule.threshold:g}% margin")
