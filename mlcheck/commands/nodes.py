@@ -129,11 +129,11 @@ def drain_lines(sweep):
         worst = findings[0]
         more = f' (and {len(findings) - 1} more: nodes.md)' if len(findings) > 1 else ''
         unlike = f'; stack: {", ".join(sweep.stack[node])}' if node in sweep.stack else ''
-        tail = f' [{worst.provenance}]'
-        said = 'mlcheck: ' + worst.said + unlike + more
+        tail = f'{unlike}{more} [{worst.provenance}]'     # kept whole: the why and when
+        said = 'mlcheck: ' + worst.said
         room = REASON_LENGTH - len(tail)
         if len(said) > room:
-            said = said[:room - 3] + '...'
+            said = said[:max(room, 40) - 3] + '...'
         lines.append(scontrol(node, 'DRAIN', said + tail))
     return lines
 
