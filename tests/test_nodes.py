@@ -404,6 +404,13 @@ def test_two_nodes_are_not_judged_and_get_no_drain_line(tmp_path, capsys):
             'node(s) of sim:cluster ran it, fewer than 4') in out
 
 
+def test_four_nodes_that_ran_a_test_are_enough_peers_even_when_one_failed_it():
+    """The 4-node simulated sweep: nid003 failed (no value), nid002 under half a CPU; the three
+    values and the failure are 4 nodes that ran it, so nid002 is judged, and drained."""
+    result = nodes.judge(sweep(4, {'nid002': 0.75}, failed={'nid003'}))
+    assert list(result.drain) == ['nid002', 'nid003'] and result.healthy == ['nid001', 'nid004']
+
+
 def test_a_figure_too_noisy_to_tell_nodes_apart_drains_no_node_and_the_verdict_comes_first(
         tmp_path, capsys):
     """Item 5: 6 nodes' 1-node loopback latency, 13-40 us: nid002, nid004 and nid005 are past

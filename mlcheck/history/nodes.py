@@ -211,7 +211,8 @@ def judge(found, rule=Rule(), expected=()):
     placed = [(n, s) for n, s in placed if s.var not in SAME_AT_ONE_NODE]
     by_figure = history.group([(n, s) for n, s in placed if s.value is not None],
                               lambda ns: figure_of(ns[1]))
-    figures = [judge_figure(figure, node_values, rule)
+    ran = history.group(placed, lambda ns: figure_of(ns[1]))     # failed runs included
+    figures = [judge_figure(figure, node_values, rule, len({n for n, _ in ran[figure]}))
                for figure, node_values in sorted(by_figure.items(), key=lambda kv: kv[0].label)]
     failed = {}
     of_figure = {v.figure: v for v in figures}
@@ -395,9 +396,10 @@ def stack_outliers(placed):
     return {node: said for node, said in sorted(found.items()) if said}
 
 
-def judge_figure(figure, node_samples, rule):
+def judge_figure(figure, node_samples, rule, ran):
     """One figure on every node against its peers. A lower-is-better figure (a time) is judged
-    by its inverse, so that the rule's 'below' is always 'worse'."""
+    by its inverse, so that the rule's 'below' is always 'worse'. `ran`: how many nodes ran it,
+    with a value or not."""
     per_node = history.group(node_samples, lambda ns: ns[0])
     values = {node: statistics.median(s.value for _, s in ns) for node, ns in per_node.items()}
     last = {node: max((s for _, s in ns), key=lambda s: s.time) for node, ns in per_node.items()}
@@ -416,7 +418,7 @@ def judge_figure(figure, node_samples, rule):
     as_unit = lambda x: None if x is None or x <= 0 else _scale(x, higher)
     return FigureVerdict(figure, values, higher, as_unit(verdict.reference), verdict.spread,
                          as_unit(verdict.limit), named,
-                         not_judged=why_not_judged(figure, judged, verdict, rule))
+                         not_judged=why_not_judged(figure, judged, verdict, rule, ran))
 
 
 def healthy_spread(values, threshold):
@@ -431,12 +433,12 @@ def healthy_spread(values, threshold):
     return statistics.stdev(within) if len(within) > 1 else 0.0
 
 
-def why_not_judged(figure, judged, verdict, rule):
-    """Why the peers cannot judge a figure, '' when they can: too few of them, or the healthy
-    ones spread wider than the rule's margin (a figure too noisy to tell nodes apart)."""
-    if len(judged) < MIN_PEERS:
-        return (f'too few peers: {len(judged)} node(s) of {figure.partition} ran it, fewer than '
-                f'{MIN_PEERS}')
+def why_not_judged(figure, judged, verdict, rule, ran):
+    """Why the peers cannot judge a figure, '' when they can: too few nodes ran it (`ran`), or
+    the healthy ones spread wider than the rule's margin (a figure too noisy to tell nodes
+    apart)."""
+    if ran < MIN_PEERS:
+        return f'too few peers: {ran} node(s) of {figure.partition} ran it, fewer than {MIN_PEERS}'
     named = {node for node, _ in verdict.named}
     healthy = [v for node, v in judged.items() if node not in named]
     sigma = statistics.stdev(healthy) if len(healthy) > 1 else 0
