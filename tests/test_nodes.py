@@ -512,6 +512,8 @@ def test_a_node_that_is_not_a_host_name_is_refused_in_one_line_naming_where(tmp_
         with pytest.raises(InputError, match='not a host name'):
             nodes.judge(sweep(8) + [multi_node_run(f'sanity: node {node} is slow: every pair '
                                                    'with it is below 50%')])
+    code, _, err = run(capsys, write_perflog(tmp_path / 'fine.log', sweep(8)), f'--expect={node}')
+    assert code == 2 and err.count('\n') == 1 and 'host list' in err, err
     assert not list(tmp_path.glob('[xy]'))
 
 

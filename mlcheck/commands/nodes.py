@@ -181,7 +181,8 @@ def verdict_lines(sweep, rule):
     if sweep.not_judged:
         lines += ['', f'not judged ({len(sweep.not_judged)}): the evidence cannot say, so '
                       'neither healthy nor drained:']
-        lines += [f'  {node}: not judged: {"; ".join(why)}' for node, why in sweep.not_judged.items()]
+        lines += [f'  {node}: not judged: {"; ".join(why)}'
+                  for node, why in sweep.not_judged.items()]
     if sweep.not_vetted:
         lines += ['', f'not vetted ({len(sweep.not_vetted)}): no record, so neither healthy '
                       'nor drained:']
@@ -232,15 +233,18 @@ def write_summary(directory, args, sweep, rule, notes=()):
     text += [f'healthy ({len(sweep.healthy)}): {hostlist.compress(sweep.healthy)}', '',
              '```sh', resume_line(sweep), '```'] if sweep.healthy else ['None.']
     text += ['', '## Drain', '']
-    text += [f'- **{node}**: ' + '; '.join(map(str, reasons)) for node, reasons in sweep.drain.items()] or ['None.']
+    text += [f'- **{node}**: ' + '; '.join(map(str, reasons))
+             for node, reasons in sweep.drain.items()] or ['None.']
     if sweep.drain:
         text += ['', '```sh', *drain_lines(sweep), '```']
     text += ['', '## Not judged', '']
-    text += [f'- **{node}**: not judged: ' + '; '.join(why) for node, why in sweep.not_judged.items()] or ['None.']
+    text += [f'- **{node}**: not judged: ' + '; '.join(why)
+             for node, why in sweep.not_judged.items()] or ['None.']
     text += ['', '## Not vetted', '']
     text += [f'- **{node}**: {reason}' for node, reason in sweep.not_vetted.items()] or ['None.']
     text += ['', '## Slow links', '']
-    text += [f'- **{a} <-> {b}**: {reason}' for (a, b), reason in sweep.slow_links.items()] or ['None.']
+    text += [f'- **{a} <-> {b}**: {reason}'
+             for (a, b), reason in sweep.slow_links.items()] or ['None.']
     text += ['', '## Also read', '', *detail_lines(sweep)]
     text += ['', '## Figures', '', md(FIGURE_COLUMNS), '|' + '---|' * len(FIGURE_COLUMNS),
              *map(md, figure_rows(sweep)), '']
