@@ -33,6 +33,7 @@ from mlcheck.judging import peers
 INTERNAL_PARAMETER = re.compile(r'\s+%\.\w+=\S+')
 NODE_PARAMETER = re.compile(r'%\.nid=(\S+)')
 MIN_PEERS = 4     # fewer nodes of a partition with a figure cannot outvote one of them
+TOO_FEW = 'too few peers'
 # the same on every node at one node, by definition: no figure to tell nodes apart
 SAME_AT_ONE_NODE = frozenset({'scaling_efficiency'})
 PAIR_SWEEP_FIGURE = 'slowest_pair_bw'     # the interconnect check's figure over node pairs
@@ -251,7 +252,7 @@ def verdicts(sweep, placed, unjudged, expected):
                           + ', '.join(sorted(every - own)))
     judged_on = set()
     for v in sweep.figures:
-        if v.not_judged.startswith('too few'):    # nothing backs any of its nodes
+        if v.not_judged.startswith(TOO_FEW):      # nothing backs any of its nodes
             for node in v.values:
                 add(node, f'{v.figure.label}: {v.not_judged}')
         elif v.not_judged:                        # the nodes it would name are not judged
@@ -438,7 +439,7 @@ def why_not_judged(figure, judged, verdict, rule, ran):
     the healthy ones spread wider than the rule's margin (a figure too noisy to tell nodes
     apart)."""
     if ran < MIN_PEERS:
-        return f'too few peers: {ran} node(s) of {figure.partition} ran it, fewer than {MIN_PEERS}'
+        return f'{TOO_FEW}: {ran} node(s) of {figure.partition} ran it, fewer than {MIN_PEERS}'
     named = {node for node, _ in verdict.named}
     healthy = [v for node, v in judged.items() if node not in named]
     sigma = statistics.stdev(healthy) if len(healthy) > 1 else 0
