@@ -288,6 +288,18 @@ def test_the_pair_sweep_drains_a_node_slow_with_every_partner_and_lists_a_slow_l
            'nid001 <-> nid003: 0.25 GB/s' in said
 
 
+@pytest.mark.parametrize('said, unexplained', [
+    ('sanity: sanity error: node pair nid001 <-> nid003: 0.0209 GB/s, below 25% of the '
+     'upper-quartile pair (1.11 GB/s)', False),
+    ('sanity: node nid002 is slow: every pair with it is below 50%', False),
+    ('sanity: sanity error: rank 3 on nid002: no result line', True),
+    ('sanity: node pair nid001 <-> nid003: 0.02 GB/s; ranks 8-15 never reported in', True),
+    ('sanity: ', True), ('', True)])
+def test_a_failed_pair_sweep_leaves_its_nodes_unjudged_unless_its_slow_pairs_explain_it(
+        said, unexplained):
+    assert nodes.unexplained(said) is unexplained
+
+
 def test_a_healthy_pair_sweep_names_no_node_and_no_link():
     speeds = {pair: 1.0 + 0.05 * i for i, pair in enumerate(
         [('nid001', 'nid004'), ('nid002', 'nid003'), ('nid001', 'nid003'), ('nid002', 'nid004'),

@@ -39,6 +39,7 @@ SAME_AT_ONE_NODE = frozenset({'scaling_efficiency'})
 PAIR_SWEEP_FIGURE = 'slowest_pair_bw'     # the interconnect check's figure over node pairs
 NEVER_REPORTED = re.compile(r'ranks? ([\d, -]+) never reported in')
 NO_REASON = 'failed; a perf log keeps no reason: select the session'
+PHASE_LABELS = re.compile(r'^(\s*\w[\w ]*:)+')
 UUID = re.compile(r'[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}')
 STACK_FACTS = [name for name in stacks.FACTS if name != 'image']   # the image is the test's own
 
@@ -353,7 +354,8 @@ def multi_node_verdicts(records):
 def unexplained(problem):
     """Whether a failure says more than which nodes and links were slow, or says nothing."""
     rest = SLOW_LINK_SAID.sub('', SLOW_NODE_SAID.sub('', problem or ''))
-    return rest == (problem or '') or bool(re.sub(r'^\s*\w+:', '', rest).strip(' ;'))
+    # what is left once the phase's labels ('sanity: sanity error:') are off
+    return rest == (problem or '') or bool(PHASE_LABELS.sub('', rest).strip(' ;'))
 
 
 def ranks_never_reported(problem, nodes, num_tasks):
