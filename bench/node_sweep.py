@@ -3,13 +3,18 @@
 
 Scale: perf logs of N one-node runs of 3 checks (2 figures each, a rate and a time) at 1,024,
 2,048 and 4,096 nodes; the seconds to read and judge them (mlcheck.history.nodes.judge, as the
-command does, without plots), and to write the plots, the median of --runs runs.
+command does, with its printed report, without plots), and to write the plots, the median of --runs runs.
 
 False alarms: healthy partitions of n nodes whose figure is normal with a relative standard
 deviation of 1-5 %: the share of healthy nodes named, and of sweeps naming at least one, by the
 default rule (15 % below the peers' upper quartile and 3 of their standard deviations) and by the
 published median/MAD score (0.6745 (x - median) / MAD < -2, at least 10 nodes) and by the rule at 10 %. Detection: the
 share of sweeps in which one node 20 % slower is named.
+
+Stability (issue 36, item 6): two independent draws of one partition of 16-4,096 nodes
+(tests/node_sessions.py: the steps' times, 1-5 % noise, 1-3 nodes 25 % slow), judged by
+mlcheck-nodes: the share of healthy nodes named in one draw and not the other, and of slow nodes
+named in both.
 
     PYTHONPATH=. .venv/bin/python bench/node_sweep.py [--runs 5] [--trials 400]
 """
@@ -25,10 +30,12 @@ from pathlib import Path
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), 'tests'))
+from mlcheck.commands import nodes as command  # noqa: E402
 from mlcheck.history import node_plots, nodes  # noqa: E402
 from mlcheck.history.samples import Sample  # noqa: E402
 from mlcheck.history.selection import load, parse_selection  # noqa: E402
 from mlcheck.judging.peers import below_peers  # noqa: E402
+from node_sessions import draw_pairs  # noqa: E402
 from perflogs import write_perflog  # noqa: E402
 
 CHECKS = ('MNISTDistributedCheck', 'CifarCheck', 'InterconnectCheck')
@@ -50,7 +57,7 @@ def records(n, rng):
 def scale(runs):
     rng = random.Random(1)
     with tempfile.TemporaryDirectory() as scratch:
-        print('nodes  records  read+judge s (median)  judge s  plots s')
+        print('nodes  records  read+judge s (median)  judge+report s  plots s')
         for n in (1024, 2048, 4096):
             log = write_perflog(Path(scratch) / f'{n}.log', records(n, rng))
             both, judged, plotted = [], [], []
@@ -59,6 +66,7 @@ def scale(runs):
                 found = load(parse_selection(log), with_failed=True)
                 middle = time.perf_counter()
                 sweep = nodes.judge(found)
+                command.report_lines(sweep, nodes.Rule())     # the verdict as printed
                 end = time.perf_counter()
                 both.append(end - start)
                 judged.append(end - middle)
@@ -101,16 +109,31 @@ def false_alarms(trials):
                       f'{100 * any_named / trials:16.1f}%  {100 * caught / trials:19.1f}%')
 
 
+def stability(trials):
+    print('nodes  noise  healthy nodes differing  25 % slow named in both  (slow nodes)')
+    for n in (16, 64, 512, 4096):
+        for noise in (0.01, 0.03, 0.05):
+            pairs = max(2, trials * 16 // n)
+            differ = healthy = both = slow = 0
+            for count in (1, 2, 3):
+                d, h, b, s = draw_pairs(n, noise, count, pairs, seed=n + count)
+                differ, healthy, both, slow = differ + d, healthy + h, both + b, slow + s
+            print(f'{n:5d}  {100 * noise:4.0f}%  {100 * differ / healthy:22.2f}%  '
+                  f'{100 * both / slow:22.1f}%  {slow:12d}')
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split('\n')[0])
     parser.add_argument('--runs', type=int, default=5)
     parser.add_argument('--trials', type=int, default=400)
-    parser.add_argument('--only', choices=('scale', 'false-alarms'))
+    parser.add_argument('--only', choices=('scale', 'false-alarms', 'stability'))
     args = parser.parse_args()
-    if args.only != 'false-alarms':
+    if args.only in (None, 'scale'):
         scale(args.runs)
-    if args.only != 'scale':
+    if args.only in (None, 'false-alarms'):
         false_alarms(args.trials)
+    if args.only in (None, 'stability'):
+        stability(args.trials)
 
 
 if __name__ == '__main__':

@@ -1,6 +1,7 @@
 """End to end: a sweep of a 4-node simulated partition with faults injected at the nodes (a CPU
-quota on one node's slurmd, the dataset hidden from another's) and the node-pair sweep with one
-link slowed (nftables), judged together by mlcheck-nodes."""
+quota on one node's slurmd, the dataset hidden from another's, another torchvision version on a
+third's) and the node-pair sweep with one link slowed (nftables), judged together by
+mlcheck-nodes."""
 
 import os
 
@@ -30,9 +31,17 @@ PAIR_SWEEP = ['-n', 'InterconnectCheck', '-P', 'image=host', '-P', 'num_nodes=4'
               '-S', f'max_bytes={1 << 16}', '-S', 'max_iters=10']
 
 
+# nid004 keeps another torchvision: its version file, in its slurmd's mount namespace only
+OTHER_TORCHVISION = '0.1.0+mlcheck.other'
+
+
 def test_the_sweep_names_exactly_the_slowed_node_the_broken_one_and_the_slow_link(four_nodes, tmp_path, capsys):
+    import torchvision.version
     start = utc_now()
-    with faults.cpu_quota('nid002', 0.5) as cgroup, faults.hidden_path('nid003', DATA):
+    version_file = torchvision.version.__file__
+    other = open(version_file).read().replace(torchvision.version.__version__, OTHER_TORCHVISION)
+    with faults.cpu_quota('nid002', 0.5) as cgroup, faults.hidden_path('nid003', DATA), \
+            faults.other_file('nid004', version_file, other):
         done = run_reframe('simulated', tmp_path, '-r', '-n', 'MNIST', '-P', 'image=host',
                            '-P', 'num_nodes=1', '--distribute=all', '--exec-policy=serial',
                            '-S', 'epochs=1')
@@ -52,12 +61,16 @@ def test_the_sweep_names_exactly_the_slowed_node_the_broken_one_and_the_slow_lin
                          '--db', str(tmp_path / 'results.db'), f'{start}:{utc_now(round_up=True)}',
                          '--expect', 'nid[001-004]', *JUDGED, '-o', str(tmp_path / 'sweep')])
     out = capsys.readouterr().out
-    drained = sorted(line.split()[2] for line in out.splitlines() if line.startswith('scontrol'))
+    drained = sorted(line.split()[2] for line in out.splitlines()
+                     if line.startswith('scontrol') and 'State=DRAIN' in line)
     assert (code, drained) == (1, ['NodeName=nid002', 'NodeName=nid003']), out
     slowed = next(line for line in out.splitlines() if 'NodeName=nid002' in line)
     failed = next(line for line in out.splitlines() if 'NodeName=nid003' in line)
     assert 'below its peers' in slowed and 'failed' not in slowed, slowed
     assert 'MNISTDistributedCheck[image=host] failed: ' in failed, failed
+    # nid004 passed, its stack unlike its peers' (read from its jobs' own rank lines)
+    assert f'  nid004: torchvision {OTHER_TORCHVISION}, ' in out, out
+    assert 'healthy (2): nid[001,004]' in out, out
     links = [line for line in out.splitlines() if line.startswith('  link ')]
     assert links and all(line.startswith('  link nid001 <-> nid003: ') for line in links), \
         out + pairs.stdout[-2000:] + str(pair_case['fail_reason'])

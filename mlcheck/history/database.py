@@ -143,7 +143,8 @@ def samples_of_testcases(testcases, with_failed=False):
                 reference=(ref, lower, upper), result=(result or [''])[0] or '',
                 source=case.get('session_uuid', ''), settings=recorded(case.get('run_settings')),
                 stack=recorded(case.get('software_stack')),
-                problem=failure_line(case.get('fail_phase'), case.get('fail_reason'))))
+                problem=failure_line(case.get('fail_phase'), case.get('fail_reason')),
+                num_tasks=int(case.get('num_tasks') or 0)))
     return samples
 
 

@@ -1,10 +1,47 @@
-"""Slurm host lists, as `scontrol show hostnames` expands them: nid[001-003,007],gpu[1-2]x."""
+"""Slurm host lists, as `scontrol show hostnames` expands them: nid[001-003,007],gpu[1-2]x, and
+as `scontrol show hostlist` compresses them; host names as the one shape a node may have."""
 
 import re
 
 from mlcheck.errors import InputError
 
 _BRACKET = re.compile(r'\[([^\[\]]*)\]')
+# A node's name: ASCII letters, digits, '.', '-' and '_', a letter or digit first. Names come from
+# perf logs and databases that others write, and end up in printed scontrol lines: nothing a shell
+# or Slurm reads as syntax gets through.
+HOST_NAME = re.compile(r'[A-Za-z0-9][A-Za-z0-9._-]{0,63}')
+_NUMBERED = re.compile(r'(.*?)(\d+)(\D*)')
+
+
+def checked(name, where):
+    """`name` when it is a host name; else an InputError saying `where` it came from."""
+    if not isinstance(name, str) or not HOST_NAME.fullmatch(name):
+        raise InputError(f'{where}: {name!r} is not a host name (letters, digits, ".", "-", "_")')
+    return name
+
+
+def compress(names):
+    """A Slurm host list of `names` that expand() gives back: nid[001-003,007],login1 (sorted;
+    the numbers of one prefix, suffix and digit count share brackets)."""
+    groups, plain = {}, []
+    for name in sorted(set(names)):
+        match = _NUMBERED.fullmatch(name)
+        if match:
+            head, digits, tail = match.groups()
+            groups.setdefault((head, tail, len(digits)), []).append(int(digits))
+        else:
+            plain.append(name)
+    parts = []
+    for (head, tail, width), numbers in sorted(groups.items()):
+        spans = []
+        for n in sorted(numbers):
+            if spans and spans[-1][1] == n - 1:
+                spans[-1][1] = n
+            else:
+                spans.append([n, n])
+        inside = ','.join(f'{a:0{width}d}' + (f'-{b:0{width}d}' if b > a else '') for a, b in spans)
+        parts.append(f'{head}{inside}{tail}' if len(numbers) == 1 else f'{head}[{inside}]{tail}')
+    return ','.join(parts + plain)
 
 
 def expand(text):
@@ -38,7 +75,7 @@ def _split_top_level(text):
 def _expand_one(part, whole):
     match = _BRACKET.search(part)
     if not match:
-        if '[' in part or ']' in part or not re.fullmatch(r'[\w.-]+', part):
+        if '[' in part or ']' in part or not HOST_NAME.fullmatch(part):
             raise InputError(f'host list {whole!r}: bad host name {part!r}')
         return [part]
     head, tail = part[:match.start()], part[match.end():]

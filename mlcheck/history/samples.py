@@ -29,6 +29,7 @@ class Sample:
     settings: str = ''    # the run's settings that change a figure ('' where not recorded)
     stack: str = ''       # its software stack (mlcheck.figures.stack; '' where not recorded)
     problem: str = ''     # why the test case failed, where the record says (the results database)
+    num_tasks: int = 0    # its ranks, where the record says (the results database): 0 unknown
 
     @property
     def key(self):

@@ -58,14 +58,14 @@ def spread(values):
     return (quantile(ordered, 7 / 8) - quantile(ordered, 3 / 4)) / UPPER_QUARTER_WIDTH
 
 
-def below_peers(values, threshold, spread_factor=0.0):
+def below_peers(values, threshold, spread_factor=0.0, spread_of=spread):
     """The members of `values` ({member: value}, higher is better) that are below the peers'
     upper quartile by more than `threshold` of it and, with a spread_factor, by more than that
-    many standard deviations of the peers."""
+    many standard deviations of the peers, as `spread_of` estimates them from the values."""
     if not values:
         return Verdict([], None, None)
     reference = upper_quartile(values.values())
-    sigma = spread(list(values.values())) if spread_factor else None
+    sigma = spread_of(list(values.values())) if spread_factor else None
     limit = (1 - threshold) * reference
     if sigma is not None:
         limit = min(limit, reference - spread_factor * sigma)

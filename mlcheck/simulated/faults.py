@@ -7,6 +7,9 @@ read: each a context manager that undoes itself however its block ends.
 - hidden_path(node, path): the node's slurmd restarted in a mount namespace of its own where
   `path` is an empty read-only tmpfs: on that node only, the directory is there and empty (a
   dataset or bind source that did not mount after maintenance).
+- other_file(node, path, text): the node's slurmd restarted in a mount namespace of its own where
+  the file `path` reads `text` (a read-only bind of a copy): on that node only, e.g. a library's
+  version file, as when one node kept an older package after maintenance.
 - slow_links(pairs, kbytes_per_s): the traffic between each pair of nodes, both ways, limited by
   nftables: each node's slurmd in a cgroup v2 group of its own, whose sockets its ranks inherit;
   a packet is marked with its sender's node as it leaves, and dropped on arrival at a socket of
@@ -174,6 +177,26 @@ def hidden_path(node, path):
             yield pid
     finally:
         _restart_slurmd(node, slurmd_pid(node), [])
+
+
+@contextlib.contextmanager
+def other_file(node, path, text):
+    """The file `path` reads `text` on `node` only: its slurmd restarted in a private mount
+    namespace with a copy bound read-only over `path`; restarted plainly afterwards."""
+    import tempfile
+    with tempfile.TemporaryDirectory(prefix='mlcheck-fault-') as scratch:
+        copy = os.path.join(scratch, os.path.basename(path))
+        with open(copy, 'w') as stream:
+            stream.write(text)
+        os.chmod(scratch, 0o755)
+        os.chmod(copy, 0o644)
+        bind = 'mount --bind -o ro "$1" "$2" && shift 2 && exec "$@"'
+        pid = _restart_slurmd(node, slurmd_pid(node), [
+            'unshare', '--mount', '--propagation', 'private', 'sh', '-c', bind, 'bind', copy, path])
+        try:
+            yield pid
+        finally:
+            _restart_slurmd(node, slurmd_pid(node), [])
 
 
 def cgroup2_root(mounts='/proc/self/mounts'):
