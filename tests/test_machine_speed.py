@@ -96,12 +96,12 @@ def fake_python(tmp_path, prints):
 
 
 def test_a_recent_measurement_is_reused_and_an_old_one_measured_again(tmp_path):
-    environ = {'SIMSLURM_DIR': str(tmp_path)}
+    environ = {'XDG_CACHE_HOME': str(tmp_path)}
     python = fake_python(tmp_path, '42.5')
     assert speed.now(environ, python, clock=lambda: 1000.0) == 42.5
     assert speed.now(environ, python, clock=lambda: 1000.0 + speed.FRESH_S - 1) == 42.5
     assert len((tmp_path / 'calls.txt').read_text().split()) == 1
-    assert json.loads((tmp_path / speed.SPEED_FILE).read_text())['steps_per_s'] == 42.5
+    assert json.loads((tmp_path / 'mlcheck' / speed.SPEED_FILE).read_text())['steps_per_s'] == 42.5
     assert speed.now(environ, python, clock=lambda: 1000.0 + speed.FRESH_S + 1) == 42.5
     assert len((tmp_path / 'calls.txt').read_text().split()) == 2
 
@@ -111,8 +111,24 @@ def test_a_failed_measurement_is_one_line_naming_it(tmp_path):
     python.write_text('#!/bin/sh\necho "ModuleNotFoundError: No module named torch" >&2\nexit 1\n')
     python.chmod(0o755)
     with pytest.raises(RuntimeError, match=r'measuring the machine speed \(.*\) failed: .*No module named torch'):
-        speed.now({'SIMSLURM_DIR': str(tmp_path)}, str(python))
+        speed.now({'XDG_CACHE_HOME': str(tmp_path)}, str(python))
 
 
 def test_the_workload_measures_a_positive_rate():
     assert speed.measure(repeats=1, seconds=0.05) > 0
+
+
+def test_the_speed_file_is_the_measuring_users_own(tmp_path, monkeypatch):
+    """Issue 37 item 3: in the user's cache directory, not a shared one; a file there that another
+    user owns is not read (measured again instead)."""
+    environ = {'HOME': str(tmp_path)}
+    assert speed.speed_file(environ) == str(tmp_path / '.cache' / 'mlcheck' / 'speed.json')
+    python = fake_python(tmp_path, '42.5')
+    assert speed.now(environ, python, clock=lambda: 1000.0) == 42.5
+    assert speed.last(environ)['steps_per_s'] == 42.5
+    assert stat.S_IMODE(os.stat(tmp_path / '.cache' / 'mlcheck').st_mode) & 0o077 == 0
+    monkeypatch.setattr(os, 'getuid', lambda: os.stat(speed.speed_file(environ)).st_uid + 1)
+    with pytest.raises(PermissionError):
+        speed.last(environ)
+    assert speed.now(environ, python, clock=lambda: 1001.0) == 42.5
+    assert len((tmp_path / 'calls.txt').read_text().split()) == 2
