@@ -172,9 +172,13 @@ class DistributedLaunchCheck(ExpectedSanityFailure, rfm.RunOnlyRegressionTest):
         keys = {'$partition': self.current_partition.fullname, 'image': str(self.image),
                 'num_nodes': self.num_nodes}
         scaled = references.at_machine_speed(references_file(runtime().system.name),
-                                             type(self).__name__, keys, speed_now)
+                                             type(self).__name__, keys, speed_now, self.job_speed_now())
         if scaled:
             self.reference = {self.current_partition.fullname: scaled}
+
+    def job_speed_now(self):
+        """The machine's speed read in this test's job (a check that runs the workload there), or None."""
+        return None
 
     # last: only the figures the test still reports, after the hooks that drop some of them
     @run_before('performance', always_last=True)

@@ -23,10 +23,11 @@ first user, was one the others could neither write nor trust.
 
 import json
 import os
-import statistics
 import subprocess
 import sys
 import time
+
+from mlcheck import REPO
 
 SPEED_FILE = 'speed.json'
 FRESH_S = 600            # a measurement this recent is reused by later reframe runs
@@ -36,29 +37,12 @@ REPEATS, REPEAT_S = 5, 0.3
 
 
 def measure(repeats=REPEATS, seconds=REPEAT_S):
-    """Training steps per second of the fixed workload in one thread: the median of `repeats`
-    spans of about `seconds` each, after one warm-up span."""
-    import torch
-    from torch import nn
-    torch.set_num_threads(1)
-    torch.manual_seed(0)
-    model = nn.Sequential(nn.Conv2d(3, 32, 3, padding=1), nn.ReLU(), nn.MaxPool2d(2),
-                          nn.Conv2d(32, 64, 3, padding=1), nn.ReLU(), nn.AdaptiveAvgPool2d(1),
-                          nn.Flatten(), nn.Linear(64, 100))
-    optimizer = torch.optim.SGD(model.parameters(), lr=0.01)
-    images, labels = torch.randn(16, 3, 32, 32), torch.randint(0, 100, (16,))
-
-    def span():
-        steps, start = 0, time.perf_counter()
-        while time.perf_counter() - start < seconds:
-            optimizer.zero_grad()
-            nn.functional.cross_entropy(model(images), labels).backward()
-            optimizer.step()
-            steps += 1
-        return steps / (time.perf_counter() - start)
-
-    span()
-    return statistics.median(span() for _ in range(repeats))
+    """Training steps per second of the fixed workload in one thread (src/pytorch/speed_workload.py,
+    which the CIFAR-100 program also runs in its job): the median of `repeats` spans of about
+    `seconds` each, after one warm-up span."""
+    sys.path.insert(0, os.path.join(REPO, 'src', 'pytorch'))
+    import speed_workload
+    return speed_workload.measure(repeats, seconds)
 
 
 def speed_file(environ=os.environ):
@@ -90,7 +74,7 @@ def now(environ=os.environ, python=sys.executable, clock=time.time):
     except (OSError, ValueError, KeyError, TypeError):
         pass
     done = subprocess.run([python, '-m', 'mlcheck.simulated.speed'], capture_output=True, text=True,
-                          cwd=os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
+                          cwd=REPO)
     if done.returncode != 0:
         said = (done.stderr.strip().splitlines() or ['no message'])[-1]
         raise RuntimeError(f'measuring the machine speed ({python} -m mlcheck.simulated.speed) failed: {said}')
