@@ -136,7 +136,7 @@ class CIFAR100ResNetCheck(DistributedTrainingCheck):
     # Where the partition follows its machine's speed (the simulated one), each rank also runs the
     # fixed speed workload right after timing its loader, all ranks at once as their loaders ran,
     # outside every timed part: the loader's reference follows that reading of the job
-    # (config/references/sim.yaml says why the training figures do not).
+    # (docs/simulated-cluster.md says why the training figures do not).
     JOB_SPEED_S = 0.4
 
     def measures_job_speed(self):

@@ -24,8 +24,8 @@ from mlcheck.placement import containers, launch
 from mlcheck.errors import ConfigError
 from mlcheck.harness.config import references_file
 from mlcheck.harness.reframe_api import ExpectedSanityFailure
-from mlcheck.site.images import ImageUnavailable, image_parameter
 from mlcheck.simulated import speed
+from mlcheck.site.images import ImageUnavailable, image_parameter
 from mlcheck.site.settings import PartitionSettings
 
 
@@ -160,7 +160,7 @@ class DistributedLaunchCheck(ExpectedSanityFailure, rfm.RunOnlyRegressionTest):
             try:
                 self.machine_speed = None if self.is_dry_run() else speed.this_run()
             except (OSError, RuntimeError, ValueError) as err:
-                raise ConfigError(f'partition {self.settings.partition}: {err}') from None
+                raise ConfigError(f'partition {self.current_partition.fullname}: {err}') from None
 
     @run_before('performance')
     def expect_this_machines_speed(self):
