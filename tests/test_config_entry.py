@@ -1,9 +1,11 @@
 """config/all.py, the one configuration of every site: `reframe -c checks/ -r` as written."""
 
 import importlib.util
+import json
 import os
 import re
 import subprocess
+import sys
 
 import pytest
 
@@ -117,3 +119,45 @@ def test_setup_makes_activate_export_the_entry_point_once(tmp_path):
     assert done.stdout.strip() == ALL, done.stderr
     assert activate.read_text().count('RFM_CONFIG_FILES') == 1
     assert activate.read_text().startswith('VIRTUAL_ENV=/x\nexport VIRTUAL_ENV\n')
+
+
+# Loaded as ReFrame loads a site config, in a process of its own, watched by an audit hook: every
+# file opened for writing, every directory made or file renamed, every process started.
+WATCHED_LOAD = '''
+import importlib.util, json, sys
+seen = []
+def watch(event, args):
+    if event == 'open' and args[1] is not None and any(c in str(args[1]) for c in 'wax+'):
+        seen.append(f'open {args[0]} {args[1]}')
+    elif event == 'open' and isinstance(args[2], int) and args[2] & 0o3:   # os.open, O_WRONLY|O_RDWR
+        seen.append(f'os.open {args[0]}')
+    elif event in ('os.mkdir', 'os.rename', 'os.replace', 'subprocess.Popen', 'os.exec',
+                   'os.posix_spawn', 'os.fork', 'os.system'):
+        seen.append(f'{event} {args[0]}')
+sys.addaudithook(watch)
+spec = importlib.util.spec_from_file_location('site_all', sys.argv[1])
+module = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(module)
+print(json.dumps({'seen': seen, 'torch': 'torch' in sys.modules,
+                  'speed': [p['extras']['mlcheck'].get('machine_speed') for s in module.site_configuration['systems']
+                            for p in s['partitions']]}))
+'''
+
+
+@pytest.mark.parametrize('config', ['all', 'simulated'])
+def test_loading_the_config_measures_and_writes_nothing(config, tmp_path):
+    """Issue 37 item 3: config/all.py is every `reframe` run's config at a site. Loading it (or
+    config/simulated.py) runs no speed workload, starts no process and writes no file; the
+    simulated partition's speed is measured only when one of its tests is set up."""
+    home = tmp_path / 'home'
+    home.mkdir()
+    env = {**os.environ, 'HOME': str(home), 'XDG_CACHE_HOME': str(home / '.cache'),
+           'SIMSLURM_DIR': str(tmp_path / 'simslurm'), 'RFM_SYSTEM': 'sim'}
+    # -B: no bytecode written for the config files themselves
+    done = subprocess.run([sys.executable, '-B', '-c', WATCHED_LOAD, os.path.join(REPO, 'config', f'{config}.py')],
+                          capture_output=True, text=True, env=env, cwd=tmp_path, timeout=120)
+    assert done.returncode == 0, done.stderr
+    loaded = json.loads(done.stdout.splitlines()[-1])
+    assert loaded['seen'] == [] and not loaded['torch'], loaded
+    assert 'measured' in loaded['speed']
+    assert sorted(p.name for p in tmp_path.rglob('*')) == ['home']

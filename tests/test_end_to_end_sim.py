@@ -26,7 +26,8 @@ PERF_VARS = {
                               *TELEMETRY_VARS),
     # no model_flops_of_peak: the simulated partition declares no GPU peak
     'CIFAR100ResNetCheck': ('images_per_s', 'images_per_s_per_gpu', 'scaling_efficiency',
-                            'model_gflop_per_s', 'loader_images_per_s', *PER_RANK_VARS, *TELEMETRY_VARS),
+                            'model_gflop_per_s', 'loader_images_per_s', 'job_speed', *PER_RANK_VARS,
+                            *TELEMETRY_VARS),
 }
 
 
@@ -94,6 +95,7 @@ def test_each_image_runs_its_own_torch_inside_the_container(suite_run):
 def test_performance_values_are_recorded_against_references(suite_run, references, check):
     prefix, _ = suite_run
     follow, speeds = set(references['$machine_speed']['follow']), set()
+    in_job = set(references['$machine_speed'].get('follow_in_job', []))
     for case in report_cases(prefix, check):
         values = perf(case)
         assert set(values) == set(PERF_VARS[check])
@@ -104,7 +106,9 @@ def test_performance_values_are_recorded_against_references(suite_run, reference
         assert {v: values[v][2:5] for v in expected} == {v: e[1:] for v, e in expected.items()}
         for var, (value, *_) in expected.items():
             applied = values[var][1]
-            if var not in follow:
+            if var in in_job:       # at the speed read in this job, against the entry's own
+                assert applied == pytest.approx(value * values['job_speed'][0] / expected['job_speed'][0])
+            elif var not in follow:
                 assert applied == value, (case['name'], var)
             else:
                 ratio = applied / value if better(var, values[var][4]) == HIGHER else value / applied

@@ -96,12 +96,12 @@ def fake_python(tmp_path, prints):
 
 
 def test_a_recent_measurement_is_reused_and_an_old_one_measured_again(tmp_path):
-    environ = {'SIMSLURM_DIR': str(tmp_path)}
+    environ = {'XDG_CACHE_HOME': str(tmp_path)}
     python = fake_python(tmp_path, '42.5')
     assert speed.now(environ, python, clock=lambda: 1000.0) == 42.5
     assert speed.now(environ, python, clock=lambda: 1000.0 + speed.FRESH_S - 1) == 42.5
     assert len((tmp_path / 'calls.txt').read_text().split()) == 1
-    assert json.loads((tmp_path / speed.SPEED_FILE).read_text())['steps_per_s'] == 42.5
+    assert json.loads((tmp_path / 'mlcheck' / speed.SPEED_FILE).read_text())['steps_per_s'] == 42.5
     assert speed.now(environ, python, clock=lambda: 1000.0 + speed.FRESH_S + 1) == 42.5
     assert len((tmp_path / 'calls.txt').read_text().split()) == 2
 
@@ -111,8 +111,60 @@ def test_a_failed_measurement_is_one_line_naming_it(tmp_path):
     python.write_text('#!/bin/sh\necho "ModuleNotFoundError: No module named torch" >&2\nexit 1\n')
     python.chmod(0o755)
     with pytest.raises(RuntimeError, match=r'measuring the machine speed \(.*\) failed: .*No module named torch'):
-        speed.now({'SIMSLURM_DIR': str(tmp_path)}, str(python))
+        speed.now({'XDG_CACHE_HOME': str(tmp_path)}, str(python))
 
 
 def test_the_workload_measures_a_positive_rate():
     assert speed.measure(repeats=1, seconds=0.05) > 0
+
+
+def test_the_speed_file_is_the_measuring_users_own(tmp_path, monkeypatch):
+    """Issue 37 item 3: in the user's cache directory, not a shared one; a file there that another
+    user owns is not read (measured again instead)."""
+    environ = {'HOME': str(tmp_path)}
+    assert speed.speed_file(environ) == str(tmp_path / '.cache' / 'mlcheck' / 'speed.json')
+    python = fake_python(tmp_path, '42.5')
+    assert speed.now(environ, python, clock=lambda: 1000.0) == 42.5
+    assert speed.last(environ)['steps_per_s'] == 42.5
+    assert stat.S_IMODE(os.stat(tmp_path / '.cache' / 'mlcheck').st_mode) & 0o077 == 0
+    monkeypatch.setattr(os, 'getuid', lambda: os.stat(speed.speed_file(environ)).st_uid + 1)
+    with pytest.raises(PermissionError):
+        speed.last(environ)
+    assert speed.now(environ, python, clock=lambda: 1001.0) == 42.5
+    assert len((tmp_path / 'calls.txt').read_text().split()) == 2
+
+
+def write_loader_references(path, loader=2000.0, job_then=20.0):
+    path.write_text(yaml.safe_dump({
+        '$machine_speed': {'steps_per_s': 50.0, 'follow': ['images_per_s'],
+                           'follow_in_job': ['loader_images_per_s']},
+        'Check': {'$index': ['$partition', 'image', 'num_nodes'],
+                  'sim:cluster': {'host': {1: {'images_per_s': [100, -0.5, None, 'images/s'],
+                                               'loader_images_per_s': [loader, -0.5, None, 'images/s'],
+                                               'job_speed': [job_then, None, None, 'steps/s']}}}},
+    }))
+    return str(path)
+
+
+def test_the_loader_follows_the_speed_read_in_its_job_the_training_the_runs(tmp_path):
+    """Issue 38: the loader's reference follows the workload read in its own job beside it
+    (src/pytorch/speed_workload.py, job_speed), the training figures the run's reading; without a
+    reading in the job (or one recorded in the entry) the loader follows the run's as before."""
+    path = write_loader_references(tmp_path / 'sim.yaml')
+    scaled = references.at_machine_speed(path, 'Check', KEYS, 25.0, job_speed=10.0)
+    assert scaled['images_per_s'][0] == 50.0 and scaled['loader_images_per_s'][0] == 1000.0
+    assert scaled['job_speed'] == (20.0, None, None, 'steps/s')
+    assert references.at_machine_speed(path, 'Check', KEYS, 25.0)['loader_images_per_s'][0] == 1000.0
+    assert references.at_machine_speed(path, 'Check', KEYS, 100.0)['loader_images_per_s'][0] == 4000.0
+    # a loader halved while the job's cores kept their speed fails; one that lost what the cores
+    # lost passes
+    busy = references.at_machine_speed(path, 'Check', KEYS, 50.0, job_speed=12.0)['loader_images_per_s']
+    assert passes(2000.0 * 12 / 20 * 0.9, busy) and not passes(2000.0 * 12 / 20 * 0.45, busy)
+
+
+def test_the_simulated_loader_references_record_the_speed_in_their_job():
+    loaded = yaml.safe_load(open(SIM_REFERENCES))
+    assert loaded['$machine_speed']['follow_in_job'] == ['loader_images_per_s']
+    assert 'loader_images_per_s' not in loaded['$machine_speed']['follow']
+    for entry in loaded['CIFAR100ResNetCheck']['sim:cluster']['host'].values():
+        assert entry['job_speed'][0] > 0 and entry['job_speed'][1:3] == [None, None]

@@ -30,6 +30,8 @@ def error_for(mlcheck):
 def wrong_value(prop):
     if 'enum' in prop:
         return 'intel'
+    if 'anyOf' in prop:
+        return [wrong_value(alternative) for alternative in prop['anyOf'] if 'type' in alternative][0]
     kind = prop['type']
     return WRONG[kind if isinstance(kind, str) else 'boolean']
 

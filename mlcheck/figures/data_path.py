@@ -22,6 +22,13 @@ def loader_images_per_s(run):
     return statistics.median(rates.values()) if rates else None
 
 
+def job_speed(run):
+    """The median rank's rate of the fixed speed workload run in the job beside its loader
+    (src/pytorch/speed_workload.py, steps/s), or None where no rank ran it."""
+    rates = run.positive('speed', 'steps_per_s')
+    return statistics.median(rates.values()) if rates else None
+
+
 def precision(amp):
     """The key of gpu_peak_tflops that a run trains at: bf16 under autocast, else fp32."""
     return 'bf16' if amp else 'fp32'

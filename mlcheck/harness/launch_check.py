@@ -24,6 +24,7 @@ from mlcheck.placement import containers, launch
 from mlcheck.errors import ConfigError
 from mlcheck.harness.config import references_file
 from mlcheck.harness.reframe_api import ExpectedSanityFailure
+from mlcheck.simulated import speed
 from mlcheck.site.images import ImageUnavailable, image_parameter
 from mlcheck.site.settings import PartitionSettings
 
@@ -149,19 +150,35 @@ class DistributedLaunchCheck(ExpectedSanityFailure, rfm.RunOnlyRegressionTest):
         if os.path.isfile(path):
             self.reference = {'$ref': path}
 
+    @run_after('setup')
+    @reported_by_reframe
+    def read_machine_speed(self):
+        """The partition's machine speed now, where it is measured in the run (the simulated
+        one): the first test's set-up measures it, before any job of the run starts."""
+        self.machine_speed = partition_settings(self.current_partition).machine_speed
+        if self.machine_speed == speed.MEASURED:
+            try:
+                self.machine_speed = None if self.is_dry_run() else speed.this_run()
+            except (OSError, RuntimeError, ValueError) as err:
+                raise ConfigError(f'partition {self.current_partition.fullname}: {err}') from None
+
     @run_before('performance')
     def expect_this_machines_speed(self):
         """Where the partition measures its machine's speed now (the simulated one) and the
         references record the speed they were measured at, expect the figures at today's speed."""
-        speed = self.settings.machine_speed
-        if speed is None or self.is_dry_run():
+        speed_now = self.machine_speed
+        if speed_now is None or self.is_dry_run():
             return
         keys = {'$partition': self.current_partition.fullname, 'image': str(self.image),
                 'num_nodes': self.num_nodes}
         scaled = references.at_machine_speed(references_file(runtime().system.name),
-                                             type(self).__name__, keys, speed)
+                                             type(self).__name__, keys, speed_now, self.job_speed_now())
         if scaled:
             self.reference = {self.current_partition.fullname: scaled}
+
+    def job_speed_now(self):
+        """The machine's speed read in this test's job (a check that runs the workload there), or None."""
+        return None
 
     # last: only the figures the test still reports, after the hooks that drop some of them
     @run_before('performance', always_last=True)

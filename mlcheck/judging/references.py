@@ -11,6 +11,7 @@ import yaml
 from mlcheck.figures import directions
 
 MACHINE_SPEED = '$machine_speed'
+JOB_SPEED = 'job_speed'      # the workload's rate read in the job, a figure of the entry
 
 
 def _load(path):
@@ -62,10 +63,14 @@ def at_speed(entry, follows, ratio):
     return scaled
 
 
-def at_machine_speed(path, check, keys, speed_now):
+def at_machine_speed(path, check, keys, speed_now, job_speed=None):
     """The references of test `check` with index values `keys` at this machine's speed
     `speed_now` (the workload's steps/s), {variable: (value, lower, upper, unit)}; None where
-    the file records no machine speed or has no entry for the test."""
+    the file records no machine speed or has no entry for the test.
+
+    The figures of `$machine_speed`'s `follow_in_job` follow instead the workload's rate read in
+    the test's own job, `job_speed`, against the rate the entry records with them (its own
+    `job_speed` figure); where either is missing they follow `speed_now` as the others do."""
     if not os.path.isfile(path):
         return None
     loaded = _load(path)
@@ -75,4 +80,10 @@ def at_machine_speed(path, check, keys, speed_now):
     entry = _entry_of(references, keys)
     if not entry:
         return None
-    return at_speed(entry, set(recorded['follow']), speed_now / float(recorded['steps_per_s']))
+    follow, in_job = set(recorded['follow']), set(recorded.get('follow_in_job', []))
+    then = entry.get(JOB_SPEED)
+    if not (job_speed and then and then[0]):
+        return at_speed(entry, follow | in_job, speed_now / float(recorded['steps_per_s']))
+    scaled = at_speed(entry, follow - in_job, speed_now / float(recorded['steps_per_s']))
+    in_the_job = at_speed(entry, in_job, job_speed / float(then[0]))
+    return {var: in_the_job[var] if var in in_job else value for var, value in scaled.items()}

@@ -8,60 +8,57 @@ references file records, beside its figures, the rate of one fixed workload meas
 at R is expected at R * now / then, a time at T * then / now (mlcheck.judging.references).
 
 The workload runs here, in a process of its own outside every job and its cgroups, before the
-jobs start (when the site config is read): a node slowed below its neighbours, a rank throttled
-in its job, a slower image or a broken data path is not in it and still fails. It is a few training
-steps of a small convolution network in one thread, the shape of work the checks do.
+first job of the run starts (when the first test of the partition is set up; config/simulated.py
+says `machine_speed: 'measured'`): a node slowed below its neighbours, a rank throttled in its
+job, a slower image or a broken data path is not in it and still fails. Loading the config
+measures and writes nothing, so a site's `reframe` with config/all.py never runs it. It is a few
+training steps of a small convolution network in one thread, the shape of work the checks do.
+
+The last reading is kept in the measuring user's own cache directory
+($XDG_CACHE_HOME/mlcheck/speed.json, else ~/.cache/...): a file in a shared place, made by the
+first user, was one the others could neither write nor trust.
 
     python -m mlcheck.simulated.speed          # measure now and print steps/s
 """
 
 import json
 import os
-import statistics
 import subprocess
 import sys
 import time
 
-from mlcheck.simulated.cluster import DEFAULT_DIR
+from mlcheck import REPO
 
 SPEED_FILE = 'speed.json'
 FRESH_S = 600            # a measurement this recent is reused by later reframe runs
+MEASURED = 'measured'    # the partition setting: measured as the run's first test is set up
+_this_run = None         # the reading this process took or read (this_run)
 REPEATS, REPEAT_S = 5, 0.3
 
 
 def measure(repeats=REPEATS, seconds=REPEAT_S):
-    """Training steps per second of the fixed workload in one thread: the median of `repeats`
-    spans of about `seconds` each, after one warm-up span."""
-    import torch
-    from torch import nn
-    torch.set_num_threads(1)
-    torch.manual_seed(0)
-    model = nn.Sequential(nn.Conv2d(3, 32, 3, padding=1), nn.ReLU(), nn.MaxPool2d(2),
-                          nn.Conv2d(32, 64, 3, padding=1), nn.ReLU(), nn.AdaptiveAvgPool2d(1),
-                          nn.Flatten(), nn.Linear(64, 100))
-    optimizer = torch.optim.SGD(model.parameters(), lr=0.01)
-    images, labels = torch.randn(16, 3, 32, 32), torch.randint(0, 100, (16,))
-
-    def span():
-        steps, start = 0, time.perf_counter()
-        while time.perf_counter() - start < seconds:
-            optimizer.zero_grad()
-            nn.functional.cross_entropy(model(images), labels).backward()
-            optimizer.step()
-            steps += 1
-        return steps / (time.perf_counter() - start)
-
-    span()
-    return statistics.median(span() for _ in range(repeats))
+    """Training steps per second of the fixed workload in one thread (src/pytorch/speed_workload.py,
+    which the CIFAR-100 program also runs in its job): the median of `repeats` spans of about
+    `seconds` each, after one warm-up span."""
+    sys.path.insert(0, os.path.join(REPO, 'src', 'pytorch'))
+    import speed_workload
+    return speed_workload.measure(repeats, seconds)
 
 
 def speed_file(environ=os.environ):
-    return os.path.join(environ.get('SIMSLURM_DIR') or DEFAULT_DIR, SPEED_FILE)
+    """The measuring user's own file: $XDG_CACHE_HOME/mlcheck/speed.json, else ~/.cache/mlcheck/."""
+    cache = environ.get('XDG_CACHE_HOME') or os.path.join(environ.get('HOME') or os.path.expanduser('~'),
+                                                          '.cache')
+    return os.path.join(cache, 'mlcheck', SPEED_FILE)
 
 
 def last(environ=os.environ):
-    """The last measurement, {'steps_per_s': ..., 'measured_at': ...}, as the speed file holds it."""
-    with open(speed_file(environ)) as f:
+    """The last measurement, {'steps_per_s': ..., 'measured_at': ...}, as the speed file holds it;
+    OSError where the file is not this user's (it would not be the reading this user took)."""
+    path = speed_file(environ)
+    with open(path) as f:
+        if os.fstat(f.fileno()).st_uid != os.getuid():
+            raise PermissionError(f'{path} is not owned by this user')
         return json.load(f)
 
 
@@ -77,17 +74,26 @@ def now(environ=os.environ, python=sys.executable, clock=time.time):
     except (OSError, ValueError, KeyError, TypeError):
         pass
     done = subprocess.run([python, '-m', 'mlcheck.simulated.speed'], capture_output=True, text=True,
-                          cwd=os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
+                          cwd=REPO)
     if done.returncode != 0:
         said = (done.stderr.strip().splitlines() or ['no message'])[-1]
         raise RuntimeError(f'measuring the machine speed ({python} -m mlcheck.simulated.speed) failed: {said}')
     rate = float(done.stdout)
-    os.makedirs(os.path.dirname(path), exist_ok=True)
+    os.makedirs(os.path.dirname(path), mode=0o700, exist_ok=True)
     partial = f'{path}.{os.getpid()}'
     with open(partial, 'w') as f:
         json.dump({'steps_per_s': rate, 'measured_at': clock()}, f)
     os.replace(partial, path)
     return rate
+
+
+def this_run():
+    """The machine's speed for this ReFrame run: now() at the first call, the same afterwards, so
+    every test of a run is judged at one speed, read before its first job (not beside one)."""
+    global _this_run
+    if _this_run is None:
+        _this_run = now()
+    return _this_run
 
 
 if __name__ == '__main__':

@@ -101,11 +101,13 @@ SCHEMA = {
             'description': "a rank training alone below this fraction of the ranks' upper quartile "
                            'fails the check (0: off); `-S slow_rank_fraction=` for one run (docs/per-rank.md)'},
         'machine_speed': {
-            'type': 'number', 'exclusiveMinimum': 0,
+            'anyOf': [{'type': 'number', 'exclusiveMinimum': 0}, {'enum': ['measured']}],
             'description': "this machine's rate now of the workload whose rate the references file "
                            'records as `$machine_speed`; the references of the figures it names '
                            'follow the ratio (the simulated partition, whose cores are whatever '
-                           'machine runs it: mlcheck.simulated.speed); real sites leave it out'},
+                           'machine runs it: mlcheck.simulated.speed); `measured`: measured when '
+                           "the first test of the partition is set up, not when the config is "
+                           'loaded; real sites leave it out'},
         'gpu_peak_tflops': {
             'type': 'object', 'additionalProperties': False, 'default': {},
             'properties': {key: {'type': 'number', 'exclusiveMinimum': 0} for key in ('fp32', 'bf16')},
@@ -229,6 +231,8 @@ def explain(error):
     if kind == 'type':
         kinds = error.validator_value if isinstance(error.validator_value, list) else [error.validator_value]
         return f'expected {" or ".join(TYPE_WORDS[k] for k in kinds)}, got {type(value).__name__} {value!r}'
+    if kind == 'anyOf':
+        return f'expected {accepted(error.schema)}, got {type(value).__name__} {value!r}'
     if kind == 'enum':
         return f'{value!r} is not one of {", ".join(map(str, error.validator_value))}'
     if kind == 'minimum':
@@ -246,12 +250,19 @@ def explain(error):
     return error.message
 
 
+def accepted(prop):
+    """What a key accepts, in words: `a` or `b`, a type, or either of its alternatives."""
+    if 'anyOf' in prop:
+        return ' or '.join(map(accepted, prop['anyOf']))
+    return (' or '.join(f'`{v}`' for v in prop['enum']) if 'enum' in prop
+            else TYPE_WORDS[prop['type']] if isinstance(prop.get('type'), str) else '')
+
+
 def readme_table():
     """docs/sites.md's table of the keys, from the schema."""
     rows = ['| key | accepts | default | meaning |', '|---|---|---|---|']
     for name, prop in SCHEMA['properties'].items():
-        accepts = (' or '.join(f'`{v}`' for v in prop['enum']) if 'enum' in prop
-                   else TYPE_WORDS[prop['type']] if isinstance(prop.get('type'), str) else '')
+        accepts = accepted(prop)
         if prop.get('type') == 'array' and isinstance(prop['items'].get('type'), str):
             accepts = f'list of {TYPE_WORDS[prop["items"]["type"]]}'
         required = name in SCHEMA['required']

@@ -21,6 +21,7 @@ import argparse
 import importlib.util
 import os
 import platform
+import re
 import socket
 import sys
 import time
@@ -158,18 +159,34 @@ def finish(rank, distributed=True):
     os._exit(0)
 
 
+def torchvision_version():
+    """torchvision.__version__ without importing torchvision where the program did not (2-5 s a
+    rank on the simulated partition): the `__version__ = '...'` line of its version.py (the
+    package metadata's version lacks the build's local part, +cu130), else None."""
+    if 'torchvision' in sys.modules:
+        return sys.modules['torchvision'].__version__
+    spec = importlib.util.find_spec('torchvision')
+    if spec is None or not spec.submodule_search_locations:
+        return None
+    for location in spec.submodule_search_locations:
+        try:
+            with open(os.path.join(location, 'version.py')) as f:
+                found = re.search(r"^__version__ = '([^']+)'", f.read(), re.M)
+        except OSError:
+            continue
+        if found:
+            return found.group(1)
+    return None
+
+
 def report_rank(rank, world_size, local_rank, device, backend):
-    try:
-        import torchvision      # the training programs need it; the interconnect program does not
-    except ImportError:
-        torchvision = None
     emit('rank', rank=rank, world_size=world_size, local_rank=local_rank,
          host=socket.gethostname(), node=os.environ.get('SLURMD_NODENAME', socket.gethostname()),
          affinity=sorted(os.sched_getaffinity(0)), threads=torch.get_num_threads(),
          device=str(device), device_name=device_name(device),
          visible_devices=torch.cuda.device_count() if device.type == 'cuda' else 0,
          backend=backend, torch=torch.__version__,
-         torchvision=torchvision.__version__ if torchvision else None,
+         torchvision=torchvision_version(),
          **stack_facts(), **gpu_locality.rank_fields(device), **gpu_locality.gpu_selection())
 
 

@@ -23,6 +23,7 @@ EVENTS = frozenset({
     'epoch',        # one timed epoch of one rank: samples, throughput, loss
     'solo',         # the rank timed alone (no communication)
     'loader',       # the data loader timed alone (no model)
+    'speed',        # the fixed speed workload run in the job, beside the loader's timing
     'telemetry',    # what the rank's GPU and host did over the timed epochs
     'trace',        # where the profiler left the rank's trace
     'fault',        # a fault injected on purpose

@@ -5,8 +5,11 @@ Runs one process per GPU (or per CPU slot) under srun, or alone. The rank layout
 the torch variables (RANK, WORLD_SIZE, LOCAL_RANK), else from Slurm (SLURM_PROCID, SLURM_NTASKS,
 SLURM_LOCALID). MASTER_ADDR/MASTER_PORT must be set for more than one rank.
 
-The data is read by torchvision's MNIST loader from --data-dir (the directory that holds
-MNIST/raw/); it is never downloaded here, so ranks do not hammer a web server.
+The data is read from --data-dir (the directory that holds MNIST/raw/, as torchvision's MNIST
+loader finds it), the IDX files directly (MNISTImages: the same tensors as torchvision's MNIST
+with ToTensor and Normalize, tests/test_mnist_data.py compares them), so that no rank pays for
+importing torchvision (2-5 s on the simulated partition's shared cores); it is never downloaded
+here, so ranks do not hammer a web server.
 
 The learning problem is the same at every node count: each epoch has the same number of
 optimizer steps (--steps, or by default one pass over the data on one node of --ranks-per-node
@@ -27,11 +30,13 @@ Every fact is printed as one line `MLCHECK {json}` with an "event" key:
   fault    a rank about to inject the fault asked for with --fault (never in normal runs)
 
 Waits are bounded, and a fault can be injected (--fault), as ../ddp_common.py describes.
-Only the standard library, torch, torchvision and ../ddp_common.py, ../epochs.py and ../solo_phase.py are used.
+Only the standard library, torch and ../ddp_common.py, ../epochs.py and ../solo_phase.py are used.
 """
 
 import argparse
+import math
 import os
+import struct
 import sys
 import time
 
@@ -39,7 +44,6 @@ import torch
 import torch.distributed as dist
 import torch.nn as nn
 import torch.nn.functional as F
-from torchvision import datasets, transforms
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 from ddp_common import add_wait_arguments, emit, finish, init_distributed  # noqa: E402
@@ -87,15 +91,47 @@ class Net(nn.Module):
         return F.log_softmax(self.fc2(x), dim=1)
 
 
+def read_idx(path, dims):
+    """An IDX file of unsigned bytes with `dims` dimensions (MNIST's format: two zero bytes, the
+    type 0x08, the number of dimensions, each dimension as a big-endian int32, then the bytes) ->
+    a uint8 tensor of that shape; a file of another shape or size ends the program in one line."""
+    with open(path, 'rb') as f:
+        data = f.read()
+    header = 4 + 4 * dims
+    if len(data) < header or data[:4] != bytes([0, 0, 0x08, dims]):
+        sys.exit(f'{path}: not an IDX file of {dims}-dimensional unsigned bytes')
+    shape = struct.unpack(f'>{dims}I', data[4:header])
+    if len(data) - header != math.prod(shape):
+        sys.exit(f'{path}: {len(data) - header} bytes of data where its header says {math.prod(shape)}')
+    return torch.frombuffer(bytearray(data[header:]), dtype=torch.uint8).view(*shape)
+
+
+class MNISTImages(torch.utils.data.Dataset):
+    """MNIST's IDX files in MNIST/raw/, each sample as torchvision's MNIST with ToTensor() and
+    Normalize((MNIST_MEAN,), (MNIST_STD,)) gives it: a (1, 28, 28) float tensor and an int label."""
+
+    def __init__(self, raw, train):
+        prefix = 'train' if train else 't10k'
+        self.data = read_idx(os.path.join(raw, f'{prefix}-images-idx3-ubyte'), 3)
+        self.targets = read_idx(os.path.join(raw, f'{prefix}-labels-idx1-ubyte'), 1).long()
+        if len(self.data) != len(self.targets):
+            sys.exit(f'{raw}: {len(self.data)} {prefix} images but {len(self.targets)} labels')
+        self.mean = torch.tensor(MNIST_MEAN).view(1, 1, 1)      # float32, as Normalize's
+        self.std = torch.tensor(MNIST_STD).view(1, 1, 1)
+
+    def __len__(self):
+        return len(self.targets)
+
+    def __getitem__(self, index):
+        image = self.data[index].unsqueeze(0).float().div(255)     # ToTensor
+        return image.sub_(self.mean).div_(self.std), int(self.targets[index])
+
+
 def load_datasets(data_dir):
     raw = os.path.join(data_dir, 'MNIST', 'raw')
     if not os.path.isdir(raw):
         sys.exit(f'MNIST data not found: {raw} does not exist (stage the IDX files there)')
-    transform = transforms.Compose([transforms.ToTensor(),
-                                    transforms.Normalize((MNIST_MEAN,), (MNIST_STD,))])
-    train = datasets.MNIST(data_dir, train=True, download=False, transform=transform)
-    test = datasets.MNIST(data_dir, train=False, download=False, transform=transform)
-    return train, test
+    return MNISTImages(raw, train=True), MNISTImages(raw, train=False)
 
 
 def train_step(model, optimizer, batch, device):
