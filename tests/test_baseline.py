@@ -265,3 +265,14 @@ def test_a_concurrent_baseline_waits_for_the_lock(tmp_path, capsys):
     os.close(lock)
     worker.join(30)
     assert not worker.is_alive() and entry_of(refs / 'sim.yaml')
+
+
+def test_a_system_the_config_lacks_writes_nothing(tmp_path, capsys):
+    """A record from another site (a perf log copied over) names a system the config does not
+    describe: refused, as no run here would read its references."""
+    foreign = [dataclasses.replace(s, partition='elsewhere:cluster') for s in samples(BASELINE)]
+    log = write_perflog(tmp_path / 'foreign.log', foreign)
+    refs = tmp_path / 'refs'
+    err = record_error(refs, capsys, log, '-C', f'{REPO}/config/simulated.py')
+    assert "system 'elsewhere' of the selection is not a system of config " in err
+    assert '(sim): no references written' in err and not refs.exists()

@@ -23,10 +23,11 @@ from datetime import datetime
 
 import yaml
 
-from mlcheck.commands.common import (add_source_arguments, argument_parser, one_line_errors, open_database,
-                         parse_fraction, text_table)
+from mlcheck.commands.common import (add_source_arguments, argument_parser, config_file, one_line_errors,
+                                    open_database, parse_fraction, text_table)
 from mlcheck.errors import InputError
 from mlcheck.figures.directions import HIGHER, LOWER, better
+from mlcheck.history.database import system_names
 from mlcheck.history.samples import NOT_RECORDED, group
 from mlcheck.history.selection import load, parse_selection
 from mlcheck.harness.config import references_dir
@@ -330,6 +331,13 @@ def record(args):
     found = medians(samples)
     systems = sorted({key[0] for key in found})
     paths = {system: references_path(directory, system) for system in systems}
+    # references are read by a config's system: one the config lacks is a record from elsewhere
+    config = config_file(args)
+    known = system_names(config)
+    for system in systems:
+        if system not in known:
+            raise InputError(f'system {system!r} of the selection is not a system of config {config} '
+                             f'({", ".join(known)}): no references written')
     for system in systems:
         path = paths[system]
         with contextlib.nullcontext() if args.dry_run else locked(path):

@@ -38,13 +38,19 @@ def add_source_arguments(parser):
                              "config's storage)")
 
 
+def config_file(args):
+    """The site config the command reads: -C, else ReFrame's $RFM_CONFIG_FILES, else the simulated one."""
+    config = args.config or (os.environ.get('RFM_CONFIG_FILES', '').split(':')[0]) or DEFAULT_CONFIG
+    if not os.path.isfile(config):
+        raise InputError(f'config file not found: {config}')
+    return config
+
+
 def open_database(args, selections):
     """The results database, if any selection needs it."""
     if not any(s.stored for s in selections):
         return None
-    config = args.config or (os.environ.get('RFM_CONFIG_FILES', '').split(':')[0]) or DEFAULT_CONFIG
-    if not os.path.isfile(config):
-        raise InputError(f'config file not found: {config}')
+    config = config_file(args)
     system = getattr(args, 'system', None)
     return ResultsDatabase(args.db or database_of(config, system), config, system)
 

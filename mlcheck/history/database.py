@@ -28,11 +28,7 @@ def database_of(config, system=None):
     several sites' (config/all.py scopes each site's storage to its systems)."""
     if os.environ.get('RFM_SQLITE_DB_FILE'):
         return os.path.expandvars(os.environ['RFM_SQLITE_DB_FILE'])
-    import runpy
-    try:
-        site = runpy.run_path(config)['site_configuration']
-    except BaseException as err:    # a config's own check exits (SystemExit) with its reason
-        raise InputError(f'config {config} does not load: {err}') from None
+    site = site_configuration(config)
     name = (system or os.environ.get('RFM_SYSTEM') or _detected(site.get('systems', []))).split(':')[0]
     if not name:
         raise InputError(f'no system of config {config} matches this host ({socket.gethostname()}): '
@@ -45,6 +41,21 @@ def database_of(config, system=None):
     except (KeyError, IndexError, TypeError):
         raise InputError(f'config {config} enables no results database (storage) for system '
                          f'{name}') from None
+
+
+def site_configuration(config):
+    """The site_configuration dictionary of a ReFrame config file (loading one measures and
+    writes nothing: config/simulated.py measures the machine's speed only in a check's set-up)."""
+    import runpy
+    try:
+        return runpy.run_path(config)['site_configuration']
+    except BaseException as err:    # a config's own check exits (SystemExit) with its reason
+        raise InputError(f'config {config} does not load: {err}') from None
+
+
+def system_names(config):
+    """The names of the systems a config file describes."""
+    return [system['name'] for system in site_configuration(config).get('systems', [])]
 
 
 def _detected(systems):
