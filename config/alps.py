@@ -18,7 +18,7 @@ Where each fact comes from (cscs-docs at 80abed1, 2026-08; cscs-reframe-tests at
 
 import os
 
-from mlcheck.harness.config import (builtin_environment, logging_config, slurm_gpu_partition,
+from mlcheck.harness.config import (builtin_environment, logging_config, run_prefix, slurm_gpu_partition,
                                     storage_config)
 
 DATA_DIR = os.environ.get('MLCHECK_DATA_DIR', '/capstor/store/cscs/mlcheck/data')
@@ -44,6 +44,7 @@ CSCS_ALL_REDUCE_2_NODES = {'1 GiB': 150.0, '128 MiB': 122.57, '128 MiB, CXI hook
 site_configuration = {
     'systems': [{
         'name': 'daint',
+        'prefix': run_prefix('daint'),
         'descr': 'Alps: Daint GH200 nodes',
         'hostnames': [r'daint', r'nid\d+'],
         'modules_system': 'nomod',     # images bring their software

@@ -21,7 +21,7 @@ Where each fact comes from (read 2026-11):
 
 import os
 
-from mlcheck.harness.config import (builtin_environment, logging_config, slurm_gpu_partition,
+from mlcheck.harness.config import (builtin_environment, logging_config, run_prefix, slurm_gpu_partition,
                                     storage_config)
 
 DATA_DIR = os.environ.get('MLCHECK_DATA_DIR', '/lustre/mlcheck/data')
@@ -36,6 +36,7 @@ DGX_H100_NODE_LIMIT = 18 * 25.0
 site_configuration = {
     'systems': [{
         'name': 'dgx',
+        'prefix': run_prefix('dgx'),
         'descr': 'DGX H100 cluster (Pyxis example)',
         # an example cluster's names: a site puts its own (a bare login\d+ would be Perlmutter's too)
         'hostnames': [r'dgx-login\d+', r'dgx\d+'],

@@ -15,7 +15,7 @@ cache on node-local /tmp.
 
 import os
 
-from mlcheck.harness.config import (builtin_environment, logging_config, slurm_gpu_partition,
+from mlcheck.harness.config import (builtin_environment, logging_config, run_prefix, slurm_gpu_partition,
                                     storage_config)
 
 # The conda environment with PyTorch for ROCm, and where the datasets are kept in torchvision's
@@ -26,6 +26,7 @@ DATA_DIR = os.environ.get('MLCHECK_DATA_DIR', '/lustre/orion/proj-shared/mlcheck
 site_configuration = {
     'systems': [{
         'name': 'frontier',
+        'prefix': run_prefix('frontier'),
         'descr': 'Frontier',
         'hostnames': [r'login\d+\.frontier', r'frontier\d+'],
         'modules_system': 'lmod',

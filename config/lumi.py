@@ -7,7 +7,7 @@ aws-ofi-rccl plugin with libfabric's cxi provider.
 
 import os
 
-from mlcheck.harness.config import (builtin_environment, logging_config, slurm_gpu_partition,
+from mlcheck.harness.config import (builtin_environment, logging_config, run_prefix, slurm_gpu_partition,
                                     storage_config)
 
 # Where the support team keeps the datasets in torchvision's layouts:
@@ -29,6 +29,7 @@ MI250X_NODE_LIMIT = 300.0
 site_configuration = {
     'systems': [{
         'name': 'lumi',
+        'prefix': run_prefix('lumi'),
         'descr': 'LUMI',
         'hostnames': [r'uan\d+', r'nid\d+'],
         'modules_system': 'nomod',     # images bring their software; no modules are loaded

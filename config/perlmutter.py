@@ -15,7 +15,7 @@ trusting a run):
 
 import os
 
-from mlcheck.harness.config import (builtin_environment, logging_config, slurm_gpu_partition,
+from mlcheck.harness.config import (builtin_environment, logging_config, run_prefix, slurm_gpu_partition,
                                     storage_config)
 
 DATA_DIR = os.environ.get('MLCHECK_DATA_DIR', '/global/cfs/cdirs/mlcheck/data')
@@ -23,6 +23,7 @@ DATA_DIR = os.environ.get('MLCHECK_DATA_DIR', '/global/cfs/cdirs/mlcheck/data')
 site_configuration = {
     'systems': [{
         'name': 'perlmutter',
+        'prefix': run_prefix('perlmutter'),
         'descr': 'Perlmutter',
         'hostnames': [r'login\d+', r'nid\d+'],
         'modules_system': 'nomod',     # images bring their software

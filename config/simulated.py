@@ -33,6 +33,8 @@ def running_nodes():
 site_configuration = {
     'systems': [{
         'name': 'sim',
+        # stage, output and perf logs of this checkout, whatever the directory reframe starts in
+        'prefix': os.path.join(REPO, 'var', 'rfm'),
         'descr': 'Simulated Slurm cluster on this machine (bin/simslurm)',
         'hostnames': ['.*'],
         'modules_system': 'nomod',

@@ -161,3 +161,15 @@ def test_loading_the_config_measures_and_writes_nothing(config, tmp_path):
     assert loaded['seen'] == [] and not loaded['torch'], loaded
     assert 'measured' in loaded['speed']
     assert sorted(p.name for p in tmp_path.rglob('*')) == ['home']
+
+
+def test_every_system_writes_under_its_own_prefix_whatever_the_directory(tmp_path):
+    """`reframe -C config/<site>.py -c checks/ -r` from any directory writes stage, output and perf
+    logs under the system's prefix (ReFrame puts all three below it), not into the directory staff
+    happen to be in: the simulated system under the checkout's var/rfm (where README and the
+    report's examples look), a site's under the user's ~/.local/share/mlcheck/<system>."""
+    prefixes = {s['name']: s.get('prefix') for s in load_all().site_configuration['systems']}
+    assert prefixes.pop('sim') == os.path.join(REPO, 'var', 'rfm')
+    home = os.path.expanduser('~')
+    assert prefixes and all(p == os.path.join(home, '.local', 'share', 'mlcheck', name)
+                            for name, p in prefixes.items()), prefixes

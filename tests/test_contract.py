@@ -148,7 +148,7 @@ EVENT_USE = re.compile(r"""\b(?:emit|by_rank|events|rank_events|positive|format_
 VARIABLE_USE = re.compile(r'\bMLCHECK_[A-Z_]+\b')
 # MLCHECK_* variables of the suite's own tools (bin/setup, the commands), not of the programs
 TOOL_VARIABLES = {'MLCHECK_DATA_DIR', 'MLCHECK_VENV', 'MLCHECK_IMAGE_CACHE', 'MLCHECK_REFERENCES_DIR',
-                  'MLCHECK_DRY_RUN_PERFLOG_DIR', 'MLCHECK_CONDA_ENV'}
+                  'MLCHECK_DRY_RUN_PERFLOG_DIR', 'MLCHECK_CONDA_ENV', 'MLCHECK_PREFIX'}
 
 
 def sources(*tops, suffixes=('.py', '.sh')):

@@ -87,6 +87,15 @@ def logging_config():
     }]
 
 
+def run_prefix(system):
+    """Where ReFrame writes a site's stage and output directories and perf logs (a system's
+    `prefix`; `--prefix` still overrides it): $MLCHECK_PREFIX, else the user's own
+    ~/.local/share/mlcheck/<system>, beside the results database, so that `reframe -c checks/ -r`
+    writes the same place from whatever directory staff start it in."""
+    return (os.environ.get('MLCHECK_PREFIX')
+            or os.path.join(os.path.expanduser('~'), '.local', 'share', 'mlcheck', system))
+
+
 def storage_config(default_db_file):
     """ReFrame's results database, on: every session is stored, so --performance-compare,
     --list-stored-sessions and python -m mlcheck.commands.report can read it. RFM_SQLITE_DB_FILE, ReFrame's
