@@ -17,7 +17,7 @@ import pytest
 from conftest import SIMSLURM
 from reframe_runner import job_file, report_cases, start_reframe
 
-SIMSLURM_DIR = os.environ.get('SIMSLURM_DIR', '/var/tmp/simslurm')
+SIMSLURM_DIR = os.environ.get('SIMSLURM_DIR', '/var/lib/mlcheck/simslurm')
 JOB_TIME_LIMIT = 15 * 60            # DistributedLaunchCheck.time_limit
 STARTUP = 40                        # s: more than 4 ranks need to start torch on 2 busy cores
 SHORT_WAITS = ['-S', 'rendezvous_timeout=10', '-S', 'collective_timeout=10']

@@ -108,7 +108,7 @@ def test_a_topology_with_another_gpu_count_is_refused():
 
 @settings(max_examples=20, deadline=None)
 @given(nodes=st.integers(1, 40), port_base=st.integers(7000, 60000),
-       directory=st.sampled_from(['/var/tmp/simslurm', '/tmp/a dir/with spaces', "/tmp/it's"]))
+       directory=st.sampled_from(['/var/lib/mlcheck/simslurm', '/tmp/a dir/with spaces', "/tmp/it's"]))
 def test_simslurm_sees_the_nodes_and_paths_of_slurm_conf(nodes, port_base, directory):
     """bin/simslurm's node names, ports and pid files (its Sim, from the SIMSLURM_* settings) are
     those of the slurm.conf it installs."""
@@ -148,7 +148,7 @@ def test_settings_from_env(env, error):
     """bin/simslurm's checks of its settings, with the messages it gave before they moved here."""
     if error is None:
         got = simcluster.settings_from_env(env)
-        assert got['NODES'] == int(env.get('SIMSLURM_NODES') or 2) and got['DIR'] == '/var/tmp/simslurm'
+        assert got['NODES'] == int(env.get('SIMSLURM_NODES') or 2) and got['DIR'] == '/var/lib/mlcheck/simslurm'
     else:
         with pytest.raises(ValueError) as raised:
             simcluster.settings_from_env(env)
@@ -160,7 +160,7 @@ def test_bin_simslurm_holds_no_copy_of_the_facts():
     text aside) names no node pattern, device, default port or directory of its own."""
     with open(os.path.join(REPO, 'bin', 'simslurm')) as f:
         code = '\n'.join(line for line in f if not line.lstrip().startswith('#'))
-    for fact in ('nid%03d', 'nid[0-9]', '/dev/fakegpu', 'GPU_CORES', 'slurm_acct_db', '/var/tmp/simslurm',
+    for fact in ('nid%03d', 'nid[0-9]', '/dev/fakegpu', 'GPU_CORES', 'slurm_acct_db', '/var/lib/mlcheck/simslurm',
                  '6817', '6819', '17001', 'PartitionName', 'ClusterName', 'slurmd-%n'):
         assert fact not in code, fact
 

@@ -115,7 +115,7 @@ with faults.cpu_quota('nid001', 0.5):
      'is a symbolic link'),
 ])
 def test_a_state_directory_someone_else_prepared_is_refused(tmp_path, prepare, problem):
-    """A local user who made SIMSLURM_DIR (/var/tmp/simslurm) before root's first `up`, with links
+    """A local user who made SIMSLURM_DIR (e.g. /var/tmp/simslurm) before root's first `up`, with links
     inside: root must neither write through it nor hand its files to munge and mysql."""
     from mlcheck.simulated import install
     from mlcheck.simulated.processes import Failure
@@ -232,3 +232,19 @@ def test_setup_disables_the_packaged_daemons_and_says_so(tmp_path):
     assert disabled == ['slurmctld', 'slurmdbd', 'mariadb', 'munge']
     assert done.stdout == ('setup: disabled the packaged services slurmctld slurmdbd mariadb munge at boot: '
                            'bin/simslurm runs its own daemons, and these would start on its config\n')
+
+
+def test_the_default_state_directory_is_where_only_root_can_make_it():
+    """No other user can make the default SIMSLURM_DIR before root's first `up` (in /var/tmp anyone
+    could, and `up` then refused to start): every folder above it that exists here is root's and
+    writable by no one else, sticky or not."""
+    from mlcheck.simulated.cluster import DEFAULT_DIR
+    folder = os.path.dirname(DEFAULT_DIR)
+    while not os.path.isdir(folder):
+        folder = os.path.dirname(folder)
+    while True:
+        info = os.lstat(folder)
+        assert info.st_uid == 0 and not info.st_mode & 0o022, (folder, oct(info.st_mode))
+        if folder == '/':
+            break
+        folder = os.path.dirname(folder)

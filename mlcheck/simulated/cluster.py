@@ -19,7 +19,7 @@ import os
 import re
 from dataclasses import dataclass
 
-DEFAULT_DIR = '/var/tmp/simslurm'
+DEFAULT_DIR = '/var/lib/mlcheck/simslurm'
 DEFAULT_NODES = 2
 DEFAULT_CTLD_PORT = 6817
 DEFAULT_SLURMD_PORT_BASE = 17001     # nidNNN listens on base + NNN - 1

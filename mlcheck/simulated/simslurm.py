@@ -32,7 +32,7 @@ Usage: bin/simslurm up|status|down|purge|env
 
 Environment (same values must be used for up, status and down):
   SIMSLURM_NODES             number of nodes (default 2)
-  SIMSLURM_DIR               state, spool, pid and log dir (default /var/tmp/simslurm)
+  SIMSLURM_DIR               state, spool, pid and log dir (default /var/lib/mlcheck/simslurm)
   SIMSLURM_CTLD_PORT         slurmctld port (default 6817)
   SIMSLURM_SLURMD_PORT_BASE  port of nid001; nidNNN uses base+NNN-1 (default 17001)
   SIMSLURM_DBD_PORT          slurmdbd port (default 6819)
