@@ -10,7 +10,7 @@ check variable, so a perf log field and a column of the results database.
 
 import os
 import re
-from collections import Counter
+from collections import Counter, defaultdict
 from datetime import datetime, timezone
 
 from mlcheck.contract import FACT_PREFIX
@@ -108,10 +108,10 @@ def _utc(seconds):
 
 def typical(stacks):
     """Per fact, its most common value over the stacks (dicts) of one side."""
-    counts = {}
+    counts = defaultdict(Counter)     # setdefault(name, Counter()) made a Counter for every fact
     for facts in stacks:
         for name, value in facts.items():
-            counts.setdefault(name, Counter())[value] += 1
+            counts[name][value] += 1
     return {name: counter.most_common(1)[0][0] for name, counter in counts.items()}
 
 

@@ -81,7 +81,8 @@ def relative_noise(before, after):
     """Standard deviation of the repetitions about their side's mean, both sides pooled,
     relative to the before mean."""
     dof = len(before) + len(after) - 2
-    squares = sum((v - statistics.fmean(side)) ** 2 for side in (before, after) for v in side)
+    means = [(side, statistics.fmean(side)) for side in (before, after)]
+    squares = sum((v - mean) ** 2 for side, mean in means for v in side)
     return math.sqrt(squares / dof) / statistics.fmean(before)
 
 
