@@ -229,9 +229,8 @@ def _pooled(comparisons):
 
 
 def _own(c):
-    """Before's relative standard deviation (in floats: statistics.stdev's exact sums are slow)."""
-    mean = c.mean_before
-    return math.sqrt(sum((v - mean) ** 2 for v in c.before) / (len(c.before) - 1)) / abs(mean)
+    """Before's relative standard deviation."""
+    return compare.stdev(c.before, c.mean_before) / abs(c.mean_before)
 
 
 def _status(loss, spread, rule, least=None):

@@ -91,10 +91,14 @@ def one_sided_noise(spread_side, other, mean_before):
     that side's standard deviation s (n values), as far as a mean of the other side's m values
     is expected to fall from its mean, s * sqrt(1/m + 1/n), relative to the before mean."""
     n, m = len(spread_side), len(other)
-    mean = statistics.fmean(spread_side)
-    # in floats: statistics.stdev's exact sums take most of the report's time on large matrices
-    stdev = math.sqrt(sum((v - mean) ** 2 for v in spread_side) / (n - 1))
-    return stdev * math.sqrt(1 / m + 1 / n) / mean_before
+    return stdev(spread_side) * math.sqrt(1 / m + 1 / n) / mean_before
+
+
+def stdev(values, mean=None):
+    """The sample standard deviation, in floats: statistics.stdev's exact sums take most of the
+    report's time on large matrices."""
+    mean = statistics.fmean(values) if mean is None else mean
+    return math.sqrt(sum((v - mean) ** 2 for v in values) / (len(values) - 1))
 
 
 def judge(comparison, rule):
