@@ -155,12 +155,14 @@ class DistributedLaunchCheck(ExpectedSanityFailure, rfm.RunOnlyRegressionTest):
     def read_machine_speed(self):
         """The partition's machine speed now, where it is measured in the run (the simulated
         one): the first test's set-up measures it, before any job of the run starts."""
-        self.machine_speed = partition_settings(self.current_partition).machine_speed
-        if self.machine_speed == speed.MEASURED:
-            try:
-                self.machine_speed = None if self.is_dry_run() else speed.this_run()
-            except (OSError, RuntimeError, ValueError) as err:
-                raise ConfigError(f'partition {self.current_partition.fullname}: {err}') from None
+        configured = partition_settings(self.current_partition).machine_speed
+        if configured != speed.MEASURED:
+            self.machine_speed = None if configured is None else float(configured)
+            return
+        try:
+            self.machine_speed = None if self.is_dry_run() else speed.this_run()
+        except (OSError, RuntimeError, ValueError) as err:
+            raise ConfigError(f'partition {self.current_partition.fullname}: {err}') from None
 
     @run_before('performance')
     def expect_this_machines_speed(self):
@@ -358,6 +360,9 @@ class DistributedLaunchCheck(ExpectedSanityFailure, rfm.RunOnlyRegressionTest):
     #: lines and the job reported (mlcheck.figures.stack); perf log fields and database columns.
     run_settings = variable(str, value='')
     software_stack = variable(str, value='')
+    #: the machine's speed now (steps/s, mlcheck.simulated.speed) where the partition has one: the
+    #: references were brought to it, and mlcheck.commands.baseline brings new figures back from it
+    machine_speed = variable(float, type(None), value=None)
 
     @run_after('setup')
     def record_settings(self):
