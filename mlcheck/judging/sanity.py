@@ -14,6 +14,7 @@ from dataclasses import dataclass
 
 from mlcheck.contract import spans
 from mlcheck.judging import failures, locality, nccl, output
+from mlcheck.judging.peers import below_peers
 from mlcheck.judging.rank_lists import group_by_node, rank_list
 from mlcheck.figures import rank_speed
 from mlcheck.placement.topology import mask_to_cores
@@ -197,15 +198,18 @@ def network_plugin(run, expect):
 
 def slow_ranks(run, expect):
     """Every rank reported its solo throughput, and none is below slow_rank_fraction of the
-    ranks' upper quartile (mlcheck.figures.rank_speed): one line per slow rank, or per node where several
-    of its ranks are slow."""
+    ranks' upper quartile (the one peer rule, mlcheck.judging.peers): one line per slow rank, or per
+    node where several of its ranks are slow. When every rank is equally slow, none is: that is a
+    regression, not an outlier."""
     if expect.slow_rank_fraction is None:
         return []
     found = []
-    missing = set(range(expect.world_size)) - set(rank_speed.solo_throughputs(run))
+    speeds = rank_speed.solo_throughputs(run)
+    missing = set(range(expect.world_size)) - set(speeds)
     if missing:
         found.append(f'{rank_list(missing)} reported no solo throughput (no solo line)')
-    slow, reference = rank_speed.below_upper_quartile(run, expect.slow_rank_fraction)
+    verdict = below_peers(speeds, 1 - expect.slow_rank_fraction)
+    slow, reference = verdict.named, verdict.reference
     placed = run.by_rank('rank')
     device = 'GPU' if expect.gpus else 'local rank'
     limit = f'(limit {expect.slow_rank_fraction:g})'
