@@ -19,6 +19,7 @@ from mlcheck import REPO
 from mlcheck.history import causes, compare
 from mlcheck.history.samples import Sample
 from perflogs import write_perflog
+from saved_outputs import LUMI_OUT, judged, saved, with_facts
 from scenario_bank import IMAGES, Fault, build
 
 
@@ -170,15 +171,51 @@ def test_the_loader_slower_is_the_data_path():
     assert v.layer == 'data path', v.line()
 
 
-def test_placement_failures_are_the_binding():
+# Each placement promise broken on the saved LUMI run, and broken runs of other promises: the
+# sanity's own sentences, not copies of them, are what the report must read back.
+PLACEMENT_BROKEN = {
+    'ranks on fewer nodes, too many on one': dict(event='rank', node='nid005001'),
+    'a rank on the wrong cores': dict(event='rank', rank=2, affinity=[16, 17, 18, 19, 20, 21, 22, 23]),
+    'a local rank outside the node': dict(event='rank', rank=3, local_rank=9),
+    'a rank seeing every GPU': dict(event='rank', rank=0, visible_devices=8),
+}
+OTHER_BROKEN = {
+    'low accuracy': dict(event='result', test_accuracy=0.1135),
+    'a rank in another world': dict(event='rank', rank=0, world_size=8),
+}
+
+
+def stored_reasons(lumi, broken):
+    """The failure line the results database keeps for each sentence the sanity writes for the
+    `broken` run alone (as the check raises them, and ReFrame words a SanityError)."""
+    from reframe.core.exceptions import SanityError, what
+    from mlcheck.history.database import failure_line
+    found = judged(lumi, with_facts(saved(LUMI_OUT), **broken), min_accuracy=0.9)
+    assert found, broken
+    for sentence in found:
+        try:
+            raise SanityError(sentence)
+        except SanityError:
+            yield failure_line('sanity', what(*sys.exc_info()))
+
+
+def failed_with(after, reason):
+    return [dataclasses.replace(s, problem=reason) if s.value is None else s for s in after]
+
+
+def test_the_placement_sanity_s_sentences_read_back_as_the_binding(lumi):
+    """Round trip from judging.sanity's writers through the record to the report's reader: a
+    sentence reworded without its pattern fails here."""
     before, after = scenario(Fault('image fails', 'torch-2.12.0', 0.3))
-    reason = 'sanity: rank 1 (local rank 1 on nid002) runs on cores [0, 1], expected [2, 3] (mask 0xc)'
-    after = [dataclasses.replace(s, problem=reason) if s.value is None else s for s in after]
-    found = verdicts(before, after)
-    assert [v.layer for v in found] == ['binding']
-    assert found[0].evidence.startswith('9 tests failed the placement sanity')
-    other = [dataclasses.replace(s, problem='sanity: no result line') for s in after]
-    assert [v.layer for v in verdicts(before, other)] == ['image torch-2.12.0']
+    for name, broken in PLACEMENT_BROKEN.items():
+        for reason in stored_reasons(lumi, broken):
+            found = verdicts(before, failed_with(after, reason))
+            assert [v.layer for v in found] == ['binding'], (name, reason)
+            assert found[0].evidence.startswith('9 tests failed the placement sanity')
+    for name, broken in OTHER_BROKEN.items():
+        for reason in stored_reasons(lumi, broken):
+            assert [v.layer for v in verdicts(before, failed_with(after, reason))] == \
+                ['image torch-2.12.0'], (name, reason)
 
 
 def test_nothing_slower_says_so_and_passes(tmp_path, capsys):

@@ -22,7 +22,6 @@ import collections
 import functools
 import itertools
 import math
-import re
 import statistics
 from dataclasses import dataclass, field
 
@@ -31,16 +30,13 @@ from mlcheck.figures import stack
 from mlcheck.figures.directions import LOWER, better, worse_by
 from mlcheck.history import compare, hostlist
 from mlcheck.history.samples import group
+from mlcheck.judging.sanity import PLACEMENT_SAID
 
 INTERCONNECT = 'InterconnectCheck'
 LOADER_VAR = 'loader_images_per_s'      # the CIFAR-100 loader's own rate, when recorded
 RANK_VAR = 'slowest_rank_fraction'      # falls when one rank's GPU is slower than its peers
 # a figure that moves with several layers at once and singles out none: not evidence
 IGNORED = {'communication_efficiency'}
-# the placement sanity's failure reasons (mlcheck.judging.sanity: cpu_affinity, one_gpu_per_rank,
-# the ranks per node)
-BINDING_WORDS = re.compile(r'runs on cores .*\(mask |local rank .* outside |GPU\(s\); expected exactly'
-                           r'|ranks ran on \d+ node\(s\)|node \S+ ran \d+ ranks, expected')
 Z = 3.5                 # how many spreads of the change make a loss clear
 Z_SAME = 3.0            # ... and its absence (a true loss is at least SAME_BOUND thresholds)
 SAME_BOUND = 3          # same: the loss is clearly under this many thresholds
@@ -117,7 +113,7 @@ def _of_partition(judged, before, after, rule):
     found = []
     reasons = {s.name: s.problem for s in after if s.value is None and s.problem}
     binding = sorted({c.key[1] for c in judged if c.verdict == compare.NO_RESULT
-                      and BINDING_WORDS.search(reasons.get(c.key[1], ''))})
+                      and PLACEMENT_SAID.search(reasons.get(c.key[1], ''))})
     if binding:
         found.append(Verdict('binding', (('binding',),), f'{_count(binding, "test")} failed the '
                              f'placement sanity ({_listed(binding)})'))

@@ -10,6 +10,7 @@ own messages, and the facts `rendezvous` (a rank arrived at the rendezvous), `ra
 """
 
 import math
+import re
 from dataclasses import dataclass
 
 from mlcheck.contract import spans
@@ -97,6 +98,15 @@ def ranks_started_and_finished(run, expect):
     if unfinished:
         found.append(f'{rank_list(unfinished)} did not finish')
     return found
+
+
+# The placement promises' sentences, as a record of a failed run keeps them: the report's likely
+# cause reads them back as the binding (mlcheck.history.causes). Change a sentence below, change
+# its part here: tests/test_causes.py runs each writer through that reader.
+PLACEMENT_SAID = re.compile(
+    r'ranks ran on \d+ node\(s\)|node \S+ ran \d+ ranks, expected'    # rank_placement
+    r'|runs on cores .*\(mask |local rank .* outside '                 # cpu_affinity
+    r'|GPU\(s\); expected exactly')                                   # one_gpu_per_rank
 
 
 def rank_placement(run, expect):
