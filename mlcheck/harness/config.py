@@ -11,6 +11,7 @@ Environment variables:
 
 import getpass
 import os
+import runpy
 import sys
 import tempfile
 
@@ -129,3 +130,9 @@ def slurm_gpu_partition(partition):
 def builtin_environment(target_systems):
     # the checks run in the image's (or host's) own Python; no compiler environment is needed
     return {'name': 'builtin', 'cc': 'cc', 'cxx': '', 'ftn': '', 'target_systems': target_systems}
+
+
+def shared_part(name):
+    """The names config/_<name>.py defines: a description several site files share (a node
+    model), read from this checkout's config/ wherever the site file itself was loaded from."""
+    return runpy.run_path(os.path.join(CONFIG_DIR, f'_{name}.py'))
