@@ -206,11 +206,12 @@ class DistributedLaunchCheck(ExpectedSanityFailure, rfm.RunOnlyRegressionTest, A
         waits = self.place_tasks()
         data = self.data_of_run()
         image = self.choose_image()
+        if self.compare_with:   # each image's steps export its own variables, none job-wide
+            self.set_up_ab_rounds(image, data, waits)
+            return
         self.prerun_cmds += launch.job_exports(self.settings, self.layout, waits, image)
         command = self.rank_command(image, data)
-        if self.compare_with:
-            self.set_up_ab_rounds(image, data, waits)
-        elif image is None:
+        if image is None:
             self.executable = command
         else:
             self.run_in_container(image, command, data)
