@@ -9,8 +9,7 @@ import tomllib
 
 from conftest import srun_line
 from mlcheck.data.staging import stage_mnist
-from reframe_runner import dry_run_scripts, run_reframe
-from test_dry_run_lumi import NEW_IMAGE, OLD_IMAGE, lumi_config_under  # noqa: F401 (its config)
+from reframe_runner import NEW_IMAGE, OLD_IMAGE, dry_run_scripts, lumi_config_under, run_reframe
 
 OTHER_NGC = 'nvcr.io#nvidia/pytorch:25.10-py3'
 STEPS = ['a 0', 'b 1', 'b 2', 'a 3']       # 2 rounds: A B, B A
@@ -70,3 +69,13 @@ def test_an_image_the_partition_does_not_know_is_refused_at_setup(tmp_path):
     assert done.returncode != 0
     reasons = [line for line in done.stdout.splitlines() if 'compare_with' in line and 'Reason' in line]
     assert reasons and "image 'torch-0.1' is not configured for partition sim:cluster" in reasons[0], done.stdout
+
+
+def test_each_check_runs_its_own_short_steps(tmp_path):
+    scripts = dry_run_scripts('simulated', 'sim:cluster', tmp_path, '-P', 'num_nodes=2', '-P', 'image=host',
+                              '-S', 'compare_with=host', '-S', 'ab_rounds=2')
+    short = {'MNISTDistributedCheck': '--epochs 2 --steps 20', 'CIFAR100ResNetCheck': '--epochs 2 --steps 20',
+             'InterconnectCheck': '--max-iters 20 --blocks 3'}
+    for (check, _), (script, _) in scripts.items():
+        assert steps_run(script) == STEPS
+        assert all(short[check] in body for body in step_functions(script).values())

@@ -108,7 +108,7 @@ class ABRounds(rfm.RegressionTestPlugin):
             except SanityError:
                 return None
 
-    @run_before('performance')
+    @run_before('performance', always_last=True)    # after the checks' own hooks drop figures
     def judge_ab_rounds(self):
         if not self.compare_with:
             return
