@@ -2,6 +2,8 @@
 their files, a step that failed or never finished named, and only whole rounds paired."""
 
 from mlcheck.ab import rounds
+from mlcheck.figures import directions
+from mlcheck.harness import ab_rounds
 from saved_outputs import fact_line
 
 
@@ -33,3 +35,7 @@ def test_steps_are_read_back_with_their_status_and_only_whole_rounds_pair(tmp_pa
         'round 3 new: did not finish (no exit status)']
     rates = rounds.paired_rates(steps, lambda step: step.run.result_value('samples_per_s'))
     assert rates == ([100.0], [90.0])
+
+
+def test_the_ab_figures_say_which_way_is_better():
+    assert set(ab_rounds.FIGURES) <= set(directions.BETTER)
