@@ -51,7 +51,7 @@ class CIFAR100ResNetCheck(DistributedTrainingCheck):
                      omit_default=True),
     }
     figure_settings = tuple(knobs)
-    ab_steps = Steps('images_per_s', ('--epochs', '2', '--steps', '20'))     # -S compare_with
+    ab_steps = Steps('images_per_s', {'epochs': 2, 'steps': 20})     # -S compare_with
     declare_knobs(locals(), knobs)      # each a variable; the program's flags (knob_arguments)
 
     def task_shape(self):

@@ -56,7 +56,7 @@ class InterconnectCheck(DistributedLaunchCheck):
                          omit_default=True),
     }
     figure_settings = ('min_bytes', 'max_bytes', 'factor', 'p2p_bytes', 'pair_partners', 'pair_ranks')
-    ab_steps = Steps('busbw', ('--max-iters', '20', '--blocks', '3'))     # -S compare_with
+    ab_steps = Steps('busbw', {'max_iters': 20, 'blocks': 3})     # -S compare_with
     declare_knobs(locals(), knobs)      # each a variable; the program's flags (knob_arguments)
 
     #: The most ranks whose all_reduce values the program checks exactly in float32 (its

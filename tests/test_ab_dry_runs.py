@@ -44,7 +44,7 @@ def test_lumi_steps_run_each_image_with_its_own_rccl_settings(tmp_path):
     # each image's own variables (config/lumi.py) in its steps only, none job-wide
     assert script.count('NCCL_NET_GDR_LEVEL') == 1 and "export NCCL_NET_GDR_LEVEL='PHB'" in steps['a']
     assert script.count('FI_MR_CACHE_MONITOR') == 1 and 'FI_MR_CACHE_MONITOR' in steps['b']
-    assert '--steps 20' in steps['a'] and '--steps 20' in steps['b']
+    assert all(' --epochs 2 ' in steps[side] and '--epochs 10' not in steps[side] for side in 'ab')
 
 
 def test_alps_writes_one_environment_definition_per_image(tmp_path):
@@ -74,8 +74,8 @@ def test_an_image_the_partition_does_not_know_is_refused_at_setup(tmp_path):
 def test_each_check_runs_its_own_short_steps(tmp_path):
     scripts = dry_run_scripts('simulated', 'sim:cluster', tmp_path, '-P', 'num_nodes=2', '-P', 'image=host',
                               '-S', 'compare_with=host', '-S', 'ab_rounds=2')
-    short = {'MNISTDistributedCheck': '--epochs 2 --steps 20', 'CIFAR100ResNetCheck': '--epochs 2 --steps 20',
-             'InterconnectCheck': '--max-iters 20 --blocks 3'}
+    short = {'MNISTDistributedCheck': '--epochs 2 --batch-size 64 --ranks-per-node 2 --steps 20',
+             'CIFAR100ResNetCheck': '--epochs 2 --steps 20', 'InterconnectCheck': '--max-iters 20 --blocks 3'}
     for (check, _), (script, _) in scripts.items():
         assert steps_run(script) == STEPS
         assert all(short[check] in body for body in step_functions(script).values())

@@ -18,6 +18,7 @@ from reframe.core.logging import getlogger
 
 from mlcheck.ab import rounds, rule
 from mlcheck.errors import ConfigError
+from mlcheck.figures import stack
 from mlcheck.harness.knobs import Knob, declare_knobs
 from mlcheck.placement import launch
 
@@ -34,9 +35,10 @@ VERDICT_FILE = f'{rounds.DIR}/verdict.txt'
 @dataclass(frozen=True)
 class Steps:
     """How a check runs as an A/B step: the @performance_function whose rate is compared, and the
-    program flags, after the check's own, that make one step short (a fixed number of steps)."""
+    knob values (which its judging reads too) and program flags that make one step short."""
     rate: str
-    flags: tuple
+    knobs: dict
+    flags: tuple = ()
 
 
 class ABRounds(rfm.RegressionTestPlugin):
@@ -54,6 +56,8 @@ class ABRounds(rfm.RegressionTestPlugin):
             other = self.settings.resolve_image(self.compare_with)
         except ConfigError as err:
             raise ConfigError(f'-S compare_with={self.compare_with}: {err}') from None
+        for name, value in self.ab_steps.knobs.items():
+            setattr(self, name, value)
         before, self.executable, after = rounds.launcher_function()
         prepare, functions = [], []
         for side, path in ((rounds.A, other), (rounds.B, image)):
@@ -117,6 +121,10 @@ class ABRounds(rfm.RegressionTestPlugin):
         if self.is_dry_run():
             return
         steps = self.ab_read()
+        # the stack recorded is the test's image's (B), read from its first step, and the job's
+        b_step = next(step.run for step in steps if step.side == rounds.B)
+        self.software_stack = stack.encode({**stack.of_run(self.run_output()),
+                                            **stack.of_run(b_step, self.image_path)})
         a_rates, b_rates = rounds.paired_rates(steps, self.ab_rate)
         threshold = min(self.settings.ab_threshold, self.settings.ab_threshold_ceiling)
         self.ab_verdict = rule.judge(a_rates, b_rates, threshold, names=(self.compare_with, str(self.image)),
