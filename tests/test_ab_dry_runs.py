@@ -4,6 +4,7 @@ Singularity with each image's RCCL variables, Alps's Container Engine with one E
 Pyxis's --container-image), and an image the partition does not know is refused at setup.
 """
 
+import json
 import re
 import tomllib
 
@@ -76,6 +77,9 @@ def test_each_check_runs_its_own_short_steps(tmp_path):
                               '-S', 'compare_with=host', '-S', 'ab_rounds=2')
     short = {'MNISTDistributedCheck': '--epochs 2 --batch-size 64 --ranks-per-node 2 --steps 20',
              'CIFAR100ResNetCheck': '--epochs 2 --steps 20', 'InterconnectCheck': '--max-iters 20 --blocks 3'}
-    for (check, _), (script, _) in scripts.items():
+    for (check, _), (script, stagedir) in scripts.items():
         assert steps_run(script) == STEPS
         assert all(short[check] in body for body in step_functions(script).values())
+        # recorded with every figure, so that A/B runs are compared only with their like
+        recorded = json.loads((stagedir / '.rfm_testcase.json').read_text())['run_settings']
+        assert recorded.endswith(';compare_with=host;ab_rounds=2'), recorded

@@ -40,8 +40,8 @@ def test_a_slowed_image_is_slower_and_fails_the_session(ab_session):
     # every step of both images passed the check's own sanity, and the perf log has the figures,
     # the verdict and both images
     perflog = (prefix / 'perflogs' / 'sim' / 'cluster' / 'MNISTDistributedCheck.log').read_text()
-    lines = [line for line in perflog.splitlines() if f'compare_with={OTHER}' in line
-             and 'ab_verdict=slower' in line and SLOWED in line]
+    lines = [line for line in perflog.splitlines()
+             if f'compare_with={OTHER};ab_rounds=5;ab_verdict=slower' in line and f'|{SLOWED}|' in line]
     assert {name for name in ('ab_ratio', 'ab_ratio_low', 'ab_ratio_high') if any(name in l for l in lines)} \
         == {'ab_ratio', 'ab_ratio_low', 'ab_ratio_high'}, perflog[-2000:]
 

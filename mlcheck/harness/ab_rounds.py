@@ -73,8 +73,6 @@ class ABRounds(rfm.RegressionTestPlugin):
                                                                        waits, path), command)
         self._ab_script = ([*prepare, *before], [*after, *functions, *rounds.round_lines(self.ab_rounds)])
         self.keep_files += [rounds.DIR]
-        self.run_settings = ';'.join(filter(None, [self.run_settings, f'compare_with={self.compare_with}',
-                                                   f'ab_rounds={self.ab_rounds}']))
 
     @run_before('run', always_last=True)     # after every other prerun line: the function opens last
     def write_ab_rounds(self):
@@ -82,6 +80,9 @@ class ABRounds(rfm.RegressionTestPlugin):
             before, after = self._ab_script
             self.prerun_cmds += before
             self.postrun_cmds = after + self.postrun_cmds
+            # here, not at setup: record_settings writes run_settings after set_up_launch
+            self.run_settings = ';'.join(filter(None, [self.run_settings, f'compare_with={self.compare_with}',
+                                                       f'ab_rounds={self.ab_rounds}']))
 
     def ab_read(self):
         names = {rounds.A: self.compare_with, rounds.B: str(self.image)}
