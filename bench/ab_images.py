@@ -41,15 +41,16 @@ def duty_cycle(share):
             f'kill -CONT $$; done ) >/dev/null 2>&1 &')
 
 
-def slowed_config(scratch, share):
+def slowed_config(scratch, share, cleanup):
     """(config, image path to run): the simulated config with a second path to IMAGE under the
-    duty cycle of `share` (IMAGE itself for 0)."""
+    duty cycle of `share` (IMAGE itself for 0); `cleanup` (an ExitStack) removes the path."""
     path = images.image_path(IMAGE)
     if not share:
         return simulated_config_with(scratch, images=['host', path]), path
     link = f'{path}-quota{round(100 * (1 - share))}'
     if not os.path.islink(link):
         os.symlink(os.path.basename(path), link)
+        cleanup.callback(os.unlink, link)
     entries = ['host', path, {'path': link, 'rank_prelude': duty_cycle(share)}]
     return simulated_config_with(scratch, images=entries), link
 
@@ -91,7 +92,7 @@ def main():
     with contextlib.ExitStack() as stack:
         scratch = Path(args.keep or stack.enter_context(tempfile.TemporaryDirectory()))
         for share in args.shares:
-            config, image = slowed_config(scratch / f'config-{share}', share)
+            config, image = slowed_config(scratch / f'config-{share}', share, stack)
             for rep in range(args.repeat):
                 where = scratch / f'share-{share}' / f'rep-{rep}'
                 ab = ab_verdict(where / 'ab', config, image, args.rounds)
