@@ -13,6 +13,7 @@ import reframe as rfm
 from reframe.core.builtins import performance_function, run_before
 from reframe.core.logging import getlogger
 
+from mlcheck.harness.ab_rounds import Steps
 from mlcheck.harness.knobs import Knob, declare_knobs
 from mlcheck.figures import data_path
 from mlcheck.history import scaling
@@ -51,6 +52,7 @@ class CIFAR100ResNetCheck(DistributedTrainingCheck):
                      omit_default=True),
     }
     figure_settings = tuple(knobs)
+    ab_steps = Steps('images_per_s', {'epochs': 2, 'steps': 20})     # -S compare_with
     declare_knobs(locals(), knobs)      # each a variable; the program's flags (knob_arguments)
 
     def task_shape(self):

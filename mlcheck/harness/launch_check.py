@@ -22,6 +22,7 @@ from mlcheck.harness.knobs import Knob, declare_knobs, knob_arguments, knob_valu
 from mlcheck.figures import stack
 from mlcheck.placement import containers, launch
 from mlcheck.errors import ConfigError
+from mlcheck.harness.ab_rounds import ABRounds, KNOBS as AB_KNOBS
 from mlcheck.harness.config import references_file
 from mlcheck.harness.reframe_api import ExpectedSanityFailure
 from mlcheck.simulated import speed
@@ -80,7 +81,7 @@ def _configured(values_of):
     return sorted(values)
 
 
-class DistributedLaunchCheck(ExpectedSanityFailure, rfm.RunOnlyRegressionTest):
+class DistributedLaunchCheck(ExpectedSanityFailure, rfm.RunOnlyRegressionTest, ABRounds):
     """What any torch.distributed program needs: task layout, CPU masks, rank environment,
     container, launch sanity, software stack and references. A program that trains adds the
     training part (DistributedTrainingCheck); one that does not (the interconnect's) takes only
@@ -119,6 +120,8 @@ class DistributedLaunchCheck(ExpectedSanityFailure, rfm.RunOnlyRegressionTest):
                                    'seconds each collective may take', flag=None),
     }
     declare_knobs(locals(), common_knobs)
+    # -S compare_with: A/B rounds of two images, declared by ABRounds (mlcheck.harness.ab_rounds)
+    common_knobs = {**common_knobs, **AB_KNOBS}
 
     valid_prog_environs = ['builtin']
     sourcesdir = '../src'     # relative to checks/
@@ -186,7 +189,7 @@ class DistributedLaunchCheck(ExpectedSanityFailure, rfm.RunOnlyRegressionTest):
     @run_before('performance', always_last=True)
     def say_when_performance_is_not_judged(self):
         """A test without references passes whatever its figures: say so, once per test."""
-        if self.is_dry_run():
+        if self.is_dry_run() or self.compare_with:     # the A/B verdict judges its figures
             return
         keys = {'$partition': self.current_partition.fullname, 'image': str(self.image),
                 'num_nodes': self.num_nodes}
@@ -206,6 +209,9 @@ class DistributedLaunchCheck(ExpectedSanityFailure, rfm.RunOnlyRegressionTest):
         waits = self.job_policy()
         data = self.data_of_run()
         image = self.choose_image()
+        if self.compare_with:   # each image's steps export its own variables, none job-wide
+            self.set_up_ab_rounds(image, data, waits)
+            return
         self.prerun_cmds += launch.job_exports(self.settings, self.layout, waits, image)
         command = self.rank_command(image, data)
         if image is None:
@@ -256,18 +262,22 @@ class DistributedLaunchCheck(ExpectedSanityFailure, rfm.RunOnlyRegressionTest):
             [*data_args, *self.script_arguments(), *self.launch_arguments()]))
 
     def run_in_container(self, image, command, data):
-        """The partition's container runtime runs the command in the image, with the binds."""
-        self.container_platform = self.container_platform_of_partition()
-        self.container_platform.image = image
-        self.container_platform.command = command
-        warning = getattr(self.container_platform, 'image_warning', lambda: None)()
+        self.container_platform = self.configured_container(image, command, data)
+
+    def configured_container(self, image, command, data):
+        """The partition's container runtime, running the command in the image with the binds."""
+        platform = self.container_platform_of_partition()
+        platform.image = image
+        platform.command = command
+        warning = getattr(platform, 'image_warning', lambda: None)()
         if warning:
             getlogger().warning(f'{self.display_name}: {warning}')
-        self.container_platform.mount_points = self.settings.bind_mounts(data)
-        self.container_platform.options += list(self.settings.container_options)
+        platform.mount_points = self.settings.bind_mounts(data)
+        platform.options += list(self.settings.container_options)
         if self.settings.edf:
             for table, entries in self.settings.edf_for(image).items():
-                setattr(self.container_platform, table, entries)
+                setattr(platform, table, entries)
+        return platform
 
     def container_platform_of_partition(self):
         name = self.current_partition.container_runtime
@@ -332,10 +342,7 @@ class DistributedLaunchCheck(ExpectedSanityFailure, rfm.RunOnlyRegressionTest):
 
     @sanity_function
     def assert_run_sane(self):
-        expect = self.expectations()
-        found = sanity.problems(self.run_output(), expect)
-        if set(self.run_output().by_rank('done')) == set(range(expect.world_size)):
-            found += self.program_problems(self.run_output())
+        found = self.ab_problems() if self.compare_with else self.run_problems()
         if found and self.expected_failure:
             # ReFrame reports only the expected-failure reason: show how it failed this time
             getlogger().info(f'{self.display_name}: failed as expected: {"; ".join(found)}')
@@ -345,6 +352,14 @@ class DistributedLaunchCheck(ExpectedSanityFailure, rfm.RunOnlyRegressionTest):
         if note:
             self.logger.warning(note)
         return True
+
+    def run_problems(self):
+        """The launch promises (expectations()), and program_problems() once every rank finished."""
+        expect = self.expectations()
+        found = sanity.problems(self.run_output(), expect)
+        if set(self.run_output().by_rank('done')) == set(range(expect.world_size)):
+            found += self.program_problems(self.run_output())
+        return found
 
     def program_problems(self, run):
         """What else is wrong with a run in which every rank finished (one-line problems)."""

@@ -68,6 +68,8 @@ class PartitionSettings(ImageSettings, DataSettings):
     slow_rank_fraction: float = 0.8   # a rank alone below this of the ranks' upper quartile fails
     gpu_peak_tflops: dict = field(default_factory=dict)   # precision -> one GPU's peak TFLOP/s
     machine_speed: float = None    # the references' machine speed now (mlcheck.simulated.speed)
+    ab_threshold: float = 0.05     # the A/B verdict's threshold (mlcheck.ab.rule), from an A=A control
+    ab_threshold_ceiling: float = 0.1
 
     @classmethod
     def from_extras(cls, partition, extras, container_runtime=None):
@@ -111,6 +113,8 @@ class PartitionSettings(ImageSettings, DataSettings):
             slow_rank_fraction=float(entry.get('slow_rank_fraction', cls.slow_rank_fraction)),
             gpu_peak_tflops={key: float(value) for key, value in entry.get('gpu_peak_tflops', {}).items()},
             machine_speed=entry.get('machine_speed'),
+            ab_threshold=float(entry.get('ab_threshold', cls.ab_threshold)),
+            ab_threshold_ceiling=float(entry.get('ab_threshold_ceiling', cls.ab_threshold_ceiling)),
         )
 
     @property
