@@ -1,9 +1,13 @@
 """Faults injected at one node of the simulated cluster, below anything the programs or the judge
 read: each a context manager that undoes itself however its block ends.
 
-- cpu_quota(node, share): the node's slurmd in a cgroup v1 `cpu` child with a CFS quota of
-  `share` of one CPU's period; the job steps it starts inherit the cgroup (proctrack/linuxproc
-  does not move them), so everything that runs on the node gets at most that CPU time.
+- cpu_quota(node, share, weight): the node's slurmd in a cgroup v1 `cpu` child with a CFS quota
+  of `share` of one CPU's period; the job steps it starts inherit the cgroup (proctrack/linuxproc
+  does not move them), so everything that runs on the node gets at most that CPU time. When the
+  cores are busy with other work, the node's tasks together weigh `weight` of one process (its
+  cpu.shares): the quota alone then slows it no more than its healthy peers, who share the same
+  busy cores (a node of two ranks under half a CPU ran 75 % below its peers on the quiet
+  machine, only 33-39 % below at a load average of 6-12).
 - hidden_path(node, path): the node's slurmd restarted in a mount namespace of its own where
   `path` is an empty read-only tmpfs: on that node only, the directory is there and empty (a
   dataset or bind source that did not mount after maintenance).
@@ -39,6 +43,7 @@ NFT_CGROUP_ROOT = '/sys/fs/cgroup'      # nftables names a cgroup v2 group relat
 LINK_TABLE = 'mlcheck_fault_links'
 LINK_MARK = 0x6d6c00                    # + the node's index: who sent a packet
 CFS_PERIOD_US = 100_000
+PROCESS_SHARES = 1024                   # cpu.shares that weigh as much as one process (nice 0)
 WAIT_S = 20
 
 
@@ -111,8 +116,9 @@ def sigterm_unwinds():
 
 
 @contextlib.contextmanager
-def cpu_quota(node, share):
-    """`node` (its slurmd and every task it starts meanwhile) limited to `share` of one CPU."""
+def cpu_quota(node, share, weight=1.0):
+    """`node` (its slurmd and every task it starts meanwhile) limited to `share` of one CPU, and
+    weighing `weight` of one process where the cores are contended."""
     pid = slurmd_pid(node)
     home = cpu_cgroup_of(pid)
     cgroup = os.path.join(CPU_CGROUP, f'{FAULT_PREFIX}-{node}')
@@ -121,6 +127,7 @@ def cpu_quota(node, share):
         with sigterm_unwinds():
             _write(os.path.join(cgroup, 'cpu.cfs_period_us'), CFS_PERIOD_US)
             _write(os.path.join(cgroup, 'cpu.cfs_quota_us'), max(1000, int(share * CFS_PERIOD_US)))
+            _write(os.path.join(cgroup, 'cpu.shares'), max(2, int(weight * PROCESS_SHARES)))
             _write(os.path.join(cgroup, 'cgroup.procs'), pid)
             yield cgroup
     finally:
