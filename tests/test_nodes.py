@@ -360,10 +360,11 @@ def missing_ranks_problems(ranks, world_size=8, per_node=2):
     """What sanity says of a run of `world_size` ranks whose `ranks` never started."""
     from mlcheck.judging import output
     from saved_outputs import fact_line
+    started = [r for r in range(world_size) if r not in ranks]
     run = output.parse(''.join(
-        fact_line({'event': 'rank', 'rank': r, 'world_size': world_size, 'node': f'nid{r // per_node + 1:03d}'},
-                  task=r) + fact_line({'event': 'done', 'rank': r}, task=r)
-        for r in range(world_size) if r not in ranks))
+        fact_line({'event': 'rank', 'rank': r, 'world_size': world_size,
+                   'node': f'nid{r // per_node + 1:03d}'}, task=r)
+        + fact_line({'event': 'done', 'rank': r}, task=r) for r in started))
     return sanity.ranks_started_and_finished(
         run, sanity.Expectations(num_nodes=world_size // per_node, tasks_per_node=per_node, masks=()))
 
@@ -395,7 +396,8 @@ def test_the_round_trip_fails_when_a_writer_words_its_verdict_apart_from_its_rea
     """Were a writer to word its sentence otherwise than the pattern reads (as an f-string
     beside a pattern could), the round trip above would not hold."""
     written = sentence.write
-    monkeypatch.setattr(sentence, 'write', lambda **values: written(**values).replace(word, 'quite ' + word, 1))
+    monkeypatch.setattr(sentence, 'write',
+                        lambda **values: written(**values).replace(word, 'quite ' + word, 1))
     drained, _, links = round_trip()
     assert (drained, links) != (['nid002', 'nid004'], [('nid001', 'nid003')])
 
