@@ -14,7 +14,8 @@ from reframe.core.builtins import performance_function, run_before
 from reframe.core.logging import getlogger
 
 from mlcheck.harness.knobs import Knob, declare_knobs
-from mlcheck.figures import data_path, scaling
+from mlcheck.figures import data_path
+from mlcheck.history import scaling
 from mlcheck.harness.training_check import DistributedTrainingCheck
 from mlcheck.judging import notes
 

@@ -184,13 +184,14 @@ def test_node_count_beyond_the_partition_is_a_one_line_error(lumi_scripts):
 
 def test_config_typo_stops_the_session_with_one_line(tmp_path):
     """A misspelt key must not let ReFrame skip the checks and report an empty success."""
-    text = (REPO_CONFIG / 'lumi.py').read_text().replace("'gpu_vendor': 'amd'", "'gpu_vendr': 'amd'")
+    text = (REPO_CONFIG / 'lumi.py').read_text().replace("'miopen_cache_root'", "'miopen_cache_rot'")
+    assert 'miopen_cache_rot' in text
     bad = tmp_path / 'lumi_typo.py'
     bad.write_text(text)
     done = run_reframe(bad, tmp_path / 'rfm', '--system', 'lumi:standard-g', '--dry-run')
     assert done.returncode != 0
     assert done.stderr.strip().splitlines()[-1].startswith(
-        'mlcheck: config error: partition lumi:standard-g extras.mlcheck: unknown key(s) gpu_vendr;')
+        'mlcheck: config error: partition lumi:standard-g extras.mlcheck: unknown key(s) miopen_cache_rot;')
 
 
 def test_unknown_check_knob_in_config_fails_that_check_in_one_line(tmp_path):

@@ -24,9 +24,9 @@ def simslurm(tmp_path, *args):
     (['slow', 'nid002'], "unknown kind 'slow'"),
     (['cpu', 'nid005', '0.5'], "fault cpu: no node 'nid005' in the running simulated cluster "
                                '(nid001, nid002, nid003, nid004)'),
-    (['cpu', 'nid002'], 'fault cpu: expected NODE SHARE [WEIGHT], got 1 argument(s)'),
+    (['cpu', 'nid002'], 'fault cpu: expected NODE SHARE, got 1 argument(s)'),
     (['cpu', 'nid002', 'half'], "fault: SHARE 'half': expected a number above 0"),
-    (['cpu', 'nid002', '0.5', '-1'], "fault: WEIGHT '-1': expected a number above 0"),
+    (['cpu', 'nid002', '-1'], "fault: SHARE '-1': expected a number above 0"),
     (['link', 'nid001', 'nid001', '500'], 'a link joins two nodes, not nid001 to itself'),
     (['hide', 'nid001', 'var/data'], "fault hide: PATH 'var/data' must be an absolute path"),
     (['file', 'nid001', '/etc/hostname', '/no/such/file'], "fault file: COPY '/no/such/file': "
@@ -48,15 +48,15 @@ def test_the_fault_is_in_place_while_the_command_runs_and_undone_after(tmp_path,
     seen = []
 
     @contextlib.contextmanager
-    def quota(node, share, weight):
-        seen.append(('in', node, share, weight))
+    def quota(node, share):
+        seen.append(('in', node, share))
         yield
         seen.append(('out', node))
     monkeypatch.setattr(faults, 'cpu_quota', quota)
     monkeypatch.setattr(os, 'geteuid', lambda: 0)
-    code = fault_command.cmd_fault(['cpu', 'nid002', '0.5', '0.25', '--', 'sh', '-c', 'exit 3'],
+    code = fault_command.cmd_fault(['cpu', 'nid002', '0.5', '--', 'sh', '-c', 'exit 3'],
                                    {'SIMSLURM_DIR': str(tmp_path)})
-    assert code == 3 and seen == [('in', 'nid002', 0.5, 0.25), ('out', 'nid002')]
+    assert code == 3 and seen == [('in', 'nid002', 0.5), ('out', 'nid002')]
     out = capsys.readouterr().out
-    assert 'fault in place: nid002 limited to 0.5 CPU, weighing 0.25 of a process' in out
+    assert 'fault in place: nid002 limited to 0.5 CPU' in out
     assert 'fault undone: nid002 limited to 0.5 CPU' in out

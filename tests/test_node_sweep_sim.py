@@ -20,11 +20,6 @@ DATA = os.environ.get('MLCHECK_DATA_DIR', os.path.join(REPO, 'var', 'data'))   #
 # docs/node-sweep.md: the sweep judges the throughput at 50 %, and the quota gives the node's two
 # ranks half of one CPU, about 4 times less than they use (a quarter: 87 % below, 150 s).
 JUDGED = ['--var', 'samples_per_s', '--threshold', '50%']
-# ... but where other work keeps the cores busy the healthy nodes get less too (at a load average
-# of 6-12 half a CPU was only 33-39 % below them), so the node's two ranks together also weigh a
-# quarter of one process: by CFS's shares at least 3 times slower than a healthy node at any load
-# (4 times on idle cores, up to 8 on busy ones)
-SLOWED_CPU, SLOWED_WEIGHT = 0.5, 0.25
 
 
 # the link between two nodes, each way: 20 MB/s made its pair 0.02 GB/s where healthy pairs made
@@ -45,8 +40,8 @@ def test_the_sweep_names_exactly_the_slowed_node_the_broken_one_and_the_slow_lin
     start = utc_now()
     version_file = torchvision.version.__file__
     other = open(version_file).read().replace(torchvision.version.__version__, OTHER_TORCHVISION)
-    with faults.cpu_quota('nid002', SLOWED_CPU, SLOWED_WEIGHT) as cgroup, \
-            faults.hidden_path('nid003', DATA), faults.other_file('nid004', version_file, other):
+    with faults.cpu_quota('nid002', 0.5) as cgroup, faults.hidden_path('nid003', DATA), \
+            faults.other_file('nid004', version_file, other):
         done = run_reframe('simulated', tmp_path, '-r', '-n', 'MNIST', '-P', 'image=host',
                            '-P', 'num_nodes=1', '--distribute=all', '--exec-policy=serial',
                            '-S', 'epochs=1')

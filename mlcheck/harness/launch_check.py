@@ -155,12 +155,14 @@ class DistributedLaunchCheck(ExpectedSanityFailure, rfm.RunOnlyRegressionTest):
     def read_machine_speed(self):
         """The partition's machine speed now, where it is measured in the run (the simulated
         one): the first test's set-up measures it, before any job of the run starts."""
-        self.machine_speed = partition_settings(self.current_partition).machine_speed
-        if self.machine_speed == speed.MEASURED:
-            try:
-                self.machine_speed = None if self.is_dry_run() else speed.this_run()
-            except (OSError, RuntimeError, ValueError) as err:
-                raise ConfigError(f'partition {self.current_partition.fullname}: {err}') from None
+        configured = partition_settings(self.current_partition).machine_speed
+        if configured != speed.MEASURED:
+            self.machine_speed = None if configured is None else float(configured)
+            return
+        try:
+            self.machine_speed = None if self.is_dry_run() else speed.this_run()
+        except (OSError, RuntimeError, ValueError) as err:
+            raise ConfigError(f'partition {self.current_partition.fullname}: {err}') from None
 
     @run_before('performance')
     def expect_this_machines_speed(self):
@@ -197,10 +199,11 @@ class DistributedLaunchCheck(ExpectedSanityFailure, rfm.RunOnlyRegressionTest):
     @run_after('setup')
     @reported_by_reframe
     def set_up_launch(self):
-        """The launch, step by step: the partition's settings, the tasks' placement, the image,
-        the job's exports, the ranks' command, and the container that runs it."""
+        """The launch, step by step: the partition's settings, the tasks' placement, the job's
+        policy, the image, the job's exports, the ranks' command, and the container that runs it."""
         self.settings = partition_settings(self.current_partition)
-        waits = self.place_tasks()
+        self.place_tasks()
+        waits = self.job_policy()
         data = self.data_of_run()
         image = self.choose_image()
         self.prerun_cmds += launch.job_exports(self.settings, self.layout, waits, image)
@@ -211,8 +214,8 @@ class DistributedLaunchCheck(ExpectedSanityFailure, rfm.RunOnlyRegressionTest):
             self.run_in_container(image, command, data)
 
     def place_tasks(self):
-        """The node count, the knobs, the layout of tasks and CPU masks as the job's resources
-        and srun's options, and the bounded waits (returned, for the job's exports)."""
+        """The node count, the knobs, and the layout of tasks and CPU masks as the job's resources
+        and srun's options."""
         self.settings.check_node_count(self.num_nodes)
         self.resolve_knobs()
         self.layout = self.settings.layout(self.num_nodes, self.binding, **self.task_shape())
@@ -222,6 +225,11 @@ class DistributedLaunchCheck(ExpectedSanityFailure, rfm.RunOnlyRegressionTest):
         if self.settings.slurm_gpus:
             self.num_gpus_per_node = self.layout.gpus_per_node
         self.job.launcher.options += self.layout.srun_options()
+
+    def job_policy(self):
+        """What the job does when something goes wrong, whatever its layout: it is not run again
+        after losing a node, and its ranks wait a bounded time (the waits, returned for the job's
+        exports)."""
         if self.current_partition.scheduler.registered_name in ('slurm', 'squeue'):
             # a job that lost a node fails, and is not silently run again
             self.job.options += ['--no-requeue']
@@ -358,6 +366,9 @@ class DistributedLaunchCheck(ExpectedSanityFailure, rfm.RunOnlyRegressionTest):
     #: lines and the job reported (mlcheck.figures.stack); perf log fields and database columns.
     run_settings = variable(str, value='')
     software_stack = variable(str, value='')
+    #: the machine's speed now (steps/s, mlcheck.simulated.speed) where the partition has one: the
+    #: references were brought to it, and mlcheck.commands.baseline brings new figures back from it
+    machine_speed = variable(float, type(None), value=None)
 
     @run_after('setup')
     def record_settings(self):

@@ -6,7 +6,8 @@ Plain functions over a parsed run (mlcheck.judging.output.RunOutput) that return
 
 
 from mlcheck.judging.rank_lists import nodes_of_ranks, rank_list
-from mlcheck.judging.peers import below_peers, upper_quartile
+from mlcheck.figures.quartiles import upper_quartile
+from mlcheck.judging.peers import below_peers
 from mlcheck.judging.sentences import NODE, Sentence
 
 # The verdicts of slow_pairs(), written into a failed run's reason and read back from it by the

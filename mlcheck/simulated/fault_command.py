@@ -3,8 +3,7 @@ command runs (or, without one, until Ctrl-C), then undone, so that a new user ca
 sweep name it (docs/node-sweep.md). The faults are those of mlcheck/simulated/faults.py.
 
 Usage: bin/simslurm fault KIND ARGUMENTS... [-- COMMAND...]
-  cpu NODE SHARE [WEIGHT]  NODE's jobs get at most SHARE of one CPU and, while the cores are
-                           busy with other work, weigh WEIGHT of one process (default: SHARE)
+  cpu NODE SHARE           NODE's jobs get at most SHARE of one CPU
   hide NODE PATH           PATH is an empty directory on NODE only (a dataset that did not mount)
   file NODE PATH COPY      PATH reads as the file COPY on NODE only (a package left older)
   link NODE NODE KB_PER_S  the link between two nodes limited to KB_PER_S kB/s each way
@@ -24,7 +23,7 @@ from mlcheck.simulated import faults
 from mlcheck.simulated.cluster import node_names, running_nodes
 from mlcheck.simulated.processes import Failure, say
 
-KINDS = {'cpu': ('NODE SHARE [WEIGHT]', 2, 3), 'hide': ('NODE PATH', 2, 2),
+KINDS = {'cpu': ('NODE SHARE', 2, 2), 'hide': ('NODE PATH', 2, 2),
          'file': ('NODE PATH COPY', 3, 3), 'link': ('NODE NODE KB_PER_S', 3, 3)}
 
 
@@ -55,9 +54,7 @@ def fault_of(running, argv):
                           f"({', '.join(running)})")
     if kind == 'cpu':
         share = number(args[1], 'SHARE')
-        weight = number(args[2], 'WEIGHT') if len(args) > 2 else share
-        return (faults.cpu_quota(args[0], share, weight),
-                f'{args[0]} limited to {share:g} CPU, weighing {weight:g} of a process')
+        return faults.cpu_quota(args[0], share), f'{args[0]} limited to {share:g} CPU'
     if kind == 'link':
         if args[0] == args[1]:
             raise Failure(f'fault link: a link joins two nodes, not {args[0]} to itself')

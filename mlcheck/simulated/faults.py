@@ -1,13 +1,9 @@
 """Faults injected at one node of the simulated cluster, below anything the programs or the judge
 read: each a context manager that undoes itself however its block ends.
 
-- cpu_quota(node, share, weight): the node's slurmd in a cgroup v1 `cpu` child with a CFS quota
-  of `share` of one CPU's period; the job steps it starts inherit the cgroup (proctrack/linuxproc
-  does not move them), so everything that runs on the node gets at most that CPU time. When the
-  cores are busy with other work, the node's tasks together weigh `weight` of one process (its
-  cpu.shares): the quota alone then slows it no more than its healthy peers, who share the same
-  busy cores (a node of two ranks under half a CPU ran 75 % below its peers on the quiet
-  machine, only 33-39 % below at a load average of 6-12).
+- cpu_quota(node, share): the node's slurmd in a cgroup v1 `cpu` child with a CFS quota of
+  `share` of one CPU's period; the job steps it starts inherit the cgroup (proctrack/linuxproc
+  does not move them), so everything that runs on the node gets at most that CPU time.
 - hidden_path(node, path): the node's slurmd restarted in a mount namespace of its own where
   `path` is an empty read-only tmpfs: on that node only, the directory is there and empty (a
   dataset or bind source that did not mount after maintenance).
@@ -43,7 +39,6 @@ NFT_CGROUP_ROOT = '/sys/fs/cgroup'      # nftables names a cgroup v2 group relat
 LINK_TABLE = 'mlcheck_fault_links'
 LINK_MARK = 0x6d6c00                    # + the node's index: who sent a packet
 CFS_PERIOD_US = 100_000
-PROCESS_SHARES = 1024                   # cpu.shares that weigh as much as one process (nice 0)
 WAIT_S = 20
 
 
@@ -116,9 +111,8 @@ def sigterm_unwinds():
 
 
 @contextlib.contextmanager
-def cpu_quota(node, share, weight=1.0):
-    """`node` (its slurmd and every task it starts meanwhile) limited to `share` of one CPU, and
-    weighing `weight` of one process where the cores are contended."""
+def cpu_quota(node, share):
+    """`node` (its slurmd and every task it starts meanwhile) limited to `share` of one CPU."""
     pid = slurmd_pid(node)
     home = cpu_cgroup_of(pid)
     cgroup = os.path.join(CPU_CGROUP, f'{FAULT_PREFIX}-{node}')
@@ -127,7 +121,8 @@ def cpu_quota(node, share, weight=1.0):
         with sigterm_unwinds():
             _write(os.path.join(cgroup, 'cpu.cfs_period_us'), CFS_PERIOD_US)
             _write(os.path.join(cgroup, 'cpu.cfs_quota_us'), max(1000, int(share * CFS_PERIOD_US)))
-            _write(os.path.join(cgroup, 'cpu.shares'), max(2, int(weight * PROCESS_SHARES)))
+            # the cluster's weight kept (processes.PARTITION_WEIGHT): only the quota slows the node
+            _write(os.path.join(cgroup, 'cpu.shares'), open(os.path.join(home, 'cpu.shares')).read())
             _write(os.path.join(cgroup, 'cgroup.procs'), pid)
             yield cgroup
     finally:
@@ -140,10 +135,12 @@ def _restart_slurmd(node, old, wrap):
     argv = open(f'/proc/{old}/cmdline', 'rb').read().split(b'\0')[:-1]
     env = dict(item.split(b'=', 1) for item in open(f'/proc/{old}/environ', 'rb').read().split(b'\0')
                if b'=' in item)
+    home = _cpu_home_of(old)    # the new one runs where the old one did (the cluster's cgroup)
     os.kill(old, signal.SIGTERM)
     _wait(lambda: not os.path.exists(f'/proc/{old}'), f'slurmd of {node} (pid {old}) to stop')
     subprocess.run([*wrap, *argv], env=env, check=True, stdin=subprocess.DEVNULL,
-                   stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+                   stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                   preexec_fn=home and (lambda: _write(os.path.join(home, 'cgroup.procs'), os.getpid())))
     new = {}
 
     def started():
@@ -155,6 +152,15 @@ def _restart_slurmd(node, old, wrap):
     _wait(started, f'slurmd of {node} to start again')
     _wait(lambda: _responding(node), f'{node} to respond to slurmctld')
     return new['pid']
+
+
+def _cpu_home_of(pid):
+    """The cgroup that weighs `pid`'s CPU time: its v1 `cpu` group, else its v2 group; or None."""
+    with contextlib.suppress(RuntimeError):
+        return cpu_cgroup_of(pid)
+    with contextlib.suppress(RuntimeError):
+        return cgroup2_of(pid, cgroup2_root())
+    return None
 
 
 def _responding(node):

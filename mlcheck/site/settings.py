@@ -31,6 +31,17 @@ STAND_IN_GPUS = 'stand-in'
 GPU_VENDORS[STAND_IN_GPUS] = {'visible_devices_vars': ['CUDA_VISIBLE_DEVICES'], 'miopen_cache': False}
 
 
+def node_topology(entry, where):
+    """The NodeTopology of a config mapping (`topology`); every problem is a one-line ConfigError
+    naming `where`."""
+    site_schema.validate(entry, where, site_schema.TOPOLOGY)
+    topo = NodeTopology(cores_per_domain=entry['cores_per_domain'], gpu_domains=tuple(entry['gpu_domains']),
+                        reserved_cores_per_domain=tuple(entry.get('reserved_cores_per_domain', ())),
+                        cores_per_node=entry.get('cores_per_node', 0), where=where)
+    topo.validate()
+    return topo
+
+
 @dataclass(frozen=True)
 class PartitionSettings(ImageSettings, DataSettings):
     partition: str                 # system:partition, for messages
@@ -77,7 +88,7 @@ class PartitionSettings(ImageSettings, DataSettings):
                               f'{container_runtime or "none"})')
         return cls(
             partition=partition,
-            topology=NodeTopology.from_config(entry['topology'], f'{where}.topology'),
+            topology=node_topology(entry['topology'], f'{where}.topology'),
             gpu_vendor=entry.get('gpu_vendor', cls.gpu_vendor),
             node_counts=counts,
             max_nodes=max_nodes,
