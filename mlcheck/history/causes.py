@@ -17,7 +17,7 @@ from mlcheck.history import compare
 from mlcheck.history.candidates import Evidence
 from mlcheck.history.cells import INTERCONNECT, LOADER, LOADER_VAR, RANK, RANK_VAR, SPEED, Z, cells_of
 from mlcheck.history.samples import group
-from mlcheck.judging.sanity import PLACEMENT_SAID
+from mlcheck.judging.sanity import placement_said
 
 
 @dataclass(frozen=True)
@@ -68,7 +68,7 @@ def _of_partition(judged, before, after, rule):
     found = []
     reasons = {s.name: s.problem for s in after if s.value is None and s.problem}
     binding = sorted({c.key[1] for c in judged if c.verdict == compare.NO_RESULT
-                      and PLACEMENT_SAID.search(reasons.get(c.key[1], ''))})
+                      and placement_said(reasons.get(c.key[1], ''))})
     if binding:
         found.append(Verdict('binding', (('binding',),), f'{_count(binding, "test")} failed the '
                              f'placement sanity ({_listed(binding)})'))

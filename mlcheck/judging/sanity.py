@@ -10,14 +10,13 @@ own messages, and the facts `rendezvous` (a rank arrived at the rendezvous), `ra
 """
 
 import math
-import re
 from dataclasses import dataclass
 
 from mlcheck.contract import spans
 from mlcheck.judging import failures, locality, nccl, output
 from mlcheck.judging.peers import below_peers
 from mlcheck.judging.rank_lists import RANKS, group_by_node, rank_list
-from mlcheck.judging.sentences import Sentence
+from mlcheck.judging.sentences import NODE, Sentence
 from mlcheck.figures import rank_speed
 from mlcheck.placement.topology import mask_to_cores
 
@@ -105,13 +104,21 @@ def ranks_started_and_finished(run, expect):
     return found
 
 
-# The placement promises' sentences, as a record of a failed run keeps them: the report's likely
-# cause reads them back as the binding (mlcheck.history.causes). Change a sentence below, change
-# its part here: tests/test_causes.py runs each writer through that reader.
-PLACEMENT_SAID = re.compile(
-    r'ranks ran on \d+ node\(s\)|node \S+ ran \d+ ranks, expected'    # rank_placement
-    r'|runs on cores .*\(mask |local rank .* outside '                 # cpu_affinity
-    r'|GPU\(s\); expected exactly')                                   # one_gpu_per_rank
+# The placement promises' sentences: the report's likely cause reads them back from a failed
+# run's record as the binding (mlcheck.history.causes, through placement_said); tests/test_causes.py
+# runs each writer through that reader.
+RANKS_ON_NODES = Sentence('ranks ran on {count} node(s) ({nodes}), expected {expected}')
+RANKS_ON_NODE = Sentence('node {node} ran {count} ranks, expected {expected}', node=NODE)
+LOCAL_RANK_OUTSIDE = Sentence('rank {rank} has local rank {local}, outside 0-{last}')
+OTHER_CORES = Sentence('rank {rank} (local rank {local} on {node}) runs on cores {cores}, '
+                       'expected {expected} (mask {mask})', node=NODE)
+NOT_ONE_GPU = Sentence('rank {rank} uses device {device} and sees {seen} GPU(s); expected exactly {want}')
+PLACEMENT = (RANKS_ON_NODES, RANKS_ON_NODE, LOCAL_RANK_OUTSIDE, OTHER_CORES, NOT_ONE_GPU)
+
+
+def placement_said(text):
+    """Whether a stored failure's `text` holds one of the placement promises' sentences."""
+    return any(sentence.find(text) for sentence in PLACEMENT)
 
 
 def rank_placement(run, expect):
@@ -123,11 +130,11 @@ def rank_placement(run, expect):
         return []
     found = []
     if len(per_node) != expect.num_nodes:
-        found.append(f'ranks ran on {len(per_node)} node(s) ({", ".join(map(str, sorted(per_node)))}), '
-                     f'expected {expect.num_nodes}')
+        found.append(RANKS_ON_NODES.write(count=len(per_node), nodes=", ".join(map(str, sorted(per_node))),
+                                          expected=expect.num_nodes))
     for node, ranks in sorted(per_node.items()):
         if len(ranks) > expect.tasks_per_node:
-            found.append(f'node {node} ran {len(ranks)} ranks, expected {expect.tasks_per_node}')
+            found.append(RANKS_ON_NODE.write(node=node, count=len(ranks), expected=expect.tasks_per_node))
     return found
 
 
@@ -137,12 +144,12 @@ def cpu_affinity(run, expect):
     for rank, fact in sorted(run.by_rank('rank').items()):
         local = fact.get('local_rank')
         if not isinstance(local, int) or not 0 <= local < len(expect.masks):
-            found.append(f'rank {rank} has local rank {local!r}, outside 0-{len(expect.masks) - 1}')
+            found.append(LOCAL_RANK_OUTSIDE.write(rank=rank, local=repr(local), last=len(expect.masks) - 1))
             continue
         want = wanted[local]
         if fact.get('affinity') != want:
-            found.append(f'rank {rank} (local rank {local} on {fact.get("node")}) runs on cores '
-                         f'{fact.get("affinity")}, expected {want} (mask {expect.masks[local]})')
+            found.append(OTHER_CORES.write(rank=rank, local=local, node=fact.get('node'), cores=fact.get('affinity'),
+                                           expected=want, mask=expect.masks[local]))
     return found
 
 
@@ -154,8 +161,8 @@ def one_gpu_per_rank(run, expect):
         if not str(fact.get('device', '')).startswith('cuda') or \
                 fact.get('visible_devices') != expect.gpus_per_rank:
             want = 'one GPU' if expect.gpus_per_rank == 1 else f'{expect.gpus_per_rank} GPUs'
-            found.append(f'rank {rank} uses device {fact.get("device")!r} and sees '
-                         f'{fact.get("visible_devices")} GPU(s); expected exactly {want}')
+            found.append(NOT_ONE_GPU.write(rank=rank, device=repr(fact.get('device')),
+                                           seen=fact.get('visible_devices'), want=want))
     return found
 
 
