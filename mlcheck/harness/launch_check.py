@@ -10,6 +10,7 @@ import dataclasses
 import functools
 import os
 import shlex
+import sys
 
 import reframe as rfm
 from reframe.core.builtins import parameter, run_after, run_before, sanity_function, variable
@@ -17,13 +18,14 @@ from reframe.core.exceptions import ConfigError as ReframeConfigError, SanityErr
 from reframe.core.logging import getlogger
 from reframe.core.runtime import runtime
 
-from mlcheck.judging import locality, notes, output, references, sanity
-from mlcheck.harness.knobs import Knob, declare_knobs, knob_arguments, knob_values
+from mlcheck.judging import locality, notes, output, references, sanity, stated_settings
+from mlcheck.harness.knobs import Knob, declare_knobs, knob_arguments, knob_values, refuse_unknown_variables
 from mlcheck.figures import stack
 from mlcheck.placement import containers, launch
 from mlcheck.errors import ConfigError
 from mlcheck.harness.config import references_file
-from mlcheck.harness.reframe_api import ExpectedSanityFailure
+from mlcheck.harness.reframe_api import (ExpectedSanityFailure, command_line_variables, stop_session,
+                                         variable_names)
 from mlcheck.simulated import speed
 from mlcheck.site.images import ImageUnavailable, image_parameter
 from mlcheck.site.settings import PartitionSettings
@@ -123,6 +125,14 @@ class DistributedLaunchCheck(ExpectedSanityFailure, rfm.RunOnlyRegressionTest):
     valid_prog_environs = ['builtin']
     sourcesdir = '../src'     # relative to checks/
     time_limit = '15m'
+
+    @run_before('setup')
+    def stop_at_an_unknown_S_name(self):
+        """A -S name that no check of the run knows (a typo) stops the session before any job."""
+        try:
+            refuse_unknown_variables(command_line_variables(sys.argv), DistributedLaunchCheck, variable_names)
+        except ConfigError as err:
+            stop_session(f'mlcheck: config error: {err}')
 
     @run_after('init')
     @reported_by_reframe
@@ -327,6 +337,7 @@ class DistributedLaunchCheck(ExpectedSanityFailure, rfm.RunOnlyRegressionTest):
         expect = self.expectations()
         found = sanity.problems(self.run_output(), expect)
         if set(self.run_output().by_rank('done')) == set(range(expect.world_size)):
+            found += stated_settings.problems(self.run_output(), self.asked_settings())
             found += self.program_problems(self.run_output())
         if found and self.expected_failure:
             # ReFrame reports only the expected-failure reason: show how it failed this time
@@ -337,6 +348,10 @@ class DistributedLaunchCheck(ExpectedSanityFailure, rfm.RunOnlyRegressionTest):
         if note:
             self.logger.warning(note)
         return True
+
+    def asked_settings(self):
+        """{knob: value} of the knobs the program was given as flags: what it must say it ran."""
+        return {name: getattr(self, name) for name, knob in self.knobs.items() if knob.flags(name)}
 
     def program_problems(self, run):
         """What else is wrong with a run in which every rank finished (one-line problems)."""
