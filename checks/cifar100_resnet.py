@@ -13,8 +13,10 @@ import reframe as rfm
 from reframe.core.builtins import performance_function, run_before
 from reframe.core.logging import getlogger
 
+from mlcheck.harness.ab_rounds import Steps
 from mlcheck.harness.knobs import declare_knobs, program_knobs
-from mlcheck.figures import data_path, scaling
+from mlcheck.figures import data_path
+from mlcheck.history import scaling
 from mlcheck.harness.training_check import DistributedTrainingCheck
 from mlcheck.judging import notes
 
@@ -32,6 +34,7 @@ class CIFAR100ResNetCheck(DistributedTrainingCheck):
         **program_knobs.CIFAR100,       # the program's flags, with their defaults (src/pytorch/program_knobs.py)
     }
     figure_settings = tuple(knobs)
+    ab_steps = Steps('images_per_s', {'epochs': 2, 'steps': 20})     # -S compare_with
     declare_knobs(locals(), knobs)      # each a variable; the program's flags (knob_arguments)
 
     def task_shape(self):

@@ -12,6 +12,7 @@ from reframe.core.builtins import performance_function, run_after, run_before
 from reframe.core.logging import getlogger
 
 from mlcheck.judging import collectives
+from mlcheck.harness.ab_rounds import Steps
 from mlcheck.harness.knobs import Knob, declare_knobs, program_knobs
 from mlcheck.errors import ConfigError
 from mlcheck.harness.launch_check import DistributedLaunchCheck, reported_by_reframe
@@ -37,6 +38,7 @@ class InterconnectCheck(DistributedLaunchCheck):
                                    flag=None),
     }
     figure_settings = ('min_bytes', 'max_bytes', 'factor', 'p2p_bytes', 'pair_partners', 'pair_ranks')
+    ab_steps = Steps('busbw', {'max_iters': 20, 'blocks': 3})     # -S compare_with
     declare_knobs(locals(), knobs)      # each a variable; the program's flags (knob_arguments)
 
     #: The most ranks whose all_reduce values the program checks exactly in float32 (its

@@ -10,6 +10,7 @@ from reframe.core.logging import getlogger
 
 from mlcheck.data.datasets import check_mnist
 from mlcheck.judging.accuracy import mnist_bar, unjudged_reason
+from mlcheck.harness.ab_rounds import Steps
 from mlcheck.harness.knobs import declare_knobs, program_knobs
 from mlcheck.harness.training_check import DistributedTrainingCheck
 
@@ -28,6 +29,7 @@ class MNISTDistributedCheck(DistributedTrainingCheck):
     dataset_marker = 'MNIST/raw'
     # not throttle: a run slowed on purpose is compared with its unthrottled baseline
     figure_settings = ('epochs', 'batch_size')
+    ab_steps = Steps('samples_per_s', {'epochs': 2}, ('--steps', '20'))    # -S compare_with
 
     def training_promises(self):
         if self.min_accuracy is not None:

@@ -2,10 +2,10 @@
 environment with ROCm modules (no container: the image is `host`).
 
 Facts from OLCF's Frontier user guide, https://docs.olcf.ornl.gov/systems/frontier_user_guide.html
-(node layout, "Low-noise Mode Layout"): one 64-core EPYC in 8 L3 regions (CCDs) of 8 cores;
-low-noise mode with Slurm core specialization (-S 8, the default) keeps the first core of every
-CCD, leaving 7 per GCD; GCD i is closest to CCD [6, 7, 2, 3, 0, 1, 4, 5][i] (GCD 4 on cores 0-7,
-GCD 0 on 48-55). From its PyTorch guide, https://docs.olcf.ornl.gov/software/analytics/pytorch_frontier.html:
+(node layout, "Low-noise Mode Layout"): the node is LUMI-G's (config/_mi250x.py: one 64-core EPYC
+in 8 L3 regions (CCDs) of 8 cores; low-noise mode with Slurm core specialization (-S 8, the
+default) keeps the first core of every CCD, leaving 7 per GCD; GCD i is closest to CCD
+[6, 7, 2, 3, 0, 1, 4, 5][i], GCD 4 on cores 0-7, GCD 0 on 48-55). From its PyTorch guide, https://docs.olcf.ornl.gov/software/analytics/pytorch_frontier.html:
 the modules and their order; ranks start with srun, never torchrun (much slower there); the
 `rccl-net-plugin` module, loaded after `rocm`, brings aws-ofi-nccl and sets the Slingshot
 variables RCCL needs, and its FI_CXI_RDZV_PROTO=alt_read wants --network=disable_rdzv_get at
@@ -15,13 +15,15 @@ cache on node-local /tmp.
 
 import os
 
-from mlcheck.harness.config import (builtin_environment, logging_config, run_prefix, slurm_gpu_partition,
-                                    storage_config)
+from mlcheck.harness.config import (builtin_environment, logging_config, run_prefix, shared_part,
+                                    slurm_gpu_partition, storage_config)
 
 # The conda environment with PyTorch for ROCm, and where the datasets are kept in torchvision's
 # layouts (DIR/MNIST/raw, DIR/cifar-100-python): the support team's choice of directories.
 CONDA_ENV = os.environ.get('MLCHECK_CONDA_ENV', '/lustre/orion/proj-shared/mlcheck/conda/pytorch')
 DATA_DIR = os.environ.get('MLCHECK_DATA_DIR', '/lustre/orion/proj-shared/mlcheck/data')
+# the node Frontier shares with LUMI-G: its topology, GPUs and intra-node limit
+MI250X = shared_part('mi250x')
 
 site_configuration = {
     'systems': [{
@@ -45,18 +47,7 @@ site_configuration = {
             ],
             'extras': {
                 'mlcheck': {
-                    'topology': {
-                        'cores_per_node': 64,
-                        'cores_per_domain': 8,
-                        'gpu_domains': [6, 7, 2, 3, 0, 1, 4, 5],
-                        'reserved_cores_per_domain': [0],
-                    },
-                    'gpu_vendor': 'amd',
-                    # one GCD's peak: AMD's MI250X specifications give 95.7 TFLOPS FP32 matrix and
-                    # 383.0 TFLOPS bf16 for the module of 2 GCDs (220 CUs at 1.7 GHz, with AMD's
-                    # ROCm "MI250 microarchitecture" page: 256 and 1024 FLOPS/clock/CU); MIOpen
-                    # runs fp32 convolutions on the matrix cores
-                    'gpu_peak_tflops': {'fp32': 47.9, 'bf16': 191.5},
+                    **MI250X['NODE'],
                     'node_counts': [1, 2, 4],
                     'max_nodes': 9472,      # the largest job of the batch partition
                     'datasets': {'mnist': DATA_DIR, 'cifar100': DATA_DIR},
@@ -65,11 +56,9 @@ site_configuration = {
                         'cifar100': {'model': 'resnet152', 'batch_size': 128, 'epochs': 3,
                                      'warmup_steps': 10, 'workers': 4},
                         # four Slingshot-11 NICs of 200 Gb/s (OLCF's guide): 100 GB/s into the fabric.
-                        # Within a node, LUMI-G's node (config/lumi.py has the arithmetic): 8 GCDs,
-                        # 50 GB/s per Infinity Fabric link and direction, at most 3 links from each
-                        # GCD to other MI250X; every ring leaves each MI250X, so ring busbw <=
-                        # 2 x 3 x 50 = 300 GB/s, a ceiling from the link budget
-                        'interconnect': {'fabric_limit': 100.0, 'node_limit': 300.0},
+                        # Within a node, the ring all_reduce's ceiling over the 8 GCDs
+                        # (config/_mi250x.py has the arithmetic)
+                        'interconnect': {'fabric_limit': 100.0, 'node_limit': MI250X['NODE_LIMIT']},
                     },
                     'miopen_cache_root': '/tmp',    # node-local: MIOpen fails on Lustre/NFS
                     'net_plugin': {

@@ -1,30 +1,21 @@
 """LUMI-G (standard-g): 8 GCDs of MI250X per node, Slingshot-11, PyTorch in Singularity images.
 
-Facts from LUMI's documentation: 64 cores in 8 CCDs of 8; core 0 of each CCD is reserved;
-GCD i is closest to CCD [6, 7, 2, 3, 0, 1, 4, 5][i]; RCCL reaches Slingshot through the
-aws-ofi-rccl plugin with libfabric's cxi provider.
+Facts from LUMI's documentation: the node is Frontier's (config/_mi250x.py: 64 cores in 8 CCDs
+of 8, core 0 of each CCD reserved, GCD i closest to CCD [6, 7, 2, 3, 0, 1, 4, 5][i]); RCCL reaches
+Slingshot through the aws-ofi-rccl plugin with libfabric's cxi provider.
 """
 
 import os
 
-from mlcheck.harness.config import (builtin_environment, logging_config, run_prefix, slurm_gpu_partition,
-                                    storage_config)
+from mlcheck.harness.config import (builtin_environment, logging_config, run_prefix, shared_part,
+                                    slurm_gpu_partition, storage_config)
 
 # Where the support team keeps the datasets in torchvision's layouts:
 # DIR/MNIST/raw/*-ubyte and DIR/cifar-100-python/{train,test,meta}.
 DATA_DIR = os.environ.get('MLCHECK_DATA_DIR', '/appl/local/mlcheck/data')
 
-# The intra-node limit (GB/s): the ceiling of a ring all_reduce's bus bandwidth over the 8 GCDs.
-# An Infinity Fabric link between GPUs carries 50 GB/s per direction (16 wide, 25 GT/s); a GCD
-# drives 8 links, 4 of them to the other GCD of its MI250X, 200 GB/s
-# (https://rocm.docs.amd.com/en/latest/reference/gpu-arch/mi250.html). One more is the CPU's
-# link to the GCD (36 GB/s, https://docs.lumi-supercomputer.eu/hardware/lumig/), so at most 3
-# reach GCDs of other MI250X: 50 or 100 GB/s per pair
-# (https://docs.olcf.ornl.gov/systems/frontier_user_guide.html, same node). busbw is the sum of
-# the rings' rates and every ring leaves every MI250X at least once, so busbw <= one MI250X's
-# links out = 2 GCDs x 3 links x 50 GB/s = 300 GB/s. A bound from the link budget, not a rate
-# shown reachable: the documents do not say which pairs get 2 links, and RCCL picks its rings.
-MI250X_NODE_LIMIT = 300.0
+# the node LUMI-G shares with Frontier: its topology, GPUs and intra-node limit
+MI250X = shared_part('mi250x')
 
 site_configuration = {
     'systems': [{
@@ -44,18 +35,7 @@ site_configuration = {
             ],
             'extras': {
                 'mlcheck': {
-                    'topology': {
-                        'cores_per_node': 64,
-                        'cores_per_domain': 8,
-                        'gpu_domains': [6, 7, 2, 3, 0, 1, 4, 5],
-                        'reserved_cores_per_domain': [0],
-                    },
-                    'gpu_vendor': 'amd',
-                    # one GCD's peak: AMD's MI250X specifications give 95.7 TFLOPS FP32 matrix and
-                    # 383.0 TFLOPS bf16 for the module of 2 GCDs (220 CUs at 1.7 GHz, with AMD's
-                    # ROCm "MI250 microarchitecture" page: 256 and 1024 FLOPS/clock/CU); MIOpen
-                    # runs fp32 convolutions on the matrix cores
-                    'gpu_peak_tflops': {'fp32': 47.9, 'bf16': 191.5},
+                    **MI250X['NODE'],
                     # LUMI's documented binding; its 2026 one (since Slurm 24.05) is 'by_domain':
                     # CCDs in order, --gpu-bind=map_gpu:4,5,2,3,6,7,0,1 (-S binding=by_domain)
                     'binding': 'by_gpu',
@@ -90,8 +70,8 @@ site_configuration = {
                                      'warmup_steps': 10, 'workers': 4},
                         # four Slingshot-11 NICs of 200 Gb/s per node: 100 GB/s into the
                         # fabric. Within a node: the ceiling of a ring all_reduce's busbw over
-                        # the 8 GCDs, the MI250X's Infinity Fabric out of one package (below)
-                        'interconnect': {'fabric_limit': 100.0, 'node_limit': MI250X_NODE_LIMIT},
+                        # the 8 GCDs, the MI250X's Infinity Fabric out of one package
+                        'interconnect': {'fabric_limit': 100.0, 'node_limit': MI250X['NODE_LIMIT']},
                     },
                     'python': 'python',
                     # older LUMI images need their conda environment activated first

@@ -53,7 +53,7 @@ def perflog_line(s):
     ref = ['null' if v is None else str(v) for v in (s.reference or (None,) * 3)]
     return '|'.join([when, 'reframe 4.10.4', s.partition, s.name, s.image, str(s.num_nodes),
                      str(2 * s.num_nodes), s.jobid, s.nodelist, s.var, 'null' if s.value is None else str(s.value), s.unit, *ref,
-                     s.result, s.settings, s.stack])
+                     s.result, s.settings, s.stack, 'null' if s.machine_speed is None else str(s.machine_speed)])
 
 
 def write_perflog(path, found):

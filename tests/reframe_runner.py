@@ -116,3 +116,20 @@ def changed_lines(before, after):
     """The lines of text `before` that `after` lacks ('- ...') and those it adds ('+ ...')."""
     return [line for line in difflib.ndiff(before.splitlines(), after.splitlines())
             if line[:1] in '+-']
+
+
+# one image of each generation config/lumi.py names, each with its own RCCL settings
+OLD_IMAGE = 'appl/local/containers/sif-images/lumi-pytorch-rocm-6.2.4-test.sif'
+NEW_IMAGE = ('appl/local/laifs/containers/lumi-multitorch-u24r70f21m50t210-20260415_130625/'
+             'lumi-multitorch-full-u24r70f21m50t210-20260415_130625.sif')
+
+
+def lumi_config_under(root):
+    """config/lumi.py with LUMI's /appl/local moved under `root`, and one (empty) image there of
+    each generation it names: a dry run finds them as it would on LUMI."""
+    for image in (OLD_IMAGE, NEW_IMAGE):
+        (root / image).parent.mkdir(parents=True)
+        (root / image).touch()
+    config = root / 'lumi_here.py'
+    config.write_text((pathlib.Path(REPO) / 'config' / 'lumi.py').read_text().replace("'/appl/local/", f"'{root}/appl/local/"))
+    return config

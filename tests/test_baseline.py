@@ -276,3 +276,30 @@ def test_a_system_the_config_lacks_writes_nothing(tmp_path, capsys):
     err = record_error(refs, capsys, log, '-C', f'{REPO}/config/simulated.py')
     assert "system 'elsewhere' of the selection is not a system of config " in err
     assert '(sim): no references written' in err and not refs.exists()
+
+
+def test_figures_that_follow_the_machine_s_speed_are_written_at_the_file_s_speed(tmp_path, capsys):
+    """Issue 38: a baseline of runs on a machine 1.25 times as fast as the one the file records
+    (`$machine_speed`) wrote their rates as measured, so every later run was judged 25 % high.
+    Now each value comes back from the speed its run recorded: rates at 1/1.25, times at 1.25
+    times; a figure that does not follow the speed (a fraction) and a speedless run as measured."""
+    (tmp_path / 'sim.yaml').write_text(open(SIM_REFERENCES).read())
+    recorded = yaml.safe_load(open(SIM_REFERENCES).read())['$machine_speed']['steps_per_s']
+    fast = 1.25 * recorded
+    name = 'MNISTDistributedCheck %image=host %num_nodes=1'
+    runs = [Sample('sim:cluster', name, 'host', 1, var, value, unit, 1.8e9 + i, settings='epochs=3',
+                   machine_speed=fast)
+            for i in range(3) for var, value, unit in (('samples_per_s', 1000.0, 'samples/s'),
+                                                       ('train_time', 8.0, 's'),
+                                                       ('slowest_rank_fraction', 0.9, 'fraction'))]
+    code, out, _ = record(tmp_path, capsys, write_perflog(tmp_path / 'fast.log', runs), '--var', 'train_time')
+    assert code == 0, out
+    entry = entry_of(tmp_path / 'sim.yaml')
+    assert entry['samples_per_s'][0] == 800 and entry['train_time'][0] == 10
+    assert entry['slowest_rank_fraction'][0] == 0.9
+    assert f"written at the file's {recorded} steps/s" in out and 'no recorded speed' not in out
+    # the perf log reads the speed back (the line ReFrame writes holds it last)
+    speedless = [dataclasses.replace(s, machine_speed=None, time=s.time + 100) for s in runs]
+    code, out, _ = record(tmp_path, capsys, write_perflog(tmp_path / 'old.log', speedless), '--var', 'train_time')
+    assert code == 0 and entry_of(tmp_path / 'sim.yaml')['samples_per_s'][0] == 1000
+    assert '6 value(s) had no recorded speed' in out

@@ -4,7 +4,8 @@ import pytest
 
 from mlcheck.errors import ConfigError
 from mlcheck.placement.launch import Layout, job_exports
-from mlcheck.placement.topology import NodeTopology, mask_to_cores
+from mlcheck.placement.topology import mask_to_cores
+from mlcheck.site.settings import node_topology
 
 LUMI_DOCUMENTED_MASKS = ('0xfe000000000000,0xfe00000000000000,0xfe0000,0xfe000000,'
                          '0xfe,0xfe00,0xfe00000000,0xfe0000000000')
@@ -41,7 +42,7 @@ def test_under_gpu_bind_the_rank_wrapper_leaves_the_visible_devices_to_slurm(lum
 
 
 def test_gpus_sharing_a_numa_domain_are_taken_in_domain_then_gpu_order():
-    topo = NodeTopology.from_config({'cores_per_domain': 16, 'gpu_domains': [1, 1, 0, 0]}, 'x')
+    topo = node_topology({'cores_per_domain': 16, 'gpu_domains': [1, 1, 0, 0]}, 'x')
     layout = Layout.for_nodes(topo, 1, style='by_domain')
     assert layout.gpus == (2, 3, 0, 1)
     assert [mask_to_cores(m) for m in layout.masks] == [
@@ -49,7 +50,7 @@ def test_gpus_sharing_a_numa_domain_are_taken_in_domain_then_gpu_order():
 
 
 def test_without_task_sharing_no_gres_flags():
-    topo = NodeTopology.from_config({'cores_per_domain': 1, 'gpu_domains': [1, 0]}, 'x')
+    topo = node_topology({'cores_per_domain': 1, 'gpu_domains': [1, 0]}, 'x')
     assert Layout.for_nodes(topo, 1, style='by_domain').srun_options()[-1] == '--gpu-bind=map_gpu:1,0'
 
 

@@ -16,9 +16,10 @@ from hypothesis import given, settings, strategies as st
 import scenario_bank
 from command_line import run_report
 from mlcheck import REPO
-from mlcheck.history import causes, compare
+from mlcheck.history import candidates, causes, cells, compare
 from mlcheck.history.samples import Sample
 from perflogs import write_perflog
+from saved_outputs import LUMI_OUT, judged, saved, with_facts
 from scenario_bank import IMAGES, Fault, build
 
 
@@ -54,7 +55,7 @@ def test_1_a_slow_node_every_run_used_is_not_the_host_stack_alone(tmp_path, caps
 
 
 def without_rank(samples):
-    return [s for s in samples if s.var != causes.RANK_VAR]
+    return [s for s in samples if s.var != cells.RANK_VAR]
 
 
 def test_1_the_slowest_rank_s_fraction_across_nodes_names_the_node():
@@ -170,15 +171,51 @@ def test_the_loader_slower_is_the_data_path():
     assert v.layer == 'data path', v.line()
 
 
-def test_placement_failures_are_the_binding():
+# Each placement promise broken on the saved LUMI run, and broken runs of other promises: the
+# sanity's own sentences, not copies of them, are what the report must read back.
+PLACEMENT_BROKEN = {
+    'ranks on fewer nodes, too many on one': dict(event='rank', node='nid005001'),
+    'a rank on the wrong cores': dict(event='rank', rank=2, affinity=[16, 17, 18, 19, 20, 21, 22, 23]),
+    'a local rank outside the node': dict(event='rank', rank=3, local_rank=9),
+    'a rank seeing every GPU': dict(event='rank', rank=0, visible_devices=8),
+}
+OTHER_BROKEN = {
+    'low accuracy': dict(event='result', test_accuracy=0.1135),
+    'a rank in another world': dict(event='rank', rank=0, world_size=8),
+}
+
+
+def stored_reasons(lumi, broken):
+    """The failure line the results database keeps for each sentence the sanity writes for the
+    `broken` run alone (as the check raises them, and ReFrame words a SanityError)."""
+    from reframe.core.exceptions import SanityError, what
+    from mlcheck.history.database import failure_line
+    found = judged(lumi, with_facts(saved(LUMI_OUT), **broken), min_accuracy=0.9)
+    assert found, broken
+    for sentence in found:
+        try:
+            raise SanityError(sentence)
+        except SanityError:
+            yield failure_line('sanity', what(*sys.exc_info()))
+
+
+def failed_with(after, reason):
+    return [dataclasses.replace(s, problem=reason) if s.value is None else s for s in after]
+
+
+def test_the_placement_sanity_s_sentences_read_back_as_the_binding(lumi):
+    """Round trip from judging.sanity's writers through the record to the report's reader: a
+    sentence reworded without its pattern fails here."""
     before, after = scenario(Fault('image fails', 'torch-2.12.0', 0.3))
-    reason = 'sanity: rank 1 (local rank 1 on nid002) runs on cores [0, 1], expected [2, 3] (mask 0xc)'
-    after = [dataclasses.replace(s, problem=reason) if s.value is None else s for s in after]
-    found = verdicts(before, after)
-    assert [v.layer for v in found] == ['binding']
-    assert found[0].evidence.startswith('9 tests failed the placement sanity')
-    other = [dataclasses.replace(s, problem='sanity: no result line') for s in after]
-    assert [v.layer for v in verdicts(before, other)] == ['image torch-2.12.0']
+    for name, broken in PLACEMENT_BROKEN.items():
+        for reason in stored_reasons(lumi, broken):
+            found = verdicts(before, failed_with(after, reason))
+            assert [v.layer for v in found] == ['binding'], (name, reason)
+            assert found[0].evidence.startswith('9 tests failed the placement sanity')
+    for name, broken in OTHER_BROKEN.items():
+        for reason in stored_reasons(lumi, broken):
+            assert [v.layer for v in verdicts(before, failed_with(after, reason))] == \
+                ['image torch-2.12.0'], (name, reason)
 
 
 def test_nothing_slower_says_so_and_passes(tmp_path, capsys):
@@ -198,7 +235,7 @@ def test_every_separating_command_is_one_a_dry_run_accepts(tmp_path):
                 command = v.separating.split(' (')[0]
                 forms.setdefault(re.sub(r'=\S+', '', command), command)    # one of each form
     forms['one image'] = causes.separating([('image torch-2.9.1',), ('host stack',)],
-                                           causes.cells_of(*_one_image())).split(' (')[0]
+                                           cells.cells_of(*_one_image())).split(' (')[0]
     assert len(forms) >= 4, forms     # a node's, a link's, noise's, one image's at least
     env = {**os.environ, 'RFM_CONFIG_FILES': os.path.join(REPO, 'config', 'simulated.py'),
            'PYTHONPATH': REPO}
@@ -251,32 +288,32 @@ CHECKS = tuple(scenario_bank.FIGURES)
 
 
 @st.composite
-def cells(draw):
+def a_cell(draw):
     used = draw(st.frozensets(st.sampled_from(NODES), min_size=1, max_size=3))
-    return causes.Cell(f'cell{draw(st.integers(0, 10 ** 6))}', draw(st.sampled_from(CHECKS)),
+    return cells.Cell(f'cell{draw(st.integers(0, 10 ** 6))}', draw(st.sampled_from(CHECKS)),
                        draw(st.sampled_from(IMAGES)), len(used),
-                       draw(st.sampled_from((causes.SPEED, causes.RANK, causes.LOADER))),
+                       draw(st.sampled_from((cells.SPEED, cells.RANK, cells.LOADER))),
                        draw(st.sampled_from(('worse', 'same', 'unclear'))), 0.3, 0.01, used, used)
 
 
 @settings(max_examples=150, deadline=None)
-@given(st.lists(cells(), min_size=1, max_size=12), cells(), st.data())
+@given(st.lists(a_cell(), min_size=1, max_size=12), a_cell(), st.data())
 def test_a_worse_cell_a_candidate_reaches_never_removes_it(found, new, data):
     new = dataclasses.replace(new, status='worse')
-    ev = causes.Evidence.of(found + [new])
+    ev = candidates.Evidence.of(found + [new])
     reaching = [name for name in ev.reach if len(found) in ev.reach[name]]
     if reaching:
         name = data.draw(st.sampled_from(reaching))
-        before = causes.Evidence.of(found)
+        before = candidates.Evidence.of(found)
         if name in before.reach and before.stands((name,)):
             assert ev.stands((name,))
 
 
 @settings(max_examples=150, deadline=None)
-@given(st.lists(cells(), min_size=1, max_size=12), cells(), st.data())
+@given(st.lists(a_cell(), min_size=1, max_size=12), a_cell(), st.data())
 def test_a_same_cell_a_candidate_must_reach_always_removes_it(found, new, data):
     new = dataclasses.replace(new, status='same')
-    ev = causes.Evidence.of(found + [new])
+    ev = candidates.Evidence.of(found + [new])
     musts = [name for name in ev.must if len(found) in ev.must[name]]
     if musts:
         assert not ev.stands((data.draw(st.sampled_from(musts)),))
@@ -284,14 +321,14 @@ def test_a_same_cell_a_candidate_must_reach_always_removes_it(found, new, data):
 
 def test_the_cells_of_a_test_that_did_not_run_after_take_no_part():
     before, after = scenario(before_images=IMAGES + ('torch-2.8.0',))
-    assert not any(c.image == 'torch-2.8.0' for c in causes.cells_of(compare.compare(before, after), after))
+    assert not any(c.image == 'torch-2.8.0' for c in cells.cells_of(compare.compare(before, after), after))
 
 
 def test_a_run_that_failed_is_a_loss_of_every_figure():
     before, after = scenario(Fault('image fails', 'torch-2.9.1', 0.3))
-    failed = [c for c in causes.cells_of(compare.compare(before, after), after) if c.image == 'torch-2.9.1'
-              and c.aspect != causes.BEYOND_IMAGE and c.aspect != causes.BEYOND_NODES]
-    assert failed and all(c.status == 'worse' and c.loss == causes.FAILED and c.aspect == causes.SPEED
+    failed = [c for c in cells.cells_of(compare.compare(before, after), after) if c.image == 'torch-2.9.1'
+              and c.aspect != cells.BEYOND_IMAGE and c.aspect != cells.BEYOND_NODES]
+    assert failed and all(c.status == 'worse' and c.loss == cells.FAILED and c.aspect == cells.SPEED
                           for c in failed)
 
 

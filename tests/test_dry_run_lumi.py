@@ -8,7 +8,7 @@ import pytest
 
 from conftest import REPO
 from mlcheck.data.staging import stage_mnist
-from reframe_runner import changed_lines, job_scripts_by_image, run_reframe
+from reframe_runner import NEW_IMAGE, OLD_IMAGE, changed_lines, job_scripts_by_image, lumi_config_under, run_reframe
 
 REPO_CONFIG = pathlib.Path(REPO) / 'config'
 
@@ -16,23 +16,6 @@ LUMI_MASKS = ('0xfe000000000000,0xfe00000000000000,0xfe0000,0xfe000000,'
               '0xfe,0xfe00,0xfe00000000,0xfe0000000000')
 CHECKS = ('CIFAR100ResNetCheck', 'InterconnectCheck', 'MNISTDistributedCheck')
 LUMI_BINDS = ['/var/spool/slurmd', '/opt/cray', '/usr/lib64/libcxi.so.1', '/usr/lib64/libjansson.so.4']
-
-
-# one image of each generation config/lumi.py names, each with its own RCCL settings
-OLD_IMAGE = 'appl/local/containers/sif-images/lumi-pytorch-rocm-6.2.4-test.sif'
-NEW_IMAGE = ('appl/local/laifs/containers/lumi-multitorch-u24r70f21m50t210-20260415_130625/'
-             'lumi-multitorch-full-u24r70f21m50t210-20260415_130625.sif')
-
-
-def lumi_config_under(root):
-    """config/lumi.py with LUMI's /appl/local moved under `root`, and one (empty) image there of
-    each generation it names: a dry run finds them as it would on LUMI."""
-    for image in (OLD_IMAGE, NEW_IMAGE):
-        (root / image).parent.mkdir(parents=True)
-        (root / image).touch()
-    config = root / 'lumi_here.py'
-    config.write_text((REPO_CONFIG / 'lumi.py').read_text().replace("'/appl/local/", f"'{root}/appl/local/"))
-    return config
 
 
 @pytest.fixture(scope='module')
@@ -184,13 +167,14 @@ def test_node_count_beyond_the_partition_is_a_one_line_error(lumi_scripts):
 
 def test_config_typo_stops_the_session_with_one_line(tmp_path):
     """A misspelt key must not let ReFrame skip the checks and report an empty success."""
-    text = (REPO_CONFIG / 'lumi.py').read_text().replace("'gpu_vendor': 'amd'", "'gpu_vendr': 'amd'")
+    text = (REPO_CONFIG / 'lumi.py').read_text().replace("'miopen_cache_root'", "'miopen_cache_rot'")
+    assert 'miopen_cache_rot' in text
     bad = tmp_path / 'lumi_typo.py'
     bad.write_text(text)
     done = run_reframe(bad, tmp_path / 'rfm', '--system', 'lumi:standard-g', '--dry-run')
     assert done.returncode != 0
     assert done.stderr.strip().splitlines()[-1].startswith(
-        'mlcheck: config error: partition lumi:standard-g extras.mlcheck: unknown key(s) gpu_vendr;')
+        'mlcheck: config error: partition lumi:standard-g extras.mlcheck: unknown key(s) miopen_cache_rot;')
 
 
 def test_unknown_check_knob_in_config_fails_that_check_in_one_line(tmp_path):
@@ -204,7 +188,8 @@ def test_unknown_check_knob_in_config_fails_that_check_in_one_line(tmp_path):
                        '-P', 'num_nodes=1', '-P', f'image={image}', '-S', f'data_dir={tmp_path / "data"}')
     assert done.returncode != 0
     assert ('config error: partition lumi:standard-g extras.mlcheck.checks.cifar100: unknown key(s) '
-            'batchsize; allowed: amp, augment, batch_size, channels_last, collective_timeout, data, epochs, '
+            'batchsize; allowed: ab_rounds, amp, augment, batch_size, channels_last, collective_timeout, '
+            'compare_with, data, epochs, '
             'low_power_fraction, mode, model, profile_steps, rendezvous_timeout, slow_rank_fraction, steps, '
             'telemetry_interval, throttle, throttle_rank, warmup_steps, workers') in done.stdout
 

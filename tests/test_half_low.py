@@ -52,7 +52,7 @@ def test_k_of_n_gpus_at_two_thirds_power_are_named(n, share, seed):
     rng = random.Random(seed)
     low = set(rng.sample(range(n), int(share * n)))
     watts = {r: 500 * (rng.uniform(0.5, 0.68) if r in low else rng.uniform(0.97, 1.03)) for r in range(n)}
-    named, _ = figures.low_power(power_run([watts[r] for r in range(n)], gpus_per_node=1), 0.75)
+    named, _ = gpu_health.low_power(power_run([watts[r] for r in range(n)], gpus_per_node=1), 0.75)
     assert {rank for rank, _ in named} == low
 
 

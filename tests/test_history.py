@@ -470,7 +470,7 @@ def test_values_of_unrecorded_settings_are_never_merged_into_a_known_group(capsy
     from mlcheck.harness.config import PERFLOG_HEADER
     old = [dataclasses.replace(s, settings='') for s in runs([13.1, 13.0, 13.2], var='train_time', unit='s')]
     old_header = PERFLOG_HEADER.rsplit('|run_settings', 1)[0]
-    (tmp_path / 'old.log').write_text('\n'.join([old_header] + [perflog_line(s).rsplit('|', 2)[0]
+    (tmp_path / 'old.log').write_text('\n'.join([old_header] + [perflog_line(s).rsplit('|', 3)[0]
                                                                  for s in old]) + '\n')
     new = runs([44.0, 44.2, 43.9], var='train_time', unit='s', start=100)
     code, out, _ = run_report(capsys, str(tmp_path / 'old.log'), write_perflog(tmp_path / 'new.log', new))

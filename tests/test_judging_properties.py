@@ -9,7 +9,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from mlcheck.judging import collectives, output, sanity
-from mlcheck.judging.peers import upper_quartile
+from mlcheck.figures.quartiles import upper_quartile
 from saved_outputs import fact_line
 from ddp_common import load_program
 

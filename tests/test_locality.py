@@ -14,7 +14,8 @@ from mlcheck.judging import locality, notes, sanity
 from mlcheck.judging.output import RunOutput
 from mlcheck.placement import discover
 from mlcheck.placement.launch import Layout
-from mlcheck.placement.topology import NodeTopology, mask_to_cores
+from mlcheck.placement.topology import mask_to_cores
+from mlcheck.site.settings import node_topology
 from sysfs_trees import SAVED, lumi_g, two_socket_nvidia
 
 import gpu_locality  # from src/pytorch (conftest)
@@ -29,7 +30,7 @@ TWO_SOCKET_PCI = ['0000:17:00.0', '0000:65:00.0', '0000:b1:00.0', '0000:ca:00.0'
 def run_on(tree, topology, pcis, style='by_gpu', moved=None):
     """(output, expectations) of one node's ranks bound as the config says; `moved`:
     {local rank: cores} for ranks that ran elsewhere."""
-    layout = Layout.for_nodes(NodeTopology.from_config(topology, 'topology'), 1, style=style)
+    layout = Layout.for_nodes(node_topology(topology, 'topology'), 1, style=style)
     run = RunOutput()
     for task, gpu in enumerate(layout.gpus):
         cores = (moved or {}).get(task, mask_to_cores(layout.masks[task]))
@@ -140,8 +141,8 @@ def test_topology_derived_from_lumi_g_gives_the_documented_masks(lumi_tree):
     entry, notes = discover.derive(lumi_tree, allowed)
     assert entry == {'cores_per_node': 64, 'cores_per_domain': 16, 'gpu_domains': [3, 3, 1, 1, 0, 0, 2, 2],
                      'reserved_cores_per_domain': [0, 8]}
-    derived = NodeTopology.from_config(entry, 'derived')
-    documented = NodeTopology.from_config(LUMI, 'lumi')
+    derived = node_topology(entry, 'derived')
+    documented = node_topology(LUMI, 'lumi')
     assert Layout.for_nodes(derived, 1, 8).masks == Layout.for_nodes(documented, 1, 8).masks
     assert 'GPU 0: 0000:c1:00.0 (amd), domain 3' in notes
 

@@ -2,7 +2,7 @@
 
 from types import SimpleNamespace
 
-from mlcheck.figures import scaling
+from mlcheck.history import scaling
 
 
 def cifar(num_nodes, settings):

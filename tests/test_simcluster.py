@@ -14,6 +14,7 @@ from conftest import partition_entry
 from mlcheck.simulated import cluster as simcluster
 from mlcheck.simulated.processes import Sim
 from mlcheck.placement.topology import NodeTopology
+from mlcheck.site.settings import node_topology
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 GOLDEN = os.path.join(REPO, 'tests', 'data', 'simslurm')
@@ -75,7 +76,7 @@ def test_gres_conf_matches_the_partitions_topology():
     """Slurm's GPU locality (gres.conf) and what the checks expect of it (the partition's
     topology, as mlcheck reads it) name the same cores for every GPU."""
     topology = partition_entry('simulated', 'sim:cluster')['extras']['mlcheck']['topology']
-    topo = NodeTopology.from_config(topology, 'sim:cluster')
+    topo = node_topology(topology, 'sim:cluster')
     cores = gres_cores(simcluster.gres_conf())
     assert list(cores) == list(simcluster.GPU_DEVICES)
     assert [cores[dev] for dev in simcluster.GPU_DEVICES] == [list(topo.cores_of_gpu(i)) for i in range(topo.gpus_per_node)]

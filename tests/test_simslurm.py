@@ -295,3 +295,19 @@ def test_port_in_use_is_reported(cluster, tmp_path, role):
     assert Path("/etc/slurm/slurm.conf").read_text() == conf
     status = simslurm("status", timeout=60)
     assert status.returncode == 0, explain(status)
+
+
+def test_jobs_run_in_the_cluster_s_cgroup_weighted_above_other_work(cluster):
+    """Every job step runs in the cluster's cgroup (processes.PARTITION_CGROUP), which weighs 100
+    times a process outside it: another process on the machine leaves the jobs their cores."""
+    from mlcheck.simulated import processes
+    proc = run(["srun", "-N1", "-w", "nid002", "cat", "/proc/self/cgroup"], timeout=60)
+    assert proc.returncode == 0, explain(proc)
+    group = processes.partition_cgroup()
+    v1 = os.path.exists(os.path.join(group, "cpu.shares"))
+    # cgroup v1: the `cpu` controller's line; v2: the unified line, "0::"
+    [where] = [line.split(":", 2)[2] for line in proc.stdout.splitlines()
+               if (("cpu" in line.split(":")[1].split(",")) if v1 else line.startswith("0::"))]
+    assert where == "/" + processes.PARTITION_CGROUP, proc.stdout
+    weight, default = ("cpu.shares", 1024) if v1 else ("cpu.weight", 100)
+    assert int(open(os.path.join(group, weight)).read()) == 100 * default

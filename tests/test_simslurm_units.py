@@ -379,3 +379,40 @@ def test_a_node_that_resolves_off_the_machine_is_named_with_the_file(tmp_path, m
     with pytest.raises(ValueError, match="nid001 resolves to 'nothing'.*nid002 .*fix their entries"):
         hosts.ensure_hosts(str(path), 2, check_only=True)
     assert path.read_text() == '10.1.2.3 nid002\n'
+
+
+@pytest.mark.parametrize('kind', ['v1', 'v2'])
+def test_the_cluster_s_daemons_weigh_100_times_other_work(tmp_path, kind):
+    """A started daemon (and so every job its slurmd starts) joins the cluster's own cgroup,
+    weighted 100 times the default, in whichever hierarchy has the cpu controller."""
+    sim = sim_in(tmp_path)
+    root = tmp_path / 'cgroup'
+    root.mkdir()
+    weight = {'v1': 'cpu.shares', 'v2': 'cpu.weight'}[kind]
+    group = root / processes.PARTITION_CGROUP
+    group.mkdir()
+    (group / weight).write_text('1024\n' if kind == 'v1' else '100\n')
+    if kind == 'v1':
+        mount = f'cgroup {root} cgroup rw,relatime,cpu 0 0\n'
+    else:
+        mount = f'cgroup2 {root} cgroup2 rw,relatime 0 0\n'
+        (root / 'cgroup.controllers').write_text('cpuset cpu io memory pids\n')
+    os.makedirs(os.path.join(sim.proc, 'self'))
+    with open(os.path.join(sim.proc, 'self', 'mounts'), 'w') as f:
+        f.write('proc /proc proc rw 0 0\n' + mount)
+    fake_process(sim, 31, 'slurmctld', ['slurmctld'])
+    os.makedirs(sim.path('RUN_DIR'))
+    sim.start_daemon('slurmctld', 'slurmctld', '', str(tmp_path / 'log'),
+                     ['sh', '-c', f"echo 31 > {sim.path('CTLD_PIDFILE')}"])
+    assert (group / 'cgroup.procs').read_text() == '31'
+    assert (group / weight).read_text() == str(100 * int('1024' if kind == 'v1' else '100'))
+    if kind == 'v2':
+        assert (root / 'cgroup.subtree_control').read_text() == '+cpu'
+
+
+def test_without_a_cpu_controller_the_daemons_stay_where_they_are(tmp_path):
+    mounts = tmp_path / 'mounts'
+    mounts.write_text(f'cgroup2 {tmp_path} cgroup2 rw 0 0\n')
+    (tmp_path / 'cgroup.controllers').write_text('memory pids\n')
+    assert processes.partition_cgroup(str(mounts)) is None
+    assert processes.partition_cgroup(str(tmp_path / 'absent')) is None

@@ -53,7 +53,7 @@ def test_each_topology_key_with_a_wrong_type_names_it(key):
 
 
 @pytest.mark.parametrize('where, change, message', [
-    ('', lambda m: m.update(node_count=[1]), 'extras.mlcheck: unknown key(s) node_count; allowed: binding, checks, '),
+    ('', lambda m: m.update(node_count=[1]), 'extras.mlcheck: unknown key(s) node_count; allowed: ab_threshold, ab_threshold_ceiling, binding, checks, '),
     ('topology', lambda m: m['topology'].update(gpus=8), 'extras.mlcheck.topology: unknown key(s) gpus; '),
     ('net_plugin', lambda m: m['net_plugin'].update(provder='cxi'), 'extras.mlcheck.net_plugin: unknown key(s) provder;'),
     ('images', lambda m: m.update(images=[{'path': '/a.sif', 'env': {}}]), 'extras.mlcheck.images[0]: unknown key(s) env;'),

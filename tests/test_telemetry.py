@@ -20,7 +20,7 @@ import telemetry as rank_telemetry
 from conftest import DATA
 from mlcheck.judging import output, gpu_health as rules
 from mlcheck.figures import gpu_use as figures
-from mlcheck.judging.peers import upper_quartile
+from mlcheck.figures.quartiles import upper_quartile
 from saved_outputs import fact_line, saved
 
 RECORDED = os.path.join(DATA, 'telemetry')

@@ -4,7 +4,8 @@ import pytest
 
 from mlcheck.errors import ConfigError
 from mlcheck.placement.launch import Layout
-from mlcheck.placement.topology import NodeTopology, cores_to_mask, mask_to_cores
+from mlcheck.placement.topology import cores_to_mask, mask_to_cores
+from mlcheck.site.settings import node_topology
 
 LUMI_MASKS = ('0xfe000000000000,0xfe00000000000000,0xfe0000,0xfe000000,'
               '0xfe,0xfe00,0xfe00000000,0xfe0000000000')
@@ -28,7 +29,7 @@ def test_simulated_partition_has_one_core_per_slot(sim):
 
 
 def test_gpus_sharing_a_domain_split_its_free_cores():
-    topo = NodeTopology.from_config({'cores_per_domain': 16, 'gpu_domains': [0, 0, 1, 1],
+    topo = node_topology({'cores_per_domain': 16, 'gpu_domains': [0, 0, 1, 1],
                                      'reserved_cores_per_domain': [0, 1]}, 'x')
     assert [topo.cores_of_gpu(g) for g in range(4)] == [
         list(range(2, 9)), list(range(9, 16)), list(range(18, 25)), list(range(25, 32))]
@@ -57,10 +58,10 @@ def test_mask_round_trip():
 ])
 def test_bad_topologies_are_one_line_errors_naming_the_entry(entry, message):
     if message is None:
-        NodeTopology.from_config(entry, 'partition p extras.mlcheck.topology')
+        node_topology(entry, 'partition p extras.mlcheck.topology')
         return
     with pytest.raises(ConfigError) as err:
-        NodeTopology.from_config(entry, 'partition p extras.mlcheck.topology')
+        node_topology(entry, 'partition p extras.mlcheck.topology')
     assert message in str(err.value)
     assert str(err.value).startswith('partition p extras.mlcheck.topology')
     assert '\n' not in str(err.value)
@@ -72,6 +73,6 @@ def test_more_tasks_than_gpus_do_not_fit(sim):
 
 
 def test_unequal_core_counts_cannot_be_one_cpus_per_task():
-    topo = NodeTopology.from_config({'cores_per_domain': 4, 'gpu_domains': [0, 1, 1]}, 'x')
+    topo = node_topology({'cores_per_domain': 4, 'gpu_domains': [0, 1, 1]}, 'x')
     with pytest.raises(ConfigError, match='unequal core counts'):
         topo.cores_per_task(3)

@@ -12,6 +12,7 @@ the same system waits for.
 """
 
 import contextlib
+import dataclasses
 import fcntl
 import os
 import re
@@ -31,6 +32,7 @@ from mlcheck.history.database import system_names
 from mlcheck.history.samples import NOT_RECORDED, group
 from mlcheck.history.selection import load, parse_selection
 from mlcheck.harness.config import references_dir
+from mlcheck.judging.references import MACHINE_SPEED, at_recorded_speed
 
 INDEX = ['$partition', 'image', 'num_nodes']
 # Totals over the run, which grow with its length (-S epochs): recorded only when named. Every
@@ -231,6 +233,24 @@ def unshared(node):
     return node
 
 
+def at_the_files_speed(samples, data):
+    """The samples as measured at the machine speed the references file records
+    (`$machine_speed`, the simulated partition), from the speed each run recorded: a rate of a
+    run on a machine twice as fast is written at half. A file without one takes them as measured.
+    Also how many values of figures that follow the speed had no recorded speed (kept as measured)."""
+    recorded = data.get(MACHINE_SPEED)
+    if not isinstance(recorded, dict) or not recorded.get('steps_per_s'):
+        return samples, 0
+    brought, unknown = [], 0
+    for s in samples:
+        if s.machine_speed:
+            s = dataclasses.replace(s, value=at_recorded_speed(s.value, s.var, s.unit, s.machine_speed, recorded))
+        elif s.var in recorded.get('follow', []):
+            unknown += 1
+        brought.append(s)
+    return brought, unknown
+
+
 def update(data, comments, found, selection, tolerance):
     """Put the medians into `data`; returns the table rows of what changed."""
     table, today = [], datetime.now().astimezone().strftime('%Y-%m-%d')
@@ -328,8 +348,8 @@ def record(args):
         described = f'session {samples[0].source}'
     else:
         described = args.selection
-    found = medians(samples)
-    systems = sorted({key[0] for key in found})
+    medians(samples)         # runs of two settings are refused before any file is touched
+    systems = sorted({s.system for s in samples})
     paths = {system: references_path(directory, system) for system in systems}
     # references are read by a config's system: one the config lacks is a record from elsewhere
     config = config_file(args)
@@ -342,9 +362,15 @@ def record(args):
         path = paths[system]
         with contextlib.nullcontext() if args.dry_run else locked(path):
             references, data = read_references(path)
-            mine = {k: v for k, v in found.items() if k[0] == system}
-            table = update(data, references.head, mine, described, tolerance)
+            mine, unknown = at_the_files_speed([s for s in samples if s.system == system], data)
+            table = update(data, references.head, medians(mine), described, tolerance)
             print(text_table(('partition', 'test', 'variable', 'runs', 'was', 'now', 'noise'), table))
+            speed = data.get(MACHINE_SPEED) or {}
+            if speed:
+                print(f"figures that follow the machine's speed written at the file's "
+                      f"{speed.get('steps_per_s')} steps/s ({MACHINE_SPEED})"
+                      + (f'; {unknown} value(s) had no recorded speed (runs from before it was '
+                         'recorded): written as measured' if unknown else ''))
             if args.dry_run:
                 print(f'\n# {path} would be:')
                 print(render(references, data), end='')

@@ -23,6 +23,8 @@ BETTER = {
     # what the GPUs drew: shown, not judged (see above); the machine's speed read in the job,
     # which the simulated partition's loader reference follows (mlcheck.judging.references)
     'gpu_power': INFORMATIONAL, 'job_speed': INFORMATIONAL,
+    # -S compare_with: B/A of two images in one job, judged by its own verdict (mlcheck.ab.rule)
+    'ab_ratio': HIGHER, 'ab_ratio_low': INFORMATIONAL, 'ab_ratio_high': INFORMATIONAL,
 }
 
 # a figure not in BETTER (another suite's, or an old perf log's) is judged by its unit

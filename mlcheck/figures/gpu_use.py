@@ -10,7 +10,7 @@ See docs/telemetry.md.
 
 import statistics
 
-from mlcheck.judging.peers import below_peers, upper_quartile
+from mlcheck.figures.quartiles import upper_quartile
 
 
 def telemetry_facts(run):
@@ -38,7 +38,7 @@ def median_power(run):
 
 
 def lowest_power_fraction(run):
-    """The lowest reporting GPU's mean power over the GPUs' upper quartile (judging.peers), or None."""
+    """The lowest reporting GPU's mean power over the GPUs' upper quartile (figures.quartiles), or None."""
     powers = values(run, 'power_w')
     return min(powers.values()) / upper_quartile(powers.values()) if powers else None
 
@@ -53,12 +53,3 @@ def peak_gpu_memory(run):
 
 def peak_host_memory(run):
     return peak_of(run, 'host_memory_gb')
-
-
-def low_power(run, fraction):
-    """[(rank, watts)] of the GPUs below `fraction` of the GPUs' upper quartile, lowest first, and
-    that reference: the one peer rule (judging.peers), so that the low GPUs, while they are at most
-    half, cannot drag the reference down to themselves (a median sits between two equal groups).
-    When every GPU draws equally little, none is low: that is a regression, not an outlier."""
-    verdict = below_peers(values(run, 'power_w'), 1 - fraction)
-    return verdict.named, verdict.reference

@@ -16,7 +16,7 @@ steps, batches and load as the throughput it is compared with. Two figures come 
 
 import statistics
 
-from mlcheck.judging.peers import below_peers, upper_quartile
+from mlcheck.figures.quartiles import upper_quartile
 
 
 def solo_throughputs(run):
@@ -42,11 +42,3 @@ def communication_efficiency(run):
     if not median or not isinstance(per_device, (int, float)):
         return None
     return per_device / median
-
-
-def below_upper_quartile(run, fraction):
-    """[(rank, samples/s)] of the ranks below `fraction` of the upper quartile, slowest first, and
-    the upper quartile. When every rank is equally slow, none is: that is a regression, not an
-    outlier."""
-    verdict = below_peers(solo_throughputs(run), 1 - fraction)
-    return verdict.named, verdict.reference

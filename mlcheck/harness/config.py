@@ -11,6 +11,7 @@ Environment variables:
 
 import getpass
 import os
+import runpy
 import sys
 import tempfile
 
@@ -25,14 +26,16 @@ PERFLOG_FIELDS = (
     '%(check_name)s|%(check_image)s|%(check_num_nodes)s|%(check_num_tasks)s|'
     '%(check_jobid)s|%(check_job_nodelist)s|'
 )
-# then what the value depends on: the run's settings and its software stack (mlcheck.figures.stack)
+# then what the value depends on: the run's settings, its software stack (mlcheck.figures.stack)
+# and the machine's speed its references were brought to, where the partition measures it
 PERFVAR_FIELDS = ('%(check_perf_var)s|%(check_perf_value)s|%(check_perf_unit)s|%(check_perf_ref)s|'
                   '%(check_perf_lower_thres)s|%(check_perf_upper_thres)s|%(check_perf_result)s|'
-                  '%(check_run_settings)s|%(check_software_stack)s')
+                  '%(check_run_settings)s|%(check_software_stack)s|%(check_machine_speed)s')
 # The header ReFrame writes for these fields; mlcheck.history.perflog reads perf logs by it.
 PERFLOG_HEADER = ('job_completion_time|reframe version|system:partition|name|image|num_nodes|'
                   'num_tasks|jobid|job_nodelist|perf_var|perf_value|perf_unit|perf_ref|'
-                  'perf_lower_thres|perf_upper_thres|perf_result|run_settings|software_stack')
+                  'perf_lower_thres|perf_upper_thres|perf_result|run_settings|software_stack|'
+                  'machine_speed')
 PERFLOG_PREFIX = '%(check_system)s/%(check_partition)s'
 
 
@@ -127,3 +130,9 @@ def slurm_gpu_partition(partition):
 def builtin_environment(target_systems):
     # the checks run in the image's (or host's) own Python; no compiler environment is needed
     return {'name': 'builtin', 'cc': 'cc', 'cxx': '', 'ftn': '', 'target_systems': target_systems}
+
+
+def shared_part(name):
+    """The names config/_<name>.py defines: a description several site files share (a node
+    model), read from this checkout's config/ wherever the site file itself was loaded from."""
+    return runpy.run_path(os.path.join(CONFIG_DIR, f'_{name}.py'))

@@ -14,11 +14,14 @@ declare_knobs() makes its variables and knob_arguments() the program's flags fro
 the same dicts.
 """
 
-from reframe.core.builtins import variable
+import sys
+
+import reframe as rfm
+from reframe.core.builtins import run_before, variable
 
 from mlcheck.contract import program_module
 from mlcheck.errors import ConfigError
-from mlcheck.harness.reframe_api import ShownInJSON
+from mlcheck.harness.reframe_api import ShownInJSON, command_line_variables, stop_session, variable_names
 
 # the programs' knob tables and the Knob itself, one copy with the programs (src/pytorch/program_knobs.py)
 program_knobs = program_module('program_knobs')
@@ -65,6 +68,12 @@ def is_given(value):
 def knob_arguments(knobs, values):
     """The program's arguments of `knobs` (in their order) for their `values` (a check)."""
     return [word for name, knob in knobs.items() for word in knob.arguments(name, getattr(values, name))]
+
+
+def flag_values(knobs, values):
+    """{name: value} of the knobs passed to the program as flags, for their `values` (a check):
+    what the program must state it ran (its `settings` fact)."""
+    return {name: getattr(values, name) for name, knob in knobs.items() if knob.flags(name)}
 
 
 def knob_values(knobs, given, configured, where_configured):
@@ -117,3 +126,16 @@ def refuse_unknown_variables(assignments, base, variables_of):
             said = f'{test}.{name}' if test else name
             raise ConfigError(f'-S {said}={text}: no check of this run knows {name!r}; '
                               f'their knobs: {", ".join(knobs) or "none"}')
+
+
+class KnownSettingsOnly(rfm.RegressionTestPlugin):
+    """A check whose set-up ends the ReFrame session in one line at a -S name on its command line
+    that no loaded check of this kind knows: a typo, which ReFrame alone only warns about, running
+    every test at its defaults. The first test's set-up comes before any job."""
+
+    @run_before('setup')
+    def stop_at_an_unknown_S_name(self):
+        try:
+            refuse_unknown_variables(command_line_variables(sys.argv), KnownSettingsOnly, variable_names)
+        except ConfigError as err:
+            stop_session(f'mlcheck: config error: {err}')

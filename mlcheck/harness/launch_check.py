@@ -10,7 +10,6 @@ import dataclasses
 import functools
 import os
 import shlex
-import sys
 
 import reframe as rfm
 from reframe.core.builtins import parameter, run_after, run_before, sanity_function, variable
@@ -19,13 +18,13 @@ from reframe.core.logging import getlogger
 from reframe.core.runtime import runtime
 
 from mlcheck.judging import locality, notes, output, references, sanity, stated_settings
-from mlcheck.harness.knobs import Knob, declare_knobs, knob_arguments, knob_values, refuse_unknown_variables
+from mlcheck.harness.knobs import Knob, KnownSettingsOnly, declare_knobs, flag_values, knob_arguments, knob_values
 from mlcheck.figures import stack
 from mlcheck.placement import containers, launch
 from mlcheck.errors import ConfigError
+from mlcheck.harness.ab_rounds import ABRounds, KNOBS as AB_KNOBS
 from mlcheck.harness.config import references_file
-from mlcheck.harness.reframe_api import (ExpectedSanityFailure, command_line_variables, stop_session,
-                                         variable_names)
+from mlcheck.harness.reframe_api import ExpectedSanityFailure
 from mlcheck.simulated import speed
 from mlcheck.site.images import ImageUnavailable, image_parameter
 from mlcheck.site.settings import PartitionSettings
@@ -82,7 +81,7 @@ def _configured(values_of):
     return sorted(values)
 
 
-class DistributedLaunchCheck(ExpectedSanityFailure, rfm.RunOnlyRegressionTest):
+class DistributedLaunchCheck(ExpectedSanityFailure, rfm.RunOnlyRegressionTest, ABRounds, KnownSettingsOnly):
     """What any torch.distributed program needs: task layout, CPU masks, rank environment,
     container, launch sanity, software stack and references. A program that trains adds the
     training part (DistributedTrainingCheck); one that does not (the interconnect's) takes only
@@ -121,18 +120,12 @@ class DistributedLaunchCheck(ExpectedSanityFailure, rfm.RunOnlyRegressionTest):
                                    'seconds each collective may take', flag=None),
     }
     declare_knobs(locals(), common_knobs)
+    # -S compare_with: A/B rounds of two images, declared by ABRounds (mlcheck.harness.ab_rounds)
+    common_knobs = {**common_knobs, **AB_KNOBS}
 
     valid_prog_environs = ['builtin']
     sourcesdir = '../src'     # relative to checks/
     time_limit = '15m'
-
-    @run_before('setup')
-    def stop_at_an_unknown_S_name(self):
-        """A -S name that no check of the run knows (a typo) stops the session before any job."""
-        try:
-            refuse_unknown_variables(command_line_variables(sys.argv), DistributedLaunchCheck, variable_names)
-        except ConfigError as err:
-            stop_session(f'mlcheck: config error: {err}')
 
     @run_after('init')
     @reported_by_reframe
@@ -165,12 +158,14 @@ class DistributedLaunchCheck(ExpectedSanityFailure, rfm.RunOnlyRegressionTest):
     def read_machine_speed(self):
         """The partition's machine speed now, where it is measured in the run (the simulated
         one): the first test's set-up measures it, before any job of the run starts."""
-        self.machine_speed = partition_settings(self.current_partition).machine_speed
-        if self.machine_speed == speed.MEASURED:
-            try:
-                self.machine_speed = None if self.is_dry_run() else speed.this_run()
-            except (OSError, RuntimeError, ValueError) as err:
-                raise ConfigError(f'partition {self.current_partition.fullname}: {err}') from None
+        configured = partition_settings(self.current_partition).machine_speed
+        if configured != speed.MEASURED:
+            self.machine_speed = None if configured is None else float(configured)
+            return
+        try:
+            self.machine_speed = None if self.is_dry_run() else speed.this_run()
+        except (OSError, RuntimeError, ValueError) as err:
+            raise ConfigError(f'partition {self.current_partition.fullname}: {err}') from None
 
     @run_before('performance')
     def expect_this_machines_speed(self):
@@ -194,7 +189,7 @@ class DistributedLaunchCheck(ExpectedSanityFailure, rfm.RunOnlyRegressionTest):
     @run_before('performance', always_last=True)
     def say_when_performance_is_not_judged(self):
         """A test without references passes whatever its figures: say so, once per test."""
-        if self.is_dry_run():
+        if self.is_dry_run() or self.compare_with:     # the A/B verdict judges its figures
             return
         keys = {'$partition': self.current_partition.fullname, 'image': str(self.image),
                 'num_nodes': self.num_nodes}
@@ -207,12 +202,16 @@ class DistributedLaunchCheck(ExpectedSanityFailure, rfm.RunOnlyRegressionTest):
     @run_after('setup')
     @reported_by_reframe
     def set_up_launch(self):
-        """The launch, step by step: the partition's settings, the tasks' placement, the image,
-        the job's exports, the ranks' command, and the container that runs it."""
+        """The launch, step by step: the partition's settings, the tasks' placement, the job's
+        policy, the image, the job's exports, the ranks' command, and the container that runs it."""
         self.settings = partition_settings(self.current_partition)
-        waits = self.place_tasks()
+        self.place_tasks()
+        waits = self.job_policy()
         data = self.data_of_run()
         image = self.choose_image()
+        if self.compare_with:   # each image's steps export its own variables, none job-wide
+            self.set_up_ab_rounds(image, data, waits)
+            return
         self.prerun_cmds += launch.job_exports(self.settings, self.layout, waits, image)
         command = self.rank_command(image, data)
         if image is None:
@@ -221,8 +220,8 @@ class DistributedLaunchCheck(ExpectedSanityFailure, rfm.RunOnlyRegressionTest):
             self.run_in_container(image, command, data)
 
     def place_tasks(self):
-        """The node count, the knobs, the layout of tasks and CPU masks as the job's resources
-        and srun's options, and the bounded waits (returned, for the job's exports)."""
+        """The node count, the knobs, and the layout of tasks and CPU masks as the job's resources
+        and srun's options."""
         self.settings.check_node_count(self.num_nodes)
         self.resolve_knobs()
         self.layout = self.settings.layout(self.num_nodes, self.binding, **self.task_shape())
@@ -232,6 +231,11 @@ class DistributedLaunchCheck(ExpectedSanityFailure, rfm.RunOnlyRegressionTest):
         if self.settings.slurm_gpus:
             self.num_gpus_per_node = self.layout.gpus_per_node
         self.job.launcher.options += self.layout.srun_options()
+
+    def job_policy(self):
+        """What the job does when something goes wrong, whatever its layout: it is not run again
+        after losing a node, and its ranks wait a bounded time (the waits, returned for the job's
+        exports)."""
         if self.current_partition.scheduler.registered_name in ('slurm', 'squeue'):
             # a job that lost a node fails, and is not silently run again
             self.job.options += ['--no-requeue']
@@ -258,18 +262,22 @@ class DistributedLaunchCheck(ExpectedSanityFailure, rfm.RunOnlyRegressionTest):
             [*data_args, *self.script_arguments(), *self.launch_arguments()]))
 
     def run_in_container(self, image, command, data):
-        """The partition's container runtime runs the command in the image, with the binds."""
-        self.container_platform = self.container_platform_of_partition()
-        self.container_platform.image = image
-        self.container_platform.command = command
-        warning = getattr(self.container_platform, 'image_warning', lambda: None)()
+        self.container_platform = self.configured_container(image, command, data)
+
+    def configured_container(self, image, command, data):
+        """The partition's container runtime, running the command in the image with the binds."""
+        platform = self.container_platform_of_partition()
+        platform.image = image
+        platform.command = command
+        warning = getattr(platform, 'image_warning', lambda: None)()
         if warning:
             getlogger().warning(f'{self.display_name}: {warning}')
-        self.container_platform.mount_points = self.settings.bind_mounts(data)
-        self.container_platform.options += list(self.settings.container_options)
+        platform.mount_points = self.settings.bind_mounts(data)
+        platform.options += list(self.settings.container_options)
         if self.settings.edf:
             for table, entries in self.settings.edf_for(image).items():
-                setattr(self.container_platform, table, entries)
+                setattr(platform, table, entries)
+        return platform
 
     def container_platform_of_partition(self):
         name = self.current_partition.container_runtime
@@ -334,11 +342,7 @@ class DistributedLaunchCheck(ExpectedSanityFailure, rfm.RunOnlyRegressionTest):
 
     @sanity_function
     def assert_run_sane(self):
-        expect = self.expectations()
-        found = sanity.problems(self.run_output(), expect)
-        if set(self.run_output().by_rank('done')) == set(range(expect.world_size)):
-            found += stated_settings.problems(self.run_output(), self.asked_settings())
-            found += self.program_problems(self.run_output())
+        found = self.ab_problems() if self.compare_with else self.run_problems()
         if found and self.expected_failure:
             # ReFrame reports only the expected-failure reason: show how it failed this time
             getlogger().info(f'{self.display_name}: failed as expected: {"; ".join(found)}')
@@ -349,9 +353,14 @@ class DistributedLaunchCheck(ExpectedSanityFailure, rfm.RunOnlyRegressionTest):
             self.logger.warning(note)
         return True
 
-    def asked_settings(self):
-        """{knob: value} of the knobs the program was given as flags: what it must say it ran."""
-        return {name: getattr(self, name) for name, knob in self.knobs.items() if knob.flags(name)}
+    def run_problems(self):
+        """The launch promises (expectations()), and program_problems() once every rank finished."""
+        expect = self.expectations()
+        found = sanity.problems(self.run_output(), expect)
+        if set(self.run_output().by_rank('done')) == set(range(expect.world_size)):
+            found += stated_settings.problems(self.run_output(), flag_values(self.knobs, self))
+            found += self.program_problems(self.run_output())
+        return found
 
     def program_problems(self, run):
         """What else is wrong with a run in which every rank finished (one-line problems)."""
@@ -373,6 +382,9 @@ class DistributedLaunchCheck(ExpectedSanityFailure, rfm.RunOnlyRegressionTest):
     #: lines and the job reported (mlcheck.figures.stack); perf log fields and database columns.
     run_settings = variable(str, value='')
     software_stack = variable(str, value='')
+    #: the machine's speed now (steps/s, mlcheck.simulated.speed) where the partition has one: the
+    #: references were brought to it, and mlcheck.commands.baseline brings new figures back from it
+    machine_speed = variable(float, type(None), value=None)
 
     @run_after('setup')
     def record_settings(self):

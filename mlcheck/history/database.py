@@ -155,8 +155,13 @@ def samples_of_testcases(testcases, with_failed=False):
                 source=case.get('session_uuid', ''), settings=recorded(case.get('run_settings')),
                 stack=recorded(case.get('software_stack')),
                 problem=failure_line(case.get('fail_phase'), case.get('fail_reason')),
-                num_tasks=int(case.get('num_tasks') or 0)))
+                num_tasks=int(case.get('num_tasks') or 0),
+                machine_speed=_speed(case.get('machine_speed'))))
     return samples
+
+
+def _speed(value):
+    return float(value) if isinstance(value, (int, float)) and math.isfinite(value) and value > 0 else None
 
 
 def failure_line(phase, reason):

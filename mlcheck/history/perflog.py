@@ -103,7 +103,8 @@ def _sample(columns, values, period, with_failed, path):
         reference=tuple(_number(row.get(c)) for c in ('perf_ref', 'perf_lower_thres',
                                                        'perf_upper_thres')),
         result=row.get('perf_result', ''), source=path,
-        settings=recorded(row.get('run_settings')), stack=recorded(row.get('software_stack')))
+        settings=recorded(row.get('run_settings')), stack=recorded(row.get('software_stack')),
+        machine_speed=_number(row.get('machine_speed')))
 
 
 def _number(text):

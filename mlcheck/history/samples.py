@@ -30,6 +30,7 @@ class Sample:
     stack: str = ''       # its software stack (mlcheck.figures.stack; '' where not recorded)
     problem: str = ''     # why the test case failed, where the record says (the results database)
     num_tasks: int = 0    # its ranks, where the record says (the results database): 0 unknown
+    machine_speed: float = None   # the machine's speed its references were brought to, if recorded
 
     @property
     def key(self):

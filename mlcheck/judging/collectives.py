@@ -8,7 +8,8 @@ Plain functions over a parsed run (mlcheck.judging.output.RunOutput) that return
 import re
 
 from mlcheck.judging.rank_lists import nodes_of_ranks, rank_list
-from mlcheck.judging.peers import below_peers, upper_quartile
+from mlcheck.figures.quartiles import upper_quartile
+from mlcheck.judging.peers import below_peers
 
 # The sentences of slow_pairs() (one node slow with every partner, one slow link), as a record of
 # a failed run keeps them ('; '-joined) and the node sweep reads them back: mlcheck-nodes

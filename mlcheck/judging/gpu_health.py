@@ -5,6 +5,7 @@ rank. Telemetry that is absent is never a failure: it is said once (unavailable_
 See docs/telemetry.md.
 """
 
+from mlcheck.judging.peers import below_peers
 from mlcheck.judging.rank_lists import group_by_node, rank_list
 from mlcheck.figures import gpu_use as figures
 
@@ -26,6 +27,14 @@ def _detail(fact):
     return f'; {", ".join(parts)}' if parts else ''
 
 
+def low_power(run, fraction):
+    """[(rank, watts)] of the GPUs below `fraction` of the GPUs' upper quartile, lowest first, and
+    that reference. When every GPU draws equally little, none is low: that is a regression, not an
+    outlier."""
+    verdict = below_peers(figures.values(run, 'power_w'), 1 - fraction)
+    return verdict.named, verdict.reference
+
+
 def problems(run, low_power_fraction):
     """One line per GPU below `low_power_fraction` of the GPUs' upper quartile (the one peer rule,
     judging.peers; 0: rule off) and per GPU reported throttled. Where a GPU's power is its MI250X
@@ -33,7 +42,7 @@ def problems(run, low_power_fraction):
     found = []
     facts = figures.telemetry_facts(run)
     if low_power_fraction:
-        low, reference = figures.low_power(run, low_power_fraction)
+        low, reference = low_power(run, low_power_fraction)
         packages = any(f.get('power_note') for f in facts.values())
         unit = 'package' if packages else 'GPU'
         reporting = group_by_node(run, figures.values(run, 'power_w').items())

@@ -1,11 +1,8 @@
 """One against its peers: the one rule behind every "is this one worse than the others?" judgement
 (a rank training alone, a GPU's power, a node pair's bandwidth, a node of a partition sweep).
 
-The reference is the peers' upper quartile (the nearest-rank 75th percentile), not their median:
-while the low ones are at most half of the peers, the upper quartile is one of the healthy values
-(it is the ceil(0.75 n)-th smallest, above the k <= n/2 lowest), so a slow node of two, or half the
-GPUs of a job, cannot drag the reference down to themselves. The median sits halfway between two
-equal groups and names neither.
+The reference is the peers' upper quartile (the nearest-rank 75th percentile; why not their
+median: mlcheck.figures.quartiles, which the figures comparing one rank with the others share).
 
 A member is named when it is below the reference by more than `threshold` (a fraction of the
 reference) and, where `spread_factor` is set, by more than that many times the peers' spread. The
@@ -18,8 +15,9 @@ When every member is equally low, none is named: that is a regression, judged ag
 (mlcheck.history.compare), not an outlier.
 """
 
-import math
 from dataclasses import dataclass
+
+from mlcheck.figures.quartiles import quantile, upper_quartile
 
 # normal quantiles z(7/8) - z(3/4): the upper quarter's width in standard deviations
 UPPER_QUARTER_WIDTH = 1.1503493803760079 - 0.6744897501960817
@@ -36,17 +34,6 @@ class Verdict:
     def shortfall(self, value):
         """How far `value` is below the reference, as a fraction of it (0.2: 20 % below)."""
         return 1 - value / self.reference if self.reference else None
-
-
-def quantile(ordered, q):
-    """The nearest-rank q-quantile of sorted values: always one of them."""
-    return ordered[max(math.ceil(q * len(ordered)) - 1, 0)]
-
-
-def upper_quartile(values):
-    """The smallest of `values` that at least three quarters of them do not exceed: always one of
-    the values, and the larger of two."""
-    return quantile(sorted(values), 0.75)
 
 
 def spread(values):

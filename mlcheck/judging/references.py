@@ -63,6 +63,15 @@ def at_speed(entry, follows, ratio):
     return scaled
 
 
+def at_recorded_speed(value, var, unit, speed_then, recorded):
+    """Figure `var` measured as `value` on the machine at `speed_then` (steps/s), as it would be
+    at the speed `recorded` ($machine_speed) notes; figures it does not follow as they are. What a
+    new reference is written as, so that the file's figures stay at its one recorded speed."""
+    follows = set(recorded.get('follow', [])) - set(recorded.get('follow_in_job', []))
+    return at_speed({var: (value, None, None, unit)}, follows,
+                    float(recorded['steps_per_s']) / speed_then)[var][0]
+
+
 def at_machine_speed(path, check, keys, speed_now, job_speed=None):
     """The references of test `check` with index values `keys` at this machine's speed
     `speed_now` (the workload's steps/s), {variable: (value, lower, upper, unit)}; None where

@@ -10,10 +10,12 @@ own messages, and the facts `rendezvous` (a rank arrived at the rendezvous), `ra
 """
 
 import math
+import re
 from dataclasses import dataclass
 
 from mlcheck.contract import spans
 from mlcheck.judging import failures, locality, nccl, output
+from mlcheck.judging.peers import below_peers
 from mlcheck.judging.rank_lists import group_by_node, rank_list
 from mlcheck.figures import rank_speed
 from mlcheck.placement.topology import mask_to_cores
@@ -96,6 +98,15 @@ def ranks_started_and_finished(run, expect):
     if unfinished:
         found.append(f'{rank_list(unfinished)} did not finish')
     return found
+
+
+# The placement promises' sentences, as a record of a failed run keeps them: the report's likely
+# cause reads them back as the binding (mlcheck.history.causes). Change a sentence below, change
+# its part here: tests/test_causes.py runs each writer through that reader.
+PLACEMENT_SAID = re.compile(
+    r'ranks ran on \d+ node\(s\)|node \S+ ran \d+ ranks, expected'    # rank_placement
+    r'|runs on cores .*\(mask |local rank .* outside '                 # cpu_affinity
+    r'|GPU\(s\); expected exactly')                                   # one_gpu_per_rank
 
 
 def rank_placement(run, expect):
@@ -197,15 +208,18 @@ def network_plugin(run, expect):
 
 def slow_ranks(run, expect):
     """Every rank reported its solo throughput, and none is below slow_rank_fraction of the
-    ranks' upper quartile (mlcheck.figures.rank_speed): one line per slow rank, or per node where several
-    of its ranks are slow."""
+    ranks' upper quartile (the one peer rule, mlcheck.judging.peers): one line per slow rank, or per
+    node where several of its ranks are slow. When every rank is equally slow, none is: that is a
+    regression, not an outlier."""
     if expect.slow_rank_fraction is None:
         return []
     found = []
-    missing = set(range(expect.world_size)) - set(rank_speed.solo_throughputs(run))
+    speeds = rank_speed.solo_throughputs(run)
+    missing = set(range(expect.world_size)) - set(speeds)
     if missing:
         found.append(f'{rank_list(missing)} reported no solo throughput (no solo line)')
-    slow, reference = rank_speed.below_upper_quartile(run, expect.slow_rank_fraction)
+    verdict = below_peers(speeds, 1 - expect.slow_rank_fraction)
+    slow, reference = verdict.named, verdict.reference
     placed = run.by_rank('rank')
     device = 'GPU' if expect.gpus else 'local rank'
     limit = f'(limit {expect.slow_rank_fraction:g})'

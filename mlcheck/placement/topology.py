@@ -8,7 +8,6 @@ gets are the unreserved cores of its domain, split evenly among the GPUs sharing
 
 from dataclasses import dataclass
 
-from mlcheck.site import schema as site_schema
 from mlcheck.errors import ConfigError
 
 
@@ -20,21 +19,13 @@ class NodeTopology:
     cores_per_node: int = 0       # 0: as many as the domains that GPUs use
     where: str = 'topology'       # names the config entry in error messages
 
-    @classmethod
-    def from_config(cls, entry, where):
-        """Build from a config mapping; every problem is a one-line ConfigError naming `where`."""
-        site_schema.validate(entry, where, site_schema.TOPOLOGY)
-        topo = cls(cores_per_domain=entry['cores_per_domain'], gpu_domains=tuple(entry['gpu_domains']),
-                   reserved_cores_per_domain=tuple(entry.get('reserved_cores_per_domain', ())),
-                   cores_per_node=entry.get('cores_per_node', 0), where=where)
-        topo.validate()
-        return topo
-
     @property
     def gpus_per_node(self):
         return len(self.gpu_domains)
 
     def validate(self):
+        """What a schema cannot say: the GPUs' domains fit the node, and each GPU gets a core
+        (one-line ConfigErrors naming `where`)."""
         bad = [r for r in self.reserved_cores_per_domain if not 0 <= r < self.cores_per_domain]
         if bad:
             raise ConfigError(f'{self.where}.reserved_cores_per_domain: offset(s) {bad} outside a '

@@ -121,6 +121,8 @@ def cpu_quota(node, share):
         with sigterm_unwinds():
             _write(os.path.join(cgroup, 'cpu.cfs_period_us'), CFS_PERIOD_US)
             _write(os.path.join(cgroup, 'cpu.cfs_quota_us'), max(1000, int(share * CFS_PERIOD_US)))
+            # the cluster's weight kept (processes.PARTITION_WEIGHT): only the quota slows the node
+            _write(os.path.join(cgroup, 'cpu.shares'), open(os.path.join(home, 'cpu.shares')).read())
             _write(os.path.join(cgroup, 'cgroup.procs'), pid)
             yield cgroup
     finally:
@@ -133,10 +135,12 @@ def _restart_slurmd(node, old, wrap):
     argv = open(f'/proc/{old}/cmdline', 'rb').read().split(b'\0')[:-1]
     env = dict(item.split(b'=', 1) for item in open(f'/proc/{old}/environ', 'rb').read().split(b'\0')
                if b'=' in item)
+    home = _cpu_home_of(old)    # the new one runs where the old one did (the cluster's cgroup)
     os.kill(old, signal.SIGTERM)
     _wait(lambda: not os.path.exists(f'/proc/{old}'), f'slurmd of {node} (pid {old}) to stop')
     subprocess.run([*wrap, *argv], env=env, check=True, stdin=subprocess.DEVNULL,
-                   stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+                   stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                   preexec_fn=home and (lambda: _write(os.path.join(home, 'cgroup.procs'), os.getpid())))
     new = {}
 
     def started():
@@ -148,6 +152,15 @@ def _restart_slurmd(node, old, wrap):
     _wait(started, f'slurmd of {node} to start again')
     _wait(lambda: _responding(node), f'{node} to respond to slurmctld')
     return new['pid']
+
+
+def _cpu_home_of(pid):
+    """The cgroup that weighs `pid`'s CPU time: its v1 `cpu` group, else its v2 group; or None."""
+    with contextlib.suppress(RuntimeError):
+        return cpu_cgroup_of(pid)
+    with contextlib.suppress(RuntimeError):
+        return cgroup2_of(pid, cgroup2_root())
+    return None
 
 
 def _responding(node):

@@ -56,7 +56,7 @@ import time
 
 from mlcheck.simulated import daemons, database, faults, hosts, install
 from mlcheck.simulated.cluster import settings_from_env
-from mlcheck.simulated.processes import Failure, Sim, check_ports, say, write_new
+from mlcheck.simulated.processes import Failure, Sim, check_ports, give_the_cores_to, say, write_new
 
 # up and down of any SIMSLURM_DIR share /etc/slurm/slurm.conf: serialize them
 LOCK_FILE = '/run/lock/simslurm.lock'
@@ -177,6 +177,10 @@ def record_nodes(sim):
 
 def already_up(sim):
     record_nodes(sim)
+    # daemons started before the cluster had a cgroup of its own (an older checkout) join it
+    for name in ('slurmctld', 'slurmdbd', 'slurmd'):
+        for pid in sim.our_pids(name):
+            give_the_cores_to(pid)
     say('cluster already up')
     return print_status(sim)
 

@@ -100,6 +100,15 @@ SCHEMA = {
             'type': 'number', 'minimum': 0, 'maximum': 1, 'default': 0.8,
             'description': "a rank training alone below this fraction of the ranks' upper quartile "
                            'fails the check (0: off); `-S slow_rank_fraction=` for one run (docs/per-rank.md)'},
+        'ab_threshold': {
+            'type': 'number', 'exclusiveMinimum': 0, 'maximum': 1, 'default': 0.05,
+            'description': "the A/B verdict's threshold on B/A (`-S compare_with=`, docs/ab-images.md): "
+                           'what an A=A control on this partition supports (median + 3 MAD of '
+                           '|B/A - 1|), with its figures beside it'},
+        'ab_threshold_ceiling': {
+            'type': 'number', 'exclusiveMinimum': 0, 'maximum': 1, 'default': 0.1,
+            'description': 'the most the A/B threshold may be, an A=A control\'s included: a partition '
+                           'noisier than this is inconclusive rather than blind to a larger slowdown'},
         'machine_speed': {
             'anyOf': [{'type': 'number', 'exclusiveMinimum': 0}, {'enum': ['measured']}],
             'description': "this machine's rate now of the workload whose rate the references file "

@@ -31,6 +31,17 @@ STAND_IN_GPUS = 'stand-in'
 GPU_VENDORS[STAND_IN_GPUS] = {'visible_devices_vars': ['CUDA_VISIBLE_DEVICES'], 'miopen_cache': False}
 
 
+def node_topology(entry, where):
+    """The NodeTopology of a config mapping (`topology`); every problem is a one-line ConfigError
+    naming `where`."""
+    site_schema.validate(entry, where, site_schema.TOPOLOGY)
+    topo = NodeTopology(cores_per_domain=entry['cores_per_domain'], gpu_domains=tuple(entry['gpu_domains']),
+                        reserved_cores_per_domain=tuple(entry.get('reserved_cores_per_domain', ())),
+                        cores_per_node=entry.get('cores_per_node', 0), where=where)
+    topo.validate()
+    return topo
+
+
 @dataclass(frozen=True)
 class PartitionSettings(ImageSettings, DataSettings):
     partition: str                 # system:partition, for messages
@@ -57,6 +68,8 @@ class PartitionSettings(ImageSettings, DataSettings):
     slow_rank_fraction: float = 0.8   # a rank alone below this of the ranks' upper quartile fails
     gpu_peak_tflops: dict = field(default_factory=dict)   # precision -> one GPU's peak TFLOP/s
     machine_speed: float = None    # the references' machine speed now (mlcheck.simulated.speed)
+    ab_threshold: float = 0.05     # the A/B verdict's threshold (mlcheck.ab.rule), from an A=A control
+    ab_threshold_ceiling: float = 0.1
 
     @classmethod
     def from_extras(cls, partition, extras, container_runtime=None):
@@ -77,7 +90,7 @@ class PartitionSettings(ImageSettings, DataSettings):
                               f'{container_runtime or "none"})')
         return cls(
             partition=partition,
-            topology=NodeTopology.from_config(entry['topology'], f'{where}.topology'),
+            topology=node_topology(entry['topology'], f'{where}.topology'),
             gpu_vendor=entry.get('gpu_vendor', cls.gpu_vendor),
             node_counts=counts,
             max_nodes=max_nodes,
@@ -100,6 +113,8 @@ class PartitionSettings(ImageSettings, DataSettings):
             slow_rank_fraction=float(entry.get('slow_rank_fraction', cls.slow_rank_fraction)),
             gpu_peak_tflops={key: float(value) for key, value in entry.get('gpu_peak_tflops', {}).items()},
             machine_speed=entry.get('machine_speed'),
+            ab_threshold=float(entry.get('ab_threshold', cls.ab_threshold)),
+            ab_threshold_ceiling=float(entry.get('ab_threshold_ceiling', cls.ab_threshold_ceiling)),
         )
 
     @property

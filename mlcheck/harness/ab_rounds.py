@@ -1,0 +1,156 @@
+"""-S compare_with=<image>: the check's job runs, on its nodes, rounds of one short step of each
+image (mlcheck.ab.rounds), the check's sanity judges every step, and the paired rule
+(mlcheck.ab.rule) gives the verdict on B/A of the check's main rate: the test's image is B (the
+candidate), compare_with A (the current one). `slower` and `inconclusive` fail the performance
+stage with the rule's reason (docs/ab-images.md).
+"""
+
+import contextlib
+import os
+import shlex
+from dataclasses import dataclass
+
+import reframe as rfm
+import reframe.utility.sanity as sn
+from reframe.core.builtins import run_after, run_before
+from reframe.core.exceptions import PerformanceError, SanityError
+from reframe.core.logging import getlogger
+
+from mlcheck.ab import rounds, rule
+from mlcheck.errors import ConfigError
+from mlcheck.figures import stack
+from mlcheck.harness.knobs import Knob, declare_knobs
+from mlcheck.placement import launch
+
+KNOBS = {
+    'compare_with': Knob('', "an image to compare the test's image with: rounds of short steps of "
+                             'both on the same nodes, B/A judged (docs/ab-images.md)', flag=None),
+    'ab_rounds': Knob(6, 'rounds of -S compare_with (each one step of each image)', minimum=1,
+                      flag=None),
+}
+FIGURES = ('ab_ratio', 'ab_ratio_low', 'ab_ratio_high')
+VERDICT_FILE = f'{rounds.DIR}/verdict.txt'
+
+
+@dataclass(frozen=True)
+class Steps:
+    """How a check runs as an A/B step: the @performance_function whose rate is compared, and the
+    knob values (which its judging reads too) and program flags that make one step short."""
+    rate: str
+    knobs: dict
+    flags: tuple = ()
+
+
+class ABRounds(rfm.RegressionTestPlugin):
+    """Needs of the check: settings, layout, stagedir, rank_command(), configured_container(),
+    run_problems() and a run_output() that reads `_run_output` (DistributedLaunchCheck)."""
+
+    declare_knobs(locals(), KNOBS)
+    ab_steps = None     # the check's Steps; None: the check has no A/B mode
+
+    def set_up_ab_rounds(self, image, data, waits):
+        """The job: the launcher line wrapped as a function, one function per image, the rounds."""
+        if self.ab_steps is None:
+            raise ConfigError(f'-S compare_with: {type(self).__name__} has no A/B steps')
+        try:
+            other = self.settings.resolve_image(self.compare_with)
+        except ConfigError as err:
+            raise ConfigError(f'-S compare_with={self.compare_with}: {err}') from None
+        for name, value in self.ab_steps.knobs.items():
+            setattr(self, name, value)
+        before, self.executable, after = rounds.launcher_function()
+        prepare, functions = [], []
+        for side, path in ((rounds.A, other), (rounds.B, image)):
+            command = f'{self.rank_command(path, data)} {shlex.join(self.ab_steps.flags)}'
+            if path is not None:
+                platform = self.configured_container(path, command, data)
+                if hasattr(platform, 'FILE'):      # the Container Engine: an EDF per image
+                    platform.FILE = f'rfm_env_{side}.toml'
+                command = platform.launch_command(self.stagedir)
+                prepare += [line for line in platform.emit_prepare_commands(self.stagedir)
+                            if line not in prepare]
+            functions += rounds.step_function(side, launch.job_exports(self.settings, self.layout,
+                                                                       waits, path), command)
+        self._ab_script = ([*prepare, *before], [*after, *functions, *rounds.round_lines(self.ab_rounds)])
+        self.keep_files += [rounds.DIR]
+
+    @run_before('run', always_last=True)     # after every other prerun line: the function opens last
+    def write_ab_rounds(self):
+        if self.compare_with:
+            before, after = self._ab_script
+            self.prerun_cmds += before
+            self.postrun_cmds = after + self.postrun_cmds
+            # here, not at setup: record_settings writes run_settings after set_up_launch
+            self.run_settings = ';'.join(filter(None, [self.run_settings, f'compare_with={self.compare_with}',
+                                                       f'ab_rounds={self.ab_rounds}']))
+
+    def ab_read(self):
+        names = {rounds.A: self.compare_with, rounds.B: str(self.image)}
+        return rounds.read_steps(self.stagedir, self.ab_rounds, names)
+
+    @contextlib.contextmanager
+    def reading(self, run):
+        """The check's own rules and figures, over one step's output."""
+        self._run_output = run
+        try:
+            yield
+        finally:
+            self._run_output = None
+
+    def ab_problems(self):
+        """The check's sanity over every step of both images, each problem naming its step."""
+        found = []
+        for step in self.ab_read():
+            with self.reading(step.run):
+                problems = self.run_problems()
+            found += [f'{step.name}: {p}' for p in problems] or list(filter(None, [rounds.step_problem(step)]))
+        return found
+
+    def ab_rate(self, step):
+        with self.reading(step.run):
+            try:
+                return sn.evaluate(getattr(self, self.ab_steps.rate)())
+            except SanityError:
+                return None
+
+    @run_before('performance', always_last=True)    # after the checks' own hooks drop figures
+    def judge_ab_rounds(self):
+        if not self.compare_with:
+            return
+        self.perf_variables = {name: sn.make_performance_function(self.ab_figure, 'B/A', name)
+                               for name in FIGURES}
+        if self.is_dry_run():
+            return
+        steps = self.ab_read()
+        # the stack recorded is the test's image's (B), read from its first step, and the job's
+        b_step = next(step.run for step in steps if step.side == rounds.B)
+        self.software_stack = stack.encode({**stack.of_run(self.run_output()),
+                                            **stack.of_run(b_step, self.image_path)})
+        a_rates, b_rates = rounds.paired_rates(steps, self.ab_rate)
+        threshold = min(self.settings.ab_threshold, self.settings.ab_threshold_ceiling)
+        self.ab_verdict = rule.judge(a_rates, b_rates, threshold, names=(self.compare_with, str(self.image)),
+                                     failed=list(filter(None, map(rounds.step_problem, steps))))
+        said = [self.ab_verdict.reason]
+        if self.settings.resolve_image(self.compare_with) == self.image_path and a_rates:
+            control = rule.threshold_of_control([b / a for a, b in zip(a_rates, b_rates)],
+                                                self.settings.ab_threshold_ceiling)
+            said.append(f'A=A control: these rounds support threshold {control:.3f} (median + '
+                        f'{rule.CONTROL_MADS} MAD of |B/A - 1|, ceiling '
+                        f'{self.settings.ab_threshold_ceiling:g}; the partition has {threshold:g})')
+        with open(os.path.join(self.stagedir, VERDICT_FILE), 'w') as f:
+            f.write('\n'.join(said) + '\n')
+        for line in said:
+            getlogger().info(f'{self.display_name}: {line}')
+        self.run_settings += f';ab_verdict={self.ab_verdict.verdict}'
+        if self.ab_verdict.ratio is None:
+            raise PerformanceError(self.ab_verdict.reason)
+
+    def ab_figure(self, name):
+        verdict = self.ab_verdict
+        return {'ab_ratio': verdict.ratio, 'ab_ratio_low': verdict.low, 'ab_ratio_high': verdict.high}[name]
+
+    @run_after('performance')     # after the figures are logged: slower and inconclusive fail
+    def fail_on_ab_verdict(self):
+        verdict = getattr(self, 'ab_verdict', None)
+        if verdict is not None and verdict.fails:
+            raise PerformanceError(verdict.reason)

@@ -1,0 +1,182 @@
+"""The candidates of the likely cause (mlcheck.history.causes), what each predicts of the cells
+(mlcheck.history.cells), and which of them the cells leave standing.
+
+Each candidate reaches each cell: `must` (it predicts a loss there), `may` (it can explain one)
+or not at all (it predicts no loss there). A hypothesis (one candidate, or two) stands when it
+reaches every worse cell and no same cell is one it must reach.
+"""
+
+import collections
+import itertools
+from dataclasses import dataclass, field
+
+from mlcheck.history.cells import BEYOND_IMAGE, BEYOND_NODES, INTERCONNECT, LOADER, RANK, SPEED
+
+MUST, MAY = 'must', 'may'
+
+
+def candidates(cells):
+    """{name: (reach(cell) -> MUST, MAY or None, the node it is of or None)} of the candidates
+    the cells make possible."""
+    found = {'host stack': (_host, None)}
+    images = sorted({c.image for c in cells if c.aspect == SPEED})
+    for image in images:
+        found[f'image {image}'] = (lambda c, image=image: _image(c, image), None)
+    if any(c.num_nodes > 1 for c in cells):
+        found['fabric'] = (_fabric, None)
+    worse_nodes = sorted(set().union(*(c.used or () for c in cells if c.status != 'same')))
+    has_rank = any(c.aspect == RANK for c in cells)
+    for node in worse_nodes:
+        found[f'node {node}'] = (lambda c, node=node: _node(c, node, gpu=False), node)
+        if has_rank:
+            found[f'a GPU of {node}'] = (lambda c, node=node: _node(c, node, gpu=True), node)
+        if any(c.num_nodes > 1 and node in (c.used or ()) for c in cells):
+            found[f'the link of {node}'] = (lambda c, node=node: _link(c, node), node)
+    if any(c.aspect == LOADER for c in cells):
+        found['data path'] = (_data_path, None)
+    if has_rank:
+        found['binding'] = (_binding, None)
+    return found
+
+
+def _host(c):
+    # the host's libraries slow every image alike, so nothing beyond another image or count
+    if c.aspect == SPEED:
+        return MUST if c.training else MAY
+    return MAY if c.aspect == LOADER else None
+
+
+def _image(c, image):
+    if c.image != image:
+        return None
+    if c.aspect == SPEED:
+        return MUST if c.training else MAY
+    return MAY if c.aspect in (LOADER, BEYOND_NODES) or c.aspect == BEYOND_IMAGE and c.other.image != image \
+        else None
+
+
+def _fabric(c):
+    # the loader too: a parallel file system reads over the fabric
+    if c.num_nodes < 2 or c.aspect not in (SPEED, BEYOND_NODES, LOADER):
+        return None
+    return MUST if c.aspect == SPEED and not c.training else MAY
+
+
+def _on(c, node):
+    """Whether the cell's runs all used `node` (True), some did (None: may), none did (False)."""
+    if c.used is None:
+        return None
+    return True if node in c.always else None if node in c.used else False
+
+
+def _more_often(contrast, node):
+    """Whether the runs that lost more can have used `node` more often than the others: not when
+    the others always used it too (Slurm's placement puts every job on the lowest nodes)."""
+    other = contrast.other
+    return other.used is None or node not in other.always
+
+
+def _node(c, node, gpu):
+    """A node slower (every GPU of it), or one GPU of it: a job waits for its slowest rank, and
+    the slowest rank's fraction falls where that rank is slower than the job's other ranks."""
+    on = _on(c, node)
+    if on is False:
+        return None
+    if c.aspect in (BEYOND_IMAGE, BEYOND_NODES):
+        return MAY if _more_often(c, node) else None
+    if c.aspect == RANK:
+        if gpu:
+            return MUST if on else MAY
+        return MAY if c.num_nodes > 1 else None     # a whole node alone: its ranks equally slow
+    if c.aspect == SPEED:
+        return MUST if on and c.training else MAY
+    return MAY
+
+
+def _link(c, node):
+    on = _on(c, node)
+    if on is False or c.num_nodes < 2 or c.aspect not in (SPEED, BEYOND_NODES, BEYOND_IMAGE, LOADER):
+        return None
+    if c.aspect == BEYOND_IMAGE:
+        return MAY if _more_often(c, node) else None
+    return MUST if on and c.aspect == SPEED and not c.training else MAY
+
+
+def _data_path(c):
+    if c.check == INTERCONNECT or c.aspect == RANK:
+        return None
+    if c.aspect == LOADER:
+        return MUST
+    # only the tests that read their data through the loader it measures
+    return MAY if c.check.startswith('CIFAR') and c.aspect in (SPEED, BEYOND_NODES) else None
+
+
+def _binding(c):
+    if not c.training:
+        return None
+    return MUST if c.aspect == RANK else MAY if c.aspect in (SPEED, LOADER, BEYOND_NODES) else None
+
+
+# --- elimination --------------------------------------------------------------------------------
+
+@dataclass
+class Evidence:
+    """The cells by status and each candidate's reach as index sets: standing() is set algebra."""
+    cells: list
+    worse: frozenset = field(default_factory=frozenset)
+    same: frozenset = field(default_factory=frozenset)
+    unclear: frozenset = field(default_factory=frozenset)
+    must: dict = field(default_factory=dict)
+    reach: dict = field(default_factory=dict)      # MUST or MAY
+
+    @classmethod
+    def of(cls, cells):
+        ev = cls(cells)
+        by = lambda status: frozenset(i for i, c in enumerate(cells) if c.status == status)
+        ev.worse, ev.same, ev.unclear = by('worse'), by('same'), by('unclear')
+        # a node's candidates reach only the cells whose runs used it (or not recorded where)
+        on = collections.defaultdict(list)
+        for i, c in enumerate(cells):
+            for node in c.used if c.used is not None else ():
+                on[node].append(i)
+        unknown = [i for i, c in enumerate(cells) if c.used is None]
+        everywhere = range(len(cells))
+        for name, (reach, node) in candidates(cells).items():
+            marks = [(i, reach(cells[i])) for i in (everywhere if node is None else on[node] + unknown)]
+            ev.must[name] = frozenset(i for i, m in marks if m == MUST)
+            ev.reach[name] = frozenset(i for i, m in marks if m)
+        return ev
+
+    def stands(self, hypothesis):
+        reach = frozenset().union(*(self.reach[c] for c in hypothesis))
+        must = frozenset().union(*(self.must[c] for c in hypothesis))
+        return self.worse <= reach and not (self.same & must)
+
+    def hidden(self, hypothesis):
+        """Unclear cells the hypothesis predicts unchanged: a second cause may hide there."""
+        return self.unclear - frozenset().union(*(self.reach[c] for c in hypothesis))
+
+    def standing(self):
+        """The hypotheses left: every single candidate that stands, or else every pair; each with
+        the pairs that a cause hidden in its unclear cells would make of it."""
+        names = list(self.reach)
+        left = [(n,) for n in names if self.stands((n,))]
+        if not left:
+            left = [pair for pair in itertools.combinations(names, 2) if self.stands(pair)
+                    and not any(self.stands((n,)) for n in pair)]
+            left = [_ordered(pair, self) for pair in left]
+        more = []
+        for h in left:
+            hidden = self.hidden(h)
+            if hidden and len(h) == 1:
+                more += [_ordered(h + (n,), self) for n in names if n not in h
+                         and self.reach[n] & hidden and self.stands(h + (n,))]
+            elif hidden:
+                more.append(h + ('another cause',))
+        return left, [h for h in dict.fromkeys(more) if h not in left]
+
+
+def _ordered(pair, ev):
+    """The broader cause first: 'host stack, and image X beyond it'."""
+    return tuple(sorted(pair, key=lambda n: -len(ev.must[n]) if n in ev.must else 0))
+

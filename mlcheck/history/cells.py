@@ -1,0 +1,196 @@
+"""The cells of the likely cause (mlcheck.history.causes): what the measured runs of an upgrade
+say, each against the noise.
+
+A *cell* is one aspect of one test (a check in one image at one node count, with its settings):
+its speed (every judged figure but the two below: rates, times, latency, memory), its slowest
+rank's fraction, its loader's rate, on one set of nodes its runs after used. A cell is *worse*,
+*same* or *unclear* against the noise (_status); a test that failed after is one worse cell, a
+loss of every figure; one not run after takes no part. Two cells that
+differ only in image, or only in node count, give a *contrast* cell: worse where one lost
+clearly more than the other (something acted beyond what both share).
+"""
+
+import functools
+import itertools
+import math
+import statistics
+from dataclasses import dataclass
+
+from mlcheck.errors import InputError
+from mlcheck.figures.directions import LOWER, better, worse_by
+from mlcheck.history import compare, hostlist
+from mlcheck.history.samples import group
+
+INTERCONNECT = 'InterconnectCheck'
+LOADER_VAR = 'loader_images_per_s'      # the CIFAR-100 loader's own rate, when recorded
+RANK_VAR = 'slowest_rank_fraction'      # falls when one rank's GPU is slower than its peers
+# a figure that moves with several layers at once and singles out none: not evidence
+IGNORED = {'communication_efficiency'}
+Z = 3.5                 # how many spreads of the change make a loss clear
+Z_SAME = 3.0            # ... and its absence (a true loss is at least SAME_BOUND thresholds)
+SAME_BOUND = 3          # same: the loss is clearly under this many thresholds
+FAILED = 1.0            # the loss of a run that failed
+DEFAULT_NOISE = 0.05    # a repetition's spread where no test has repetitions to measure one
+SPEED, RANK, LOADER, BEYOND_IMAGE, BEYOND_NODES = 'speed', 'rank', 'loader', 'beyond image', 'beyond nodes'
+
+
+@dataclass
+class Cell:
+    test: str
+    check: str
+    image: str
+    num_nodes: int
+    aspect: str
+    status: str = 'unclear'        # 'worse', 'same' or 'unclear'
+    loss: float = 0.0              # median of its figures' losses (1: failed)
+    spread: float = 0.0            # of that loss
+    used: frozenset = None         # nodes any run after used (None: not recorded)
+    always: frozenset = frozenset()  # nodes every run after used
+    other: 'Cell' = None           # a contrast's cell that lost less
+
+    @property
+    def training(self):
+        return self.check != INTERCONNECT
+
+
+def cells_of(judged, after, rule=compare.Rule()):
+    """[Cell] of one partition's judged comparisons: each test's aspects on each set of nodes its
+    runs after used (each judged against all of before: the baseline ran fine), then the
+    contrasts."""
+    runs = group(after, lambda s: s.key)
+    # the noise of a run: before's spread (the baseline has no fault, where after's spread also
+    # holds the split between runs on a slow node and the rest), pooled as variances weighted by
+    # their degrees of freedom (a median of few repetitions' spreads falls short of the noise),
+    # one figure at a time (the slowest rank's fraction, a ratio of one job's ranks, moves less)
+    noise = {var: _pooled(of) for var, of in group(judged, lambda c: c.key[2]).items()}
+    figures, whole = {}, {}
+    for c in judged:
+        if c.key[2] in IGNORED or not c.before or not c.mean_before or c.key not in runs:
+            continue        # not run after (or new, or 0 before: no relative change): no part
+        test = (c.key[1], c.key[3], _aspect(c))
+        before = c.mean_before, _own(c) if len(c.before) >= 2 else 0.0
+        for used, of in group(runs[c.key], lambda s: _nodes(s.nodelist) or None).items():
+            found = _figure(c, of, noise[c.key[2]], rule, before)
+            if found:
+                figures.setdefault(_failed(test, found) + (used,), []).append((c, found))
+        found = _figure(c, runs[c.key], noise[c.key[2]], rule, before)
+        if found:
+            whole.setdefault(_failed(test, found) + (_used(runs[c.key]),), []).append((c, found))
+    cells = _cells(figures)
+    # the contrasts between tests: of all of a test's runs, where the noise is smallest
+    return cells + _contrasts([c for c in _cells(whole) if c.aspect == SPEED], rule)
+
+
+def _failed(test, found):
+    """A failed run is a loss of every figure: one speed cell, whatever the figure."""
+    return test[:2] + (SPEED,) if found[1] == FAILED else test
+
+
+def _cells(figures):
+    """[Cell] of {(name, settings, aspect, nodes): [(comparison, (status, loss, spread))]}."""
+    cells = []
+    for (name, _, aspect, used), found in figures.items():
+        c = found[0][0]
+        statuses = {status for _, (status, _, _) in found}
+        always = used if not isinstance(used, tuple) else used[1]
+        used = used if not isinstance(used, tuple) else used[0]
+        cells.append(Cell(name, name.split()[0], c.image, c.num_nodes, aspect,
+                          'worse' if 'worse' in statuses else 'same' if statuses == {'same'} else 'unclear',
+                          statistics.median(loss for _, (_, loss, _) in found),
+                          statistics.median(spread for _, (_, _, spread) in found), used, always or frozenset()))
+    return cells
+
+
+def _used(runs):
+    """(nodes any run used, nodes every run used), or (None, None) where one is not recorded."""
+    sets = [_nodes(s.nodelist) for s in runs]
+    if not all(sets):
+        return None, None
+    return frozenset().union(*sets), frozenset.intersection(*sets)
+
+
+def _figure(c, runs, noise, rule, before):
+    """(status, loss, spread of the loss) of one figure's runs after on one set of nodes, against
+    before's mean; a failed run makes it a loss of all; None for a figure with no direction."""
+    if any(s.value is None for s in runs):
+        return 'worse', FAILED, 0.0
+    values = [s.value if s.unit == c.unit else compare.in_unit(s.value, s.unit, c.unit) for s in runs]
+    mean_before, own = before
+    if None in values or mean_before == 0:
+        return None
+    change = sum(values) / len(values) / mean_before - 1
+    loss = worse_by(c.key[2], c.unit, change)
+    if loss is None:
+        return None
+    if better(c.key[2], c.unit) == LOWER:
+        loss = change / (1 + change)    # as the share of speed lost: a time +43 % is a rate -30 %
+    # a repetition's spread: its own where measured, never under the partition's typical one
+    spread = max(own, noise) * math.sqrt(1 / len(c.before) + 1 / len(values))
+    # the slowest rank's fraction names a slow GPU where it fell by more than the ranks of a job
+    # differ from day to day: three thresholds, as a real one does (it moves with few ranks)
+    least = SAME_BOUND * rule.threshold if c.key[2] == RANK_VAR else rule.threshold
+    return _status(loss, spread, rule, least), loss, spread
+
+
+def _aspect(comparison):
+    return {RANK_VAR: RANK, LOADER_VAR: LOADER}.get(comparison.key[2], SPEED)
+
+
+def _pooled(comparisons):
+    pooled = [(len(c.before) - 1, _own(c) ** 2) for c in comparisons if len(c.before) >= 2 and c.mean_before]
+    dof = sum(n for n, _ in pooled)
+    if not dof:
+        return DEFAULT_NOISE
+    # an upper bound of the noise, not its estimate: with few degrees of freedom the estimate
+    # falls well short one time in a hundred (9 of them: under half the noise), so the bound
+    # of the chi-square's 1 % quantile (Wilson and Hilferty's approximation)
+    low = max(1 - 2 / (9 * dof) - 2.33 * math.sqrt(2 / (9 * dof)), 0.2) ** 3
+    return math.sqrt(sum(n * v for n, v in pooled) / dof / low)
+
+
+def _own(c):
+    """Before's relative standard deviation."""
+    return compare.stdev(c.before, c.mean_before) / abs(c.mean_before)
+
+
+def _status(loss, spread, rule, least=None):
+    if loss > (rule.threshold if least is None else least) and loss > Z * spread:
+        return 'worse'
+    if loss < rule.threshold and loss + Z_SAME * spread < SAME_BOUND * rule.threshold:
+        return 'same'
+    return 'unclear'
+
+
+def _contrasts(cells, rule):
+    """Worse or unclear cells of what one cell lost beyond another's that differs only in image,
+    or only in node count (speed aspects of tests that ran after)."""
+    found = []
+    speed = [c for c in cells if c.status != 'unclear']
+    for a, b in itertools.permutations(speed, 2):
+        if a.check != b.check or a.status != 'worse':
+            continue
+        if a.image != b.image and a.num_nodes == b.num_nodes:
+            aspect = BEYOND_IMAGE
+        elif a.image == b.image and a.num_nodes > b.num_nodes:
+            aspect = BEYOND_NODES
+        else:
+            continue
+        beyond = a.loss - b.loss
+        spread = math.hypot(a.spread, b.spread)
+        status = _status(beyond, spread, rule)
+        if status != 'same':
+            found.append(Cell(a.test, a.check, a.image, a.num_nodes, aspect, status, beyond, spread,
+                              a.used, a.always, other=b))
+    return found
+
+
+
+@functools.lru_cache(maxsize=4096)
+def _nodes(nodelist):
+    """The node names of a recorded node list ('nid001,nid002' or 'nid[001-003]'); none where
+    it is absent or unreadable (the node is then not judged)."""
+    try:
+        return frozenset(hostlist.expand(nodelist)) if nodelist else frozenset()
+    except InputError:
+        return frozenset()
+
