@@ -20,6 +20,7 @@ named in both.
 """
 
 import argparse
+from dataclasses import astuple
 import os
 import random
 import statistics
@@ -35,7 +36,7 @@ from mlcheck.history import node_plots, nodes  # noqa: E402
 from mlcheck.history.samples import Sample  # noqa: E402
 from mlcheck.history.selection import load, parse_selection  # noqa: E402
 from mlcheck.judging.peers import below_peers  # noqa: E402
-from node_sessions import draw_pairs  # noqa: E402
+from node_sessions import Stability, draw_pairs  # noqa: E402
 from perflogs import write_perflog  # noqa: E402
 
 CHECKS = ('MNISTDistributedCheck', 'CifarCheck', 'InterconnectCheck')
@@ -109,17 +110,21 @@ def false_alarms(trials):
                       f'{100 * any_named / trials:16.1f}%  {100 * caught / trials:19.1f}%')
 
 
-def stability(trials):
-    print('nodes  noise  healthy nodes differing  25 % slow named in both  (slow nodes)')
-    for n in (16, 64, 512, 4096):
-        for noise in (0.01, 0.03, 0.05):
+def stability(trials, sizes=(16, 64, 512, 4096), noises=(0.01, 0.03, 0.05), repeats=1):
+    print(f'runs per node: {repeats}')
+    print('nodes  noise  healthy differing  healthy not judged  slow drained in both  '
+          'slow never healthy  (slow nodes)')
+    for n in sizes:
+        for noise in noises:
             pairs = max(2, trials * 16 // n)
-            differ = healthy = both = slow = 0
+            total = Stability()
             for count in (1, 2, 3):
-                d, h, b, s = draw_pairs(n, noise, count, pairs, seed=n + count)
-                differ, healthy, both, slow = differ + d, healthy + h, both + b, slow + s
-            print(f'{n:5d}  {100 * noise:4.0f}%  {100 * differ / healthy:22.2f}%  '
-                  f'{100 * both / slow:22.1f}%  {slow:12d}')
+                found = draw_pairs(n, noise, count, pairs, seed=n + count, repeats=repeats)
+                total = Stability(*(a + b for a, b in zip(astuple(total), astuple(found))))
+            print(f'{n:5d}  {100 * noise:4.0f}%  {100 * total.differ / total.healthy:16.2f}%  '
+                  f'{100 * total.unsure / total.healthy / 2:17.2f}%  '
+                  f'{100 * total.both / total.slow:19.1f}%  {100 * total.kept / total.slow:17.1f}%  '
+                  f'{total.slow:12d}')
 
 
 def main():
@@ -127,13 +132,17 @@ def main():
     parser.add_argument('--runs', type=int, default=5)
     parser.add_argument('--trials', type=int, default=400)
     parser.add_argument('--only', choices=('scale', 'false-alarms', 'stability'))
+    parser.add_argument('--nodes', type=int, action='append', help='stability: these sizes only')
+    parser.add_argument('--noise', type=float, action='append', help='stability: these noises only')
+    parser.add_argument('--repeats', type=int, default=1, help='stability: runs per node')
     args = parser.parse_args()
     if args.only in (None, 'scale'):
         scale(args.runs)
     if args.only in (None, 'false-alarms'):
         false_alarms(args.trials)
     if args.only in (None, 'stability'):
-        stability(args.trials)
+        stability(args.trials, args.nodes or (16, 64, 512, 4096),
+                  args.noise or (0.01, 0.03, 0.05), args.repeats)
 
 
 if __name__ == '__main__':

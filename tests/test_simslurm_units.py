@@ -328,7 +328,7 @@ def test_the_command_line():
     assert (env.returncode, env.stdout) == (0, 'export SIMSLURM_DIR=/tmp/x y\nexport SLURM_CONF=/etc/slurm/slurm.conf\n')
     bad = run_simslurm('bogus')
     assert bad.returncode == 1 and bad.stderr.endswith(
-        "simslurm: error: unknown command 'bogus'; use one of: up status down purge env\n")
+        "simslurm: error: unknown command 'bogus'; use one of: up status down purge env fault\n")
     assert bad.stderr.startswith('simslurm: run a simulated Slurm cluster')
     nodes = run_simslurm('status', SIMSLURM_NODES='0')
     assert (nodes.returncode, nodes.stdout, nodes.stderr) == (

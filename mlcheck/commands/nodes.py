@@ -10,9 +10,10 @@ interconnect check over the nodes). A node is drained when a figure is worse tha
 better quartile (upper for a rate, lower for a time) by more than --threshold and --spread-factor
 times their spread, when its latest run of a check failed, or when its every node pair was slow;
 not judged when the evidence cannot say (too few peers, a figure too noisy to tell nodes apart,
-only some of its partition's tests, a failed multi-node run over it); healthy otherwise. The
-verdict comes first, with the scontrol lines to drain and to resume, printed (shell-quoted),
-never run; a pair slow only together is listed as a slow link.
+past the threshold but within the peers' noise, only some of its partition's tests, a failed
+multi-node run over it); healthy otherwise. The verdict comes first, with the scontrol lines to
+drain and to resume, printed (shell-quoted), never run; a pair slow only together is listed as a
+slow link.
 
 Exit status: 0 every expected node judged healthy; 1 a node drained, not judged or not vetted,
 a link named or a multi-node run failed; 2 bad input (one line); 3 internal error.
@@ -29,7 +30,7 @@ from mlcheck.commands.common import (EXIT_BAD_INPUT, EXIT_INTERNAL, EXIT_REGRESS
                                      add_source_arguments, argument_parser, one_line_errors,
                                      open_database, parse_fraction, text_table)
 from mlcheck.errors import InputError
-from mlcheck.history import hostlist, nodes
+from mlcheck.history import hostlist, node_records, nodes
 from mlcheck.history.selection import load, parse_selection
 from mlcheck.judging.peers import MIN_FOR_SPREAD
 
@@ -81,7 +82,7 @@ def vet(args):
         old = sum(s.time < since for s in found)
         found = [s for s in found if s.time >= since]
         notes.append(f'--max-age {args.max_age}: {old} record(s) of runs that ended before '
-                     f'{nodes.stamp(since)} left out')
+                     f'{node_records.stamp(since)} left out')
         if not found:
             raise InputError(f'no record of {args.selection} is newer than {args.max_age}')
     if args.name:
@@ -90,7 +91,7 @@ def vet(args):
             raise InputError(f'no test named like {args.name!r} in {args.selection}')
     if args.var:
         # multi-node records stay: no figure of theirs is judged, only their node-pair verdicts
-        found = [s for s in found if s.var in args.var or nodes.node_of(s) is None]
+        found = [s for s in found if s.var in args.var or node_records.node_of(s) is None]
         if not any(s.var in args.var for s in found):
             raise InputError(f'no variable {", ".join(args.var)} in {args.selection}')
     sweep = nodes.judge(found, rule, expected)

@@ -7,81 +7,37 @@ tell nodes apart, only some of their partition's tests, a failed multi-node run 
 Every node of the sweep gets one verdict: healthy, drained, not judged or not vetted.
 
 The records come from a selection (perf logs, the results database) of one-node runs, e.g. of
-`reframe --distribute`. A record's node is the test's `%.nid=` parameter where its name has
-one, else its job's node list when that names one node; either must be a host name
-(hostlist.HOST_NAME), since it ends up in a printed scontrol line. Records of multi-node jobs say
-nothing about one node's figures: a failed one is named with its nodes and reason (a slow node
-of the node-pair sweep, mlcheck.judging.collectives.fabric_named, is drained; a slow pair only
-together is a slow link; ranks that never reported in are mapped to their node), and its other
-nodes are not judged; a passed pair sweep is said to have been read.
+`reframe --distribute`, each placed on its node by node_records.node_of; records of multi-node
+jobs (the node-pair sweep) are read by multi_node.
 """
 
 import functools
-import re
 import statistics
 from collections import Counter
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
 
 from mlcheck.errors import InputError
 from mlcheck.figures import directions, stack as stacks
-from mlcheck.history import hostlist, samples as history
-from mlcheck.judging.collectives import SLOW_LINK_SAID, SLOW_NODE_SAID, fabric_named
+from mlcheck.history import samples as history
+from mlcheck.history.multi_node import NO_REASON, multi_node_verdicts
+from mlcheck.history.node_records import (UUID, Figure, Finding, figure_of, node_of, run_of,
+                                          short, stamp, test_name)
 from mlcheck.judging import peers
 
-# ReFrame's own parameters (--distribute's .nid and .part, --repeat's .repeat_no) in a test name
-INTERNAL_PARAMETER = re.compile(r'\s+%\.\w+=\S+')
-NODE_PARAMETER = re.compile(r'%\.nid=(\S+)')
 MIN_PEERS = 4     # fewer nodes of a partition with a figure cannot outvote one of them
 TOO_FEW = 'too few peers'
 # the same on every node at one node, by definition: no figure to tell nodes apart
 SAME_AT_ONE_NODE = frozenset({'scaling_efficiency'})
-PAIR_SWEEP_FIGURE = 'slowest_pair_bw'     # the interconnect check's figure over node pairs
-NEVER_REPORTED = re.compile(r'ranks? ([\d, -]+) never reported in')
-NO_REASON = 'failed; a perf log keeps no reason: select the session'
-PHASE_LABELS = re.compile(r'^(\s*\w[\w ]*:)+')
-UUID = re.compile(r'[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}')
 STACK_FACTS = [name for name in stacks.FACTS if name != 'image']   # the image is the test's own
 
 
 @dataclass(frozen=True)
 class Rule:
     """A node is named when a figure is below its peers' upper quartile by more than `threshold`
-    of it and by more than `spread_factor` of the peers' standard deviations (docs/node-sweep.md
-    has the measured false-alarm rate of these defaults)."""
+    of it and by more than `spread_factor` of the peers' standard deviations, and not judged when
+    only by the threshold (docs/node-sweep.md has the measured rates of these defaults)."""
     threshold: float = 0.15
     spread_factor: float = 3.0
-
-
-@dataclass(frozen=True)
-class Figure:
-    """One figure of one check, compared like with like across nodes."""
-    partition: str
-    test: str             # the test's name without ReFrame's own parameters
-    settings: str
-    var: str
-    unit: str
-
-    @property
-    def label(self):
-        return f'{short(self.test)} {self.var}'
-
-
-@dataclass(frozen=True)
-class Finding:
-    """Why a node is drained, with where and when it was seen: the Slurm Reason's provenance."""
-    said: str
-    source: str           # the session UUID or the perf log
-    ended: float          # when the run ended, Unix seconds
-
-    @property
-    def provenance(self):
-        where = f'session {self.source}' if UUID.fullmatch(self.source or '') else \
-            f'perf log {self.source.rsplit("/", 1)[-1]}' if self.source else 'no session'
-        return f'{where}, ended {stamp(self.ended)}'
-
-    def __str__(self):
-        return f'{self.said} [{self.provenance}]'
 
 
 @dataclass
@@ -94,6 +50,8 @@ class FigureVerdict:
     limit: float          # a node past this value is named, in the figure's unit
     named: list           # [(node, value, Finding)], worst first
     failed: list = field(default_factory=list)   # nodes where it ran and gave no value
+    # [(node, value, Finding)] past the threshold but within the peers' noise: not judged
+    within_noise: list = field(default_factory=list)
     not_judged: str = ''  # why the peers cannot judge this figure ('' when they can)
 
     def shortfall(self, value):
@@ -132,70 +90,11 @@ class Sweep:
         return dict(sorted(found.items()))
 
 
-def stamp(unix):
-    """A run's end as the scontrol Reason and the output say it, in UTC."""
-    if not unix:
-        return 'at an unrecorded time'
-    return datetime.fromtimestamp(unix, timezone.utc).strftime('%Y-%m-%dT%H:%MZ')
-
-
 def higher_is_better(var, unit):
     """Which way a figure is better (mlcheck.figures.directions). Power, informational across an
     upgrade, is judged here as higher-is-better: on one partition at one time, a node drawing far
     less than its peers for the same work is capped or throttled."""
     return directions.better(var, unit) != directions.LOWER
-
-
-def where(sample):
-    """Where a record came from, for a one-line refusal."""
-    return f'{sample.source or "a record"}: test {sample.name!r}'
-
-
-def node_of(sample):
-    """The node a record ran on, or None when it does not name exactly one; an InputError for a
-    node that is not a host name."""
-    param = NODE_PARAMETER.search(sample.name)
-    if param:
-        return hostlist.checked(param.group(1), where(sample) + ' (its %.nid)')
-    if sample.num_nodes != 1 or not sample.nodelist:
-        return None
-    names = nodes_of(sample)
-    return names[0] if len(names) == 1 else None
-
-
-def nodes_of(sample):
-    """The nodes of a record's job, in its node list's order (each a host name, or InputError)."""
-    text = sample.nodelist.strip()
-    if text[:2] in ("['", '["'):      # a list as Python prints it: ['nid001', 'nid002']
-        text = ','.join(name.strip("'\" ") for name in text[1:-1].split(','))
-    if hostlist.HOST_NAME.fullmatch(text):
-        return [text]        # the common case, without parsing a host list
-    try:
-        return hostlist.expand(text)
-    except InputError as e:
-        raise InputError(f'{where(sample)}: its node list: {e}') from None
-
-
-@functools.lru_cache(maxsize=4096)
-def test_name(name):
-    return INTERNAL_PARAMETER.sub('', name)
-
-
-def short(test):
-    """A test's name short enough for a Slurm Reason: 'MNISTDistributedCheck[image=host]'
-    (a sweep's num_nodes is 1, said once)."""
-    name, *params = test.replace('%num_nodes=1', '').split()
-    return f"{name}[{','.join(p.lstrip('%') for p in params)}]" if params else name
-
-
-def figure_of(sample):
-    return Figure(sample.partition, test_name(sample.name), sample.settings, sample.var,
-                  sample.unit)
-
-
-def run_of(sample):
-    """What one run of a test is on a node: its latest run counts."""
-    return sample.partition, test_name(sample.name), sample.settings
 
 
 def judge(found, rule=Rule(), expected=()):
@@ -261,6 +160,8 @@ def verdicts(sweep, placed, unjudged, expected):
                 add(node, f'{finding.said}, but {v.not_judged}')
         else:
             judged_on.update(v.values)
+            for node, _, finding in v.within_noise:
+                add(node, finding.said)
     for node in sweep.nodes:
         if node not in judged_on and node not in why:
             add(node, 'no figure of its was judged')
@@ -299,80 +200,6 @@ def latest_runs(placed):
             records = [(n, s) for n, s in records if s.source == newest]
         kept += records
     return kept, dict(sorted(reruns.items()))
-
-
-@dataclass
-class MultiNode:
-    drained: dict = field(default_factory=dict)      # {node: [Finding]}
-    slow_links: dict = field(default_factory=dict)   # {(node, node): reason}
-    not_judged: dict = field(default_factory=dict)   # {node: [why]}
-    said: list = field(default_factory=list)         # a sentence per failed run or pair sweep read
-    failed_runs: int = 0
-
-
-def multi_node_verdicts(records):
-    """What the latest run of each multi-node test over each node list says about its nodes: a
-    failed one is named with its nodes and reason, and its nodes drained (the slow nodes of the
-    pair sweep, the nodes of ranks that never reported in) or not judged (the others, whose
-    check failed); a passed pair sweep is said to have been read."""
-    found = MultiNode()
-    runs = history.group(records, lambda s: (run_of(s), s.nodelist))
-    for (run, _), samples in sorted(runs.items()):
-        ended = max(s.time for s in samples)
-        latest = [s for s in samples if s.time == ended]
-        s = next((s for s in latest if s.problem), latest[0])
-        nodes = nodes_of(s)
-        what = f'{short(run[1])} on {hostlist.compress(nodes)} (ended {stamp(ended)})'
-        if not any(x.value is None or x.result == 'fail' for x in latest):
-            if any(x.var == PAIR_SWEEP_FIGURE for x in latest):
-                found.said.append(f'pair sweep {what}: read, every node pair healthy')
-            continue
-        found.failed_runs += 1
-        problem = s.problem
-        named_nodes, named_links = fabric_named(problem)
-        for node in list(named_nodes) + [n for pair in named_links for n in pair]:
-            hostlist.checked(node, where(s) + ' (a node its failure names)')
-        said = problem or NO_REASON
-        missing = ranks_never_reported(problem, nodes, s.num_tasks)
-        if missing:
-            said += f' (on {hostlist.compress(missing)})'
-        found.said.append(f'failed: {what}: {said}')
-        prefix = f'{short(run[1])}: '
-        for node, sentence in named_nodes.items():
-            found.drained.setdefault(node, []).append(Finding(prefix + sentence, s.source, ended))
-        for node in missing:
-            found.drained.setdefault(node, []).append(
-                Finding(f'{prefix}its ranks never reported in', s.source, ended))
-        for link, sentence in named_links.items():
-            found.slow_links.setdefault(link, prefix + sentence)
-        if unexplained(problem):   # the check failed for a reason the named nodes do not explain
-            for node in nodes:
-                found.not_judged.setdefault(node, []).append(f'its multi-node run failed: {what}')
-    return found
-
-
-def unexplained(problem):
-    """Whether a failure says more than which nodes and links were slow, or says nothing."""
-    rest = SLOW_LINK_SAID.sub('', SLOW_NODE_SAID.sub('', problem or ''))
-    # what is left once the phase's labels ('sanity: sanity error:') are off
-    return rest == (problem or '') or bool(PHASE_LABELS.sub('', rest).strip(' ;'))
-
-
-def ranks_never_reported(problem, nodes, num_tasks):
-    """The nodes holding the ranks a failure says never reported in, by Slurm's block layout
-    (rank r on node r // tasks per node, in the job's node list order); [] where unknown."""
-    match = NEVER_REPORTED.search(problem or '')
-    if not match or num_tasks <= 0 or num_tasks % len(nodes):
-        return []
-    per_node, held = num_tasks // len(nodes), []
-    for span in match.group(1).replace(' ', '').split(','):
-        first, _, last = span.partition('-')
-        if not first.isdigit() or (last and not last.isdigit()):
-            return []
-        for rank in range(int(first), int(last or first) + 1):
-            if rank // per_node < len(nodes) and nodes[rank // per_node] not in held:
-                held.append(nodes[rank // per_node])
-    return held
 
 
 def stack_outliers(placed):
@@ -418,9 +245,17 @@ def judge_figure(figure, node_samples, rule, ran):
     # a time of 0 or less cannot be inverted: it is no figure, and is named as such
     named += [(node, v, found(node, f'{figure.label} = {v:g} {figure.unit}: not a time'))
               for node, v in values.items() if node not in judged]
+    # past the threshold but not the peers' noise: a slow node or an unlucky healthy one, which
+    # one draw cannot tell; neither drained nor healthy (the coin flip of docs/node-sweep.md)
+    margin = (1 - rule.threshold) * verdict.reference if verdict.reference else None
+    unsure = sorted((v, node) for node, v in judged.items()
+                    if margin is not None and v < margin and v >= verdict.limit)
+    noise = f", within {rule.spread_factor:g} sd of its peers' noise"
+    within = [(node, values[node], found(node, _reason(figure, values[node], v, verdict, higher)
+                                         + noise)) for v, node in unsure]
     as_unit = lambda x: None if x is None or x <= 0 else _scale(x, higher)
     return FigureVerdict(figure, values, higher, as_unit(verdict.reference), verdict.spread,
-                         as_unit(verdict.limit), named,
+                         as_unit(verdict.limit), named, within_noise=within,
                          not_judged=why_not_judged(figure, judged, verdict, rule, ran))
 
 

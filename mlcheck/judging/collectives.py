@@ -5,16 +5,17 @@ Plain functions over a parsed run (mlcheck.judging.output.RunOutput) that return
 """
 
 
-import re
-
 from mlcheck.judging.rank_lists import nodes_of_ranks, rank_list
 from mlcheck.figures.quartiles import upper_quartile
 from mlcheck.judging.peers import below_peers
+from mlcheck.judging.sentences import NODE, Sentence
 
-# The sentences of slow_pairs() (one node slow with every partner, one slow link), as a record of
-# a failed run keeps them ('; '-joined) and the node sweep reads them back: mlcheck-nodes
-SLOW_NODE_SAID = re.compile(r'node (\S+) is slow: every pair with it[^;]*')
-SLOW_LINK_SAID = re.compile(r'node pair (\S+) <-> (\S+): [^;]*')
+# The verdicts of slow_pairs(), written into a failed run's reason and read back from it by the
+# node sweep (fabric_named, mlcheck-nodes): one node slow with every partner, one slow link
+SLOW_NODE = Sentence('node {node} is slow: every pair with it is below {fraction:.0%} of the '
+                     'upper-quartile pair without it ({reference:.3g} GB/s): {pairs}', node=NODE)
+SLOW_LINK = Sentence('node pair {node} <-> {other}: {gbps:.3g} GB/s, below {fraction:.0%} of the '
+                     'upper-quartile pair ({reference:.3g} GB/s)', node=NODE, other=NODE)
 
 
 def problems(run, world_size, slow_pair_fraction):
@@ -87,8 +88,8 @@ def slow_pairs(run, fraction):
     found, named = slow_nodes(pairs, fraction)
     links = [p for p in pairs if not named & set(p['nodes'])]
     verdict = below_peers(dict(enumerate(p['GBps'] for p in links)), 1 - fraction)
-    return found + [f'node pair {a} <-> {b}: {gbps:.3g} GB/s, below {fraction:.0%} of the '
-                    f'upper-quartile pair ({verdict.reference:.3g} GB/s)'
+    return found + [SLOW_LINK.write(node=a, other=b, gbps=gbps, fraction=fraction,
+                                    reference=verdict.reference)
                     for i, gbps in sorted(verdict.named) for a, b in [links[i]['nodes']]]
 
 
@@ -106,10 +107,10 @@ def slow_nodes(pairs, fraction):
         reference = upper_quartile(others)
         if all(p['GBps'] < fraction * reference for p in own):
             named.add(node)
-            found.append(f'node {node} is slow: every pair with it is below {fraction:.0%} of the '
-                         f'upper-quartile pair without it ({reference:.3g} GB/s): '
-                         + ', '.join(f'{a} <-> {b} {p["GBps"]:.3g} GB/s'
-                                     for p in own for a, b in [p['nodes']]))
+            said = ', '.join(f'{a} <-> {b} {p["GBps"]:.3g} GB/s'
+                             for p in own for a, b in [p['nodes']])
+            found.append(SLOW_NODE.write(node=node, fraction=fraction, reference=reference,
+                                         pairs=said))
     return found, named
 
 
@@ -121,6 +122,11 @@ def percent_of(value, limit):
 def fabric_named(problem):
     """({node: sentence}, {(node, node): sentence}) of the slow nodes and links that a stored
     failure of the interconnect check names (slow_pairs' sentences)."""
-    nodes = {m.group(1): m.group(0) for m in SLOW_NODE_SAID.finditer(problem or '')}
-    links = {(m.group(1), m.group(2)): m.group(0) for m in SLOW_LINK_SAID.finditer(problem or '')}
+    nodes = {m['node']: m[0] for m in SLOW_NODE.find(problem)}
+    links = {(m['node'], m['other']): m[0] for m in SLOW_LINK.find(problem)}
     return nodes, links
+
+
+def fabric_unexplained(problem):
+    """What a stored failure says besides its slow nodes and links (`problem` without them)."""
+    return SLOW_LINK.cut(SLOW_NODE.cut(problem))

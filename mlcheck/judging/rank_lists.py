@@ -11,10 +11,29 @@ from mlcheck.contract import spans
 TASK_STATUS = re.compile(r'^srun: error: (?P<node>[^\s:]+): tasks? (?P<tasks>[\d,-]+): (?P<status>.*)')
 
 
+RANKS = r'ranks? [\d, -]+'        # what rank_list writes, for a reader of its sentences
+
+
 def rank_list(ranks):
-    """'rank 3' or 'ranks 0-3, 6' for messages."""
+    """'rank 3' or 'ranks 0-3, 6' for messages (parsed back by ranks_of)."""
     ranks = sorted(ranks)
     return ('rank ' if len(ranks) == 1 else 'ranks ') + ', '.join(spans(ranks))
+
+
+def ranks_of(said):
+    """The ranks of rank_list's text ('ranks 0-3, 6' -> [0, 1, 2, 3, 6]); [] for no such text."""
+    return from_spans(said.split(' ', 1)[-1])
+
+
+def from_spans(text):
+    """'0-3, 6' -> [0, 1, 2, 3, 6], the inverse of contract.spans; [] for no such text."""
+    found = []
+    for span in text.replace(' ', '').split(','):
+        first, _, last = span.partition('-')
+        if not first.isdigit() or (last and not last.isdigit()):
+            return []
+        found += range(int(first), int(last or first) + 1)
+    return found
 
 
 def srun_task_lines(run):
@@ -22,10 +41,8 @@ def srun_task_lines(run):
     for line in run.errors.get(None, []):
         match = TASK_STATUS.match(line)
         if match:
-            for span in match.group('tasks').split(','):
-                first, _, last = span.partition('-')
-                for task in range(int(first), int(last or first) + 1):
-                    yield task, match.group('node'), match.group('status').strip()
+            for task in from_spans(match.group('tasks')):
+                yield task, match.group('node'), match.group('status').strip()
 
 
 def task_statuses(run):

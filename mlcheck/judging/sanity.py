@@ -16,9 +16,14 @@ from dataclasses import dataclass
 from mlcheck.contract import spans
 from mlcheck.judging import failures, locality, nccl, output
 from mlcheck.judging.peers import below_peers
-from mlcheck.judging.rank_lists import group_by_node, rank_list
+from mlcheck.judging.rank_lists import RANKS, group_by_node, rank_list
+from mlcheck.judging.sentences import Sentence
 from mlcheck.figures import rank_speed
 from mlcheck.placement.topology import mask_to_cores
+
+
+# read back from a stored failure by the node sweep, which drains the ranks' nodes (mlcheck-nodes)
+NEVER_REPORTED = Sentence('{ranks} never reported in (no rank line)', ranks=RANKS)
 
 
 @dataclass(frozen=True)
@@ -84,7 +89,7 @@ def ranks_started_and_finished(run, expect):
     if set(started) != expected:
         missing, extra = expected - set(started), set(started) - expected
         if missing:
-            found.append(f'{rank_list(missing)} never reported in (no rank line)')
+            found.append(NEVER_REPORTED.write(ranks=rank_list(missing)))
         if extra:
             found.append(f'unexpected {rank_list(extra)} for a world of {expect.world_size}')
     for rank, fact in sorted(started.items()):

@@ -12,7 +12,7 @@ Each node has 2 GPU slots that Slurm schedules as generic resources
 /dev/null), GPU 0 nearest core 1 and GPU 1 nearest core 0, so that
 --gpus-per-node, --gpu-bind and the visible-device variables Slurm sets are real.
 
-Usage: bin/simslurm up|status|down|purge|env
+Usage: bin/simslurm up|status|down|purge|env|fault
   up      start munged (if needed), MariaDB, slurmdbd (registering the
           cluster), slurmctld and the slurmd's; wait until all nodes are
           idle. Idempotent: on a healthy cluster it only prints the
@@ -29,6 +29,8 @@ Usage: bin/simslurm up|status|down|purge|env
           marker line, the stand-in GPU devices. SIMSLURM_DIR is kept (its
           path is printed, to remove by hand).
   env     print export lines for the simulated cluster.
+  fault   a node or link fault in place while a command runs, then undone
+          (bin/simslurm fault --help; mlcheck/simulated/fault_command.py).
 
 Environment (same values must be used for up, status and down):
   SIMSLURM_NODES             number of nodes (default 2)
@@ -55,6 +57,7 @@ import sys
 import time
 
 from mlcheck.simulated import daemons, database, faults, hosts, install
+from mlcheck.simulated.fault_command import cmd_fault
 from mlcheck.simulated.cluster import settings_from_env
 from mlcheck.simulated.processes import Failure, Sim, check_ports, give_the_cores_to, say, write_new
 
@@ -266,6 +269,8 @@ def main(argv=None, environ=None):
     argv = sys.argv[1:] if argv is None else argv
     command = argv[0] if argv else ''
     try:
+        if command == 'fault':
+            sys.exit(cmd_fault(argv[1:], os.environ if environ is None else environ))
         if command in COMMANDS:
             sim = Sim(settings_from_env(os.environ if environ is None else environ))
             sys.exit(0 if COMMANDS[command](sim) else 1)
@@ -273,7 +278,7 @@ def main(argv=None, environ=None):
             sys.stdout.write(__doc__)
             return
         sys.stderr.write(__doc__)
-        raise Failure(f"unknown command '{command}'; use one of: up status down purge env")
+        raise Failure(f"unknown command '{command}'; use one of: up status down purge env fault")
     except (Failure, ValueError, OSError) as err:
         sys.stdout.flush()
         sys.exit(f'simslurm: error: {err}')

@@ -1,0 +1,108 @@
+"""What one record of a node sweep says: the node it ran on (a host name), its test without
+ReFrame's own parameters, the run it belongs to, and where and when it was seen (a Finding, the
+provenance of a Slurm Reason). mlcheck.history.nodes judges them; multi_node reads the runs over
+several nodes.
+"""
+
+import functools
+import re
+from dataclasses import dataclass
+from datetime import datetime, timezone
+
+from mlcheck.errors import InputError
+from mlcheck.history import hostlist
+
+# ReFrame's own parameters (--distribute's .nid and .part, --repeat's .repeat_no) in a test name
+INTERNAL_PARAMETER = re.compile(r'\s+%\.\w+=\S+')
+NODE_PARAMETER = re.compile(r'%\.nid=(\S+)')
+UUID = re.compile(r'[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}')
+
+
+@dataclass(frozen=True)
+class Figure:
+    """One figure of one check, compared like with like across nodes."""
+    partition: str
+    test: str             # the test's name without ReFrame's own parameters
+    settings: str
+    var: str
+    unit: str
+
+    @property
+    def label(self):
+        return f'{short(self.test)} {self.var}'
+
+
+@dataclass(frozen=True)
+class Finding:
+    """Why a node is drained, with where and when it was seen: the Slurm Reason's provenance."""
+    said: str
+    source: str           # the session UUID or the perf log
+    ended: float          # when the run ended, Unix seconds
+
+    @property
+    def provenance(self):
+        where = f'session {self.source}' if UUID.fullmatch(self.source or '') else \
+            f'perf log {self.source.rsplit("/", 1)[-1]}' if self.source else 'no session'
+        return f'{where}, ended {stamp(self.ended)}'
+
+    def __str__(self):
+        return f'{self.said} [{self.provenance}]'
+
+
+def stamp(unix):
+    """A run's end as the scontrol Reason and the output say it, in UTC."""
+    if not unix:
+        return 'at an unrecorded time'
+    return datetime.fromtimestamp(unix, timezone.utc).strftime('%Y-%m-%dT%H:%MZ')
+
+
+def where(sample):
+    """Where a record came from, for a one-line refusal."""
+    return f'{sample.source or "a record"}: test {sample.name!r}'
+
+
+def node_of(sample):
+    """The node a record ran on, or None when it does not name exactly one; an InputError for a
+    node that is not a host name."""
+    param = NODE_PARAMETER.search(sample.name)
+    if param:
+        return hostlist.checked(param.group(1), where(sample) + ' (its %.nid)')
+    if sample.num_nodes != 1 or not sample.nodelist:
+        return None
+    names = nodes_of(sample)
+    return names[0] if len(names) == 1 else None
+
+
+def nodes_of(sample):
+    """The nodes of a record's job, in its node list's order (each a host name, or InputError)."""
+    text = sample.nodelist.strip()
+    if text[:2] in ("['", '["'):      # a list as Python prints it: ['nid001', 'nid002']
+        text = ','.join(name.strip("'\" ") for name in text[1:-1].split(','))
+    if hostlist.HOST_NAME.fullmatch(text):
+        return [text]        # the common case, without parsing a host list
+    try:
+        return hostlist.expand(text)
+    except InputError as e:
+        raise InputError(f'{where(sample)}: its node list: {e}') from None
+
+
+@functools.lru_cache(maxsize=4096)
+def test_name(name):
+    return INTERNAL_PARAMETER.sub('', name)
+
+
+def short(test):
+    """A test's name short enough for a Slurm Reason: 'MNISTDistributedCheck[image=host]'
+    (a sweep's num_nodes is 1, said once)."""
+    name, *params = test.replace('%num_nodes=1', '').split()
+    return f"{name}[{','.join(p.lstrip('%') for p in params)}]" if params else name
+
+
+def figure_of(sample):
+    return Figure(sample.partition, test_name(sample.name), sample.settings, sample.var,
+                  sample.unit)
+
+
+def run_of(sample):
+    """What one run of a test is on a node: its latest run counts."""
+    return sample.partition, test_name(sample.name), sample.settings
