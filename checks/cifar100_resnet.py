@@ -14,7 +14,7 @@ from reframe.core.builtins import performance_function, run_before
 from reframe.core.logging import getlogger
 
 from mlcheck.harness.ab_rounds import Steps
-from mlcheck.harness.knobs import Knob, declare_knobs
+from mlcheck.harness.knobs import declare_knobs, program_knobs
 from mlcheck.figures import data_path
 from mlcheck.history import scaling
 from mlcheck.harness.training_check import DistributedTrainingCheck
@@ -31,25 +31,7 @@ class CIFAR100ResNetCheck(DistributedTrainingCheck):
     # Knobs: -S sets one; else the partition's extras.mlcheck.checks.cifar100; else the default.
     checks_key = 'cifar100'
     knobs = {
-        # as the training script's MODELS (a test keeps them equal)
-        'model': Knob('resnet152', 'torchvision ResNet',
-                      choices=('resnet18', 'resnet50', 'resnet101', 'resnet152')),
-        'batch_size': Knob(128, 'samples per GPU and step', minimum=1),
-        'epochs': Knob(3, 'epochs; the first is reported apart from the steady state', minimum=1),
-        'steps': Knob(0, 'timed steps per rank and epoch (0: one pass over the data on one node), '
-                         'the same at every node count', minimum=0),
-        'warmup_steps': Knob(10, 'untimed steps before epoch 1', minimum=0),
-        'workers': Knob(4, 'data-loader workers per rank', minimum=0),
-        'data': Knob('device', 'device: the decoded set on the GPU, augmented there; loader: '
-                               "torchvision's DataLoader, augmenting in its workers",
-                     choices=('device', 'loader'), before_it_existed='loader'),
-        'augment': Knob(True, 'random crop (4-pixel padding) and horizontal flip',
-                        before_it_existed=False),
-        'amp': Knob(False, 'bf16 autocast'),
-        'channels_last': Knob(False, 'channels_last memory format'),
-        'mode': Knob('ddp', 'ddp: one rank per GPU; dp: one process, DataParallel over the '
-                            "node's GPUs; single: one process, one GPU", choices=('ddp', 'dp', 'single'),
-                     omit_default=True),
+        **program_knobs.CIFAR100,       # the program's flags, with their defaults (src/pytorch/program_knobs.py)
     }
     figure_settings = tuple(knobs)
     ab_steps = Steps('images_per_s', {'epochs': 2, 'steps': 20})     # -S compare_with

@@ -13,7 +13,7 @@ from reframe.core.logging import getlogger
 
 from mlcheck.judging import collectives
 from mlcheck.harness.ab_rounds import Steps
-from mlcheck.harness.knobs import Knob, declare_knobs
+from mlcheck.harness.knobs import Knob, declare_knobs, program_knobs
 from mlcheck.errors import ConfigError
 from mlcheck.harness.launch_check import DistributedLaunchCheck, reported_by_reframe
 
@@ -28,21 +28,7 @@ class InterconnectCheck(DistributedLaunchCheck):
     # what one node's NICs can inject; within one node, what its GPUs' links carry. 0: unknown.
     checks_key = 'interconnect'
     knobs = {
-        'min_bytes': Knob(8, 'smallest message of the sweep, and the one whose all_reduce time is '
-                             'the latency (bytes; at least one float32 element)', minimum=4,
-                          flag=('--min-bytes', '--latency-bytes')),
-        'max_bytes': Knob(1 << 30, 'largest message of the sweep (bytes)', minimum=1, at_least='min_bytes'),
-        'factor': Knob(4, 'size step of the sweep', minimum=2),
-        'p2p_bytes': Knob(1 << 28, 'message of the node-pair exchange (bytes)', minimum=1),
-        'pair_partners': Knob(3, 'partners each node meets in the node-pair exchange, in rounds '
-                                 'of disjoint pairs that exchange at once', minimum=1),
-        'pair_ranks': Knob(0, 'ranks of each node in the node-pair exchange (0: every rank)',
-                           minimum=0),
-        'max_iters': Knob(100, 'timed iterations per size at most (large sizes get fewer: about '
-                               '8 x max_bytes each)', minimum=1),
-        'blocks': Knob(5, 'timed blocks of iterations per size; the median block counts',
-                       minimum=1),
-        'warmup_iters': Knob(5, 'untimed calls per size', minimum=0),
+        **program_knobs.INTERCONNECT,   # the program's flags, with their defaults (src/pytorch/program_knobs.py)
         'fabric_limit': Knob(0.0, 'GB/s one node can inject into the fabric (the reference of '
                                   'busbw across nodes)', minimum=0, flag=None),
         'node_limit': Knob(0.0, "GB/s between the GPUs of one node (the reference of busbw on "
@@ -50,10 +36,6 @@ class InterconnectCheck(DistributedLaunchCheck):
         'slow_pair_fraction': Knob(0.5, 'a node pair (or every pair of one node) below this fraction '
                                         'of the others fails, naming the nodes', minimum=0, below=1,
                                    flag=None),
-        # every timed block lasts 1/(1-slowdown) times as long: a known loss, to show what the
-        # performance history flags
-        'slowdown': Knob(0.0, 'fraction of bandwidth given up on purpose', minimum=0, below=1,
-                         omit_default=True),
     }
     figure_settings = ('min_bytes', 'max_bytes', 'factor', 'p2p_bytes', 'pair_partners', 'pair_ranks')
     ab_steps = Steps('busbw', {'max_iters': 20, 'blocks': 3})     # -S compare_with

@@ -11,7 +11,7 @@ from reframe.core.logging import getlogger
 from mlcheck.data.datasets import check_mnist
 from mlcheck.judging.accuracy import mnist_bar, unjudged_reason
 from mlcheck.harness.ab_rounds import Steps
-from mlcheck.harness.knobs import Knob, declare_knobs
+from mlcheck.harness.knobs import declare_knobs, program_knobs
 from mlcheck.harness.training_check import DistributedTrainingCheck
 
 
@@ -22,9 +22,7 @@ class MNISTDistributedCheck(DistributedTrainingCheck):
     # Knobs: -S sets one; else the partition's extras.mlcheck.checks.mnist; else the default.
     checks_key = 'mnist'
     knobs = {
-        'epochs': Knob(10, 'epochs; the first is warm-up, not counted in the throughput',
-                       minimum=1),
-        'batch_size': Knob(64, 'samples per rank and step', minimum=1),
+        **program_knobs.MNIST,          # the program's flags, with their defaults (src/pytorch/program_knobs.py)
     }
     declare_knobs(locals(), knobs)      # each a variable; the program's flags (knob_arguments)
     dataset = 'mnist'

@@ -1,7 +1,8 @@
 """The programs' side of the contract (src/pytorch/mlcheck_contract.py), for the judging side.
 
 That file is the one copy: the programs import it inside the images, where mlcheck is not
-installed, and src/ is no package, so it is loaded here by path and its names re-exported.
+installed, and src/ is no package, so it is loaded here by path and its names re-exported
+(program_module: any such module of src/pytorch, the knob tables too).
 """
 
 import importlib.util
@@ -13,13 +14,14 @@ from mlcheck import REPO
 PATH = os.path.join(REPO, 'src', 'pytorch', 'mlcheck_contract.py')
 
 
-def _load(name='mlcheck_contract'):
-    """The module of PATH: the one the programs' imports already loaded (tests put src/pytorch
-    on sys.path), else loaded now and kept under its name, so that both sides share it."""
+def program_module(name):
+    """src/pytorch/<name>.py as a module: the one the programs' imports already loaded (tests put
+    src/pytorch on sys.path), else loaded now and kept under its name, so that both sides share it."""
+    path = os.path.join(os.path.dirname(PATH), name + '.py')
     known = sys.modules.get(name)
-    if known is not None and os.path.realpath(getattr(known, '__file__', '')) == os.path.realpath(PATH):
+    if known is not None and os.path.realpath(getattr(known, '__file__', '')) == os.path.realpath(path):
         return known
-    spec = importlib.util.spec_from_file_location(name, PATH)
+    spec = importlib.util.spec_from_file_location(name, path)
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     if known is None:
@@ -27,7 +29,7 @@ def _load(name='mlcheck_contract'):
     return module
 
 
-_contract = _load()
+_contract = program_module('mlcheck_contract')
 FACT_PREFIX, EVENTS, VARIABLES = _contract.FACT_PREFIX, _contract.EVENTS, _contract.VARIABLES
 format_fact = _contract.format_fact
 FAULT_KINDS, FAULT_FORMS, FAULT_VAR = _contract.FAULT_KINDS, _contract.FAULT_FORMS, _contract.FAULT_VAR

@@ -87,6 +87,7 @@ def test_synthetic_ddp_with_more_ranks_than_steps():
     """--synthetic made steps x batch samples: 2 ranks and 1 step left each rank half a batch,
     and the program died of StopIteration."""
     run = run_ranks('cifar/train_cifar100.py', '--synthetic', '--model', 'resnet18', '--workers', '0',
+                    '--data', 'loader', '--no-augment',
                     '--batch-size', '4', '--epochs', '1', '--steps', '1', '--warmup-steps', '0',
                     '--solo-steps', '1', '--solo-warmup-steps', '0')
     assert run.result()['steps'] == 1 and run.result()['world_size'] == 2

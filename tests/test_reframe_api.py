@@ -72,3 +72,21 @@ def test_the_checks_answer_reframes_xfail_question_themselves():
     check's bases, or a known-bad image's failure is no longer reported as expected."""
     from mlcheck.harness.launch_check import DistributedLaunchCheck
     assert DistributedLaunchCheck.__rfm_xfail_sanity__ is reframe_api.ExpectedSanityFailure.__rfm_xfail_sanity__
+
+
+def test_S_assignments_are_read_as_reframe_reads_them():
+    argv = ['reframe', '-c', 'checks/', '-S', 'epoch=2', '--setvar=MNISTDistributedCheck.epochs=4',
+            '-n', 'MNIST', '-Sbatch_size=8', '-r']
+    assert reframe_api.command_line_variables(argv) == [
+        (None, 'epoch', '2'), ('MNISTDistributedCheck', 'epochs', '4'), (None, 'batch_size', '8')]
+
+
+def test_the_checks_variables_are_what_S_sets():
+    mnist = next(c for c in knob_table.check_classes() if c.__name__ == 'MNISTDistributedCheck')
+    assert {'epochs', 'batch_size', 'throttle', 'data_dir', 'time_limit'} <= reframe_api.variable_names(mnist)
+
+
+def test_a_stop_from_a_hook_is_one_reframe_ends_the_session_with():
+    from reframe.frontend.executors import ABORT_REASONS
+    with pytest.raises(ABORT_REASONS, match='^mlcheck: why$'):
+        reframe_api.stop_session('mlcheck: why')

@@ -28,8 +28,8 @@ from mlcheck.commands.common import EXIT_BAD_INPUT, EXIT_INTERNAL, EXIT_REGRESSI
 from mlcheck.errors import InputError
 from mlcheck.history import causes, compare
 from mlcheck.figures import stack
-from mlcheck.harness import knob_table
 from mlcheck.history import settings as recorded_settings, trial_runs
+from mlcheck.history.recorded_defaults import RECORDED_DEFAULTS
 from mlcheck.history.compare import Rule
 from mlcheck.history.samples import NOT_RECORDED, group, slug, test_of_sample, valued
 from mlcheck.history.selection import AllFailed, load, parse_selection
@@ -292,7 +292,7 @@ def compare_and_report(args):
                                  for ss in (ran_before, ran_after))
         if not ran_before and not ran_after:
             raise InputError(f'no test named like {" or ".join(map(repr, args.name))} in either selection')
-    ran, filled = recorded_settings.with_defaults(ran_before + ran_after, knob_table.recorded_defaults())
+    ran, filled = recorded_settings.with_defaults(ran_before + ran_after, RECORDED_DEFAULTS)
     ran_before, ran_after = ran[:len(ran_before)], ran[len(ran_before):]
     ran_before, trials = trial_runs.without_trial_runs(ran_before, ran_after)
     comparisons = compare.compare(ran_before, ran_after, rule)

@@ -1,7 +1,9 @@
-"""docs/checks.md's tables of knobs, one per check, put together from the checks' `knobs` dicts:
+"""docs/checks.md's tables of knobs, one per check, put together from the checks' `knobs` dicts,
+and the defaults mlcheck-report fills in for runs recorded before a knob existed:
 
     python -m mlcheck.harness.knob_table            # print the tables
-    python -m mlcheck.harness.knob_table --write    # rewrite them in docs/checks.md
+    python -m mlcheck.harness.knob_table --write    # rewrite them in docs/checks.md, and
+                                                    # mlcheck/history/recorded_defaults.py
 
 The checks are read as ReFrame loads them, under the simulated system (config/simulated.py): a
 system with no mlcheck settings ends the loading with one line (mlcheck.harness.launch_check). Only the checks'
@@ -10,6 +12,7 @@ own `knobs` make the tables, so no site setting shows up in a default.
 
 import glob
 import importlib.util
+import json
 import os
 import sys
 
@@ -20,6 +23,7 @@ from mlcheck.harness.reframe_api import runtime_for
 PAGE = os.path.join(REPO, 'docs', 'checks.md')
 BEGIN = '<!-- knob tables: generated from the checks (python -m mlcheck.harness.knob_table --write) -->\n'
 END = '<!-- end of generated knob tables -->\n'
+DEFAULTS = os.path.join(REPO, 'mlcheck', 'history', 'recorded_defaults.py')
 
 
 def check_classes():
@@ -53,6 +57,15 @@ def recorded_defaults():
             for cls in check_classes()}
 
 
+def defaults_module():
+    """The text of DEFAULTS: recorded_defaults() as a module the report imports without ReFrame."""
+    return ('"""What a run recorded before a knob existed ran: {check: {knob: value as a run records\n'
+            'it}} (mlcheck.history.settings). Generated from the checks by `python -m\n'
+            'mlcheck.harness.knob_table --write` (a test ties the two); mlcheck-report reads it, where\n'
+            'ReFrame may not be installed. Do not edit."""\n\n'
+            f'RECORDED_DEFAULTS = {json.dumps(recorded_defaults(), indent=4)}\n')
+
+
 def shown(value):
     """A default as -S writes it."""
     return TRUE[0] if value is True else 'false' if value is False else str(value)
@@ -67,8 +80,8 @@ def table(cls):
         default = (f'`extras.mlcheck.{name}` (unset there: `{shown(knob.default)}`)' if name in partition_wide
                    else f'`{shown(knob.default)}`')
         flags = ' '.join(f'`{flag}`' for flag in knob.flags(name))
-        when = (' when true' if knob.kind is bool
-                else f' when not {knob.default}' if knob.omit_default else '')
+        when = (' when true' + (', `--no-' + knob.flags(name)[0][2:] + '` when false' if knob.default else '')
+                if knob.kind is bool else f' when not {knob.default}' if knob.omit_default else '')
         flag = f'{flags}{when}' if flags else 'none' if name in cls.knobs else 'none (the launch)'
         rows.append(f'| `{name}` | {default} | {knob.accepts()} | {knob.help} | {flag} |')
     return '\n'.join(rows) + '\n'
@@ -85,3 +98,6 @@ def page_with_tables(text):
 
 if __name__ == '__main__':
     generated_docs.main(PAGE, BEGIN, END, tables)
+    if sys.argv[1:] == ['--write']:
+        with open(DEFAULTS, 'w') as f:
+            f.write(defaults_module())

@@ -7,20 +7,25 @@ at setup into the default's type and reports a bad value in one line, naming wha
 A knob may also name another it must not be below (`at_least`): both are checked together, once
 every knob has its value, so `-S min_bytes=4096 -S max_bytes=1024` fails at setup, not in the job.
 
-A knob is written once, in its check's `knobs` dict: declare_knobs() makes its variables and
-knob_arguments() the program's flags from it; `python -m mlcheck.harness.knobs --write` puts the tables of
-docs/checks.md (mlcheck.harness.knob_table) together from the same dicts.
+A knob is written once: a program's flag in its program's table (src/pytorch/program_knobs.py,
+which makes the program's argument too), a knob only judging reads in its check's `knobs`.
+declare_knobs() makes its variables and knob_arguments() the program's flags from it;
+`python -m mlcheck.harness.knob_table --write` puts the tables of docs/checks.md together from
+the same dicts.
 """
 
-import math
-from dataclasses import dataclass
+import sys
 
-from reframe.core.builtins import variable
+import reframe as rfm
+from reframe.core.builtins import run_before, variable
 
+from mlcheck.contract import program_module
 from mlcheck.errors import ConfigError
-from mlcheck.harness.reframe_api import ShownInJSON
+from mlcheck.harness.reframe_api import ShownInJSON, command_line_variables, stop_session, variable_names
 
-TRUE, FALSE = ('true', 'yes', 'on', '1'), ('false', 'no', 'off', '0')
+# the programs' knob tables and the Knob itself, one copy with the programs (src/pytorch/program_knobs.py)
+program_knobs = program_module('program_knobs')
+Knob, TRUE = program_knobs.Knob, program_knobs.TRUE
 
 
 class Unset(ShownInJSON):
@@ -60,88 +65,15 @@ def is_given(value):
     return value is not None and not isinstance(value, Unset)
 
 
-DERIVED = 'derived'     # Knob.flag: the program's flag is the knob's name, `--batch-size` for batch_size
-
-
-@dataclass(frozen=True)
-class Knob:
-    default: object                 # its type is the knob's type: bool, int, float or str
-    help: str = ''
-    choices: tuple = ()
-    minimum: float = None
-    maximum: float = None
-    below: float = None             # values must be smaller than this
-    at_least: str = None            # the name of a knob of the same check this one is never below
-    # the program's flag(s) in the check's script_arguments(): DERIVED, a flag, a tuple of flags
-    # (each given the value) or None: not passed to the program (a limit used by judging, a
-    # setting the base classes pass their own way). A bool knob is its flag alone when true.
-    flag: object = DERIVED
-    omit_default: bool = False      # the default is not passed (it is the program's own default too)
-    # what a run ran before this knob existed, where that is not its default (a run recorded then
-    # lacks the knob: mlcheck.history.settings compares it as this value); None: the default
-    before_it_existed: object = None
-
-    @property
-    def kind(self):
-        return type(self.default)
-
-    def flags(self, name):
-        """The program's flags of the knob called `name` (a tuple, empty when not passed)."""
-        if self.flag == DERIVED:
-            return ('--' + name.replace('_', '-'),)
-        if self.flag is None:
-            return ()
-        return (self.flag,) if isinstance(self.flag, str) else tuple(self.flag)
-
-    def arguments(self, name, value):
-        """The program's arguments for `value` of the knob called `name`."""
-        if self.kind is bool:
-            return list(self.flags(name)) if value else []
-        if self.omit_default and value == self.default:
-            return []
-        return [word for flag in self.flags(name) for word in (flag, str(value))]
-
-    def accepts(self):
-        """What the knob accepts, in words."""
-        if self.choices:
-            return 'one of ' + ', '.join(map(str, self.choices))
-        words = {bool: 'true or false', int: 'an integer', float: 'a number', str: 'text'}[self.kind]
-        bounds = ' and '.join(f'{sign} {bound}' for sign, bound in (
-            ('>=', self.minimum), ('<=', self.maximum), ('<', self.below)) if bound is not None)
-        return f'{words} {bounds}' if bounds else words
-
-    def parse(self, value, where, from_text=False):
-        """`value` as the knob's type, converted from text if `from_text` (-S), else as it is in
-        config; a ConfigError naming `where` (e.g. '-S epochs') and what the knob accepts."""
-        try:
-            parsed = self._convert(value, from_text)
-        except ValueError:
-            parsed = None
-        if parsed is None or (isinstance(parsed, float) and not math.isfinite(parsed)) or \
-                (self.choices and parsed not in self.choices) or \
-                (self.minimum is not None and parsed < self.minimum) or \
-                (self.maximum is not None and parsed > self.maximum) or \
-                (self.below is not None and parsed >= self.below):
-            raise ConfigError(f'{where}={value!r}: expected {self.accepts()}')
-        return parsed
-
-    def _convert(self, value, from_text):
-        kind = self.kind
-        if from_text and isinstance(value, str) and kind is not str:
-            if kind is bool:
-                word = value.strip().lower()
-                return True if word in TRUE else False if word in FALSE else None
-            return kind(value)
-        if isinstance(value, bool) != (kind is bool):
-            return None
-        if kind is float and isinstance(value, int):
-            return float(value)
-        return value if isinstance(value, kind) else None
-
-
 def knob_arguments(knobs, values):
     """The program's arguments of `knobs` (in their order) for their `values` (a check)."""
     return [word for name, knob in knobs.items() for word in knob.arguments(name, getattr(values, name))]
+
+
+def flag_values(knobs, values):
+    """{name: value} of the knobs passed to the program as flags, for their `values` (a check):
+    what the program must state it ran (its `settings` fact)."""
+    return {name: getattr(values, name) for name, knob in knobs.items() if knob.flags(name)}
 
 
 def knob_values(knobs, given, configured, where_configured):
@@ -153,15 +85,18 @@ def knob_values(knobs, given, configured, where_configured):
                           f'allowed: {", ".join(sorted(knobs))}')
     values, where = {}, {}
     for name, knob in knobs.items():
-        if is_given(given.get(name)):
-            where[name] = f'-S {name}'
-            values[name] = knob.parse(given[name], where[name], from_text=True)
-        elif name in configured:
-            where[name] = f'{where_configured}.{name}'
-            values[name] = knob.parse(configured[name], where[name])
-        else:
-            where[name] = f'{name} (default)'
-            values[name] = knob.default
+        try:
+            if is_given(given.get(name)):
+                where[name] = f'-S {name}'
+                values[name] = knob.parse(given[name], where[name], from_text=True)
+            elif name in configured:
+                where[name] = f'{where_configured}.{name}'
+                values[name] = knob.parse(configured[name], where[name])
+            else:
+                where[name] = f'{name} (default)'
+                values[name] = knob.default
+        except ValueError as err:       # the knob's own one line
+            raise ConfigError(str(err)) from None
     for name, knob in knobs.items():
         low = knob.at_least
         if low is not None and low not in values:
@@ -170,3 +105,37 @@ def knob_values(knobs, given, configured, where_configured):
             raise ConfigError(f'{where[name]}={values[name]!r} is below {where[low]}={values[low]!r}: '
                               f'expected {name} >= {low}')
     return values
+
+
+def checks_of(base):
+    """The check classes loaded so far that derive from `base` (those with a checks_key)."""
+    found = [sub for direct in base.__subclasses__() for sub in (direct, *checks_of(direct))]
+    return [cls for cls in dict.fromkeys(found) if getattr(cls, 'checks_key', '')]
+
+
+def refuse_unknown_variables(assignments, base, variables_of):
+    """A ConfigError for the first -S assignment ((test or None, name, text)) that no loaded check
+    of `base` (each with its `variables_of(cls)` names) knows: ReFrame would only warn and run
+    every test at its defaults (`-S epoch=2` ran all 18 cases at epochs=3)."""
+    checks = checks_of(base)
+    for test, name, text in assignments:
+        aimed = [cls for cls in checks if test in (None, cls.__name__)]
+        if not any(name in variables_of(cls) for cls in aimed):
+            knobs = sorted({knob for cls in aimed
+                            for knob in {**cls.common_knobs, **cls.partition_wide_knobs, **cls.knobs}})
+            said = f'{test}.{name}' if test else name
+            raise ConfigError(f'-S {said}={text}: no check of this run knows {name!r}; '
+                              f'their knobs: {", ".join(knobs) or "none"}')
+
+
+class KnownSettingsOnly(rfm.RegressionTestPlugin):
+    """A check whose set-up ends the ReFrame session in one line at a -S name on its command line
+    that no loaded check of this kind knows: a typo, which ReFrame alone only warns about, running
+    every test at its defaults. The first test's set-up comes before any job."""
+
+    @run_before('setup')
+    def stop_at_an_unknown_S_name(self):
+        try:
+            refuse_unknown_variables(command_line_variables(sys.argv), KnownSettingsOnly, variable_names)
+        except ConfigError as err:
+            stop_session(f'mlcheck: config error: {err}')

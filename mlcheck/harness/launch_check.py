@@ -17,8 +17,8 @@ from reframe.core.exceptions import ConfigError as ReframeConfigError, SanityErr
 from reframe.core.logging import getlogger
 from reframe.core.runtime import runtime
 
-from mlcheck.judging import locality, notes, output, references, sanity
-from mlcheck.harness.knobs import Knob, declare_knobs, knob_arguments, knob_values
+from mlcheck.judging import locality, notes, output, references, sanity, stated_settings
+from mlcheck.harness.knobs import Knob, KnownSettingsOnly, declare_knobs, flag_values, knob_arguments, knob_values
 from mlcheck.figures import stack
 from mlcheck.placement import containers, launch
 from mlcheck.errors import ConfigError
@@ -81,7 +81,7 @@ def _configured(values_of):
     return sorted(values)
 
 
-class DistributedLaunchCheck(ExpectedSanityFailure, rfm.RunOnlyRegressionTest, ABRounds):
+class DistributedLaunchCheck(ExpectedSanityFailure, rfm.RunOnlyRegressionTest, ABRounds, KnownSettingsOnly):
     """What any torch.distributed program needs: task layout, CPU masks, rank environment,
     container, launch sanity, software stack and references. A program that trains adds the
     training part (DistributedTrainingCheck); one that does not (the interconnect's) takes only
@@ -358,6 +358,7 @@ class DistributedLaunchCheck(ExpectedSanityFailure, rfm.RunOnlyRegressionTest, A
         expect = self.expectations()
         found = sanity.problems(self.run_output(), expect)
         if set(self.run_output().by_rank('done')) == set(range(expect.world_size)):
+            found += stated_settings.problems(self.run_output(), flag_values(self.knobs, self))
             found += self.program_problems(self.run_output())
         return found
 

@@ -4,7 +4,13 @@
 pull request) is this file's change. No other module of mlcheck names them (a test holds that).
 """
 
-from reframe.frontend.reporting import utility as _reporting
+import argparse
+
+
+def _reporting():
+    # imported when first asked: mlcheck-report reads perf logs where ReFrame is not installed
+    from reframe.frontend.reporting import utility
+    return utility
 
 
 class ShownInJSON:
@@ -30,17 +36,17 @@ class ExpectedSanityFailure:
 
 
 def is_session_uuid(text):
-    return _reporting.is_uuid(text)
+    return _reporting().is_uuid(text)
 
 
 def time_period(text):
     """(start, end) in Unix seconds of a ReFrame period such as `now-1w:now`; raises on a bad one."""
-    return _reporting.parse_time_period(text)
+    return _reporting().parse_time_period(text)
 
 
 def check_query(text):
     """Raises unless `text` is a query ReFrame's --performance-compare would take."""
-    _reporting.parse_query_spec(text)
+    _reporting().parse_query_spec(text)
 
 
 def stored_testcases(period, name_pattern, test_filter):
@@ -48,7 +54,7 @@ def stored_testcases(period, name_pattern, test_filter):
     with a name matching `name_pattern` and for which `test_filter` holds."""
     from reframe.frontend.reporting.storage import StorageBackend
     return StorageBackend.default().fetch_testcases(
-        _reporting.QuerySelectorTestcase(time_period=period), name_pattern, test_filter)
+        _reporting().QuerySelectorTestcase(time_period=period), name_pattern, test_filter)
 
 
 def runtime_for(config_path, system):
@@ -67,3 +73,29 @@ def runtime_for(config_path, system):
 def performance_variables(check_class):
     """The names of a check class's @performance_functions."""
     return set(check_class._rfm_perf_fns)
+
+
+def variable_names(check_class):
+    """The names of a check class's ReFrame variables (what -S can set)."""
+    return set(check_class._rfm_var_space)
+
+
+def command_line_variables(argv):
+    """[(test or None, name, text)] of the -S/--setvar assignments on ReFrame's command line `argv`
+    (sys.argv), as ReFrame reads them: `[TEST.]NAME=VALUE`; ReFrame keeps no other record of them."""
+    parser = argparse.ArgumentParser(add_help=False, allow_abbrev=False)
+    parser.add_argument('-S', '--setvar', action='append', default=[])
+    assignments = []
+    for expr in parser.parse_known_args(argv[1:])[0].setvar:
+        name, equals, text = expr.partition('=')
+        if not equals:
+            continue        # ReFrame skips it, with a warning of its own
+        test, dot, var = name.partition('.')
+        assignments.append((test, var, text) if dot else (None, name, text))
+    return assignments
+
+
+def stop_session(message):
+    """End the ReFrame session from a test's hook, printing `message` as its one error line."""
+    from reframe.core.exceptions import ForceExitError
+    raise ForceExitError(message)

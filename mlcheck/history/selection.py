@@ -45,16 +45,17 @@ def parse_selection(spec):
                          f'{LATEST!r} or a perf log path')
     if spec == LATEST:
         return Selection(spec, 'latest')
-    if is_session_uuid(spec):
-        return Selection(spec, 'session')
     path, _, period = spec.partition('@')
-    if os.sep in path or path.endswith('.log') or os.path.exists(path):
+    # a path first, without ReFrame's UUID test: perf logs are read where ReFrame may not be installed
+    if os.sep in path or path.endswith('.log') or (os.path.exists(path) and not SESSION_PREFIX.fullmatch(spec)):
         if period:
             try:
                 period = time_period(period)
             except ValueError as err:
                 raise InputError(f'selection {spec!r}: {err}') from None
         return Selection(spec, 'perflog', path=path, period=period or None)
+    if is_session_uuid(spec):
+        return Selection(spec, 'session')
     try:
         check_query(spec)
     except ValueError as err:

@@ -9,6 +9,8 @@ import sys
 import torch
 import torch.distributed as dist
 
+from program_knobs import STEPS, add_arguments
+
 
 def epoch_summary(figures, epoch, world_size, device, distributed=True):
     """One epoch over all ranks: their samples and mean loss, in the slowest rank's seconds
@@ -109,9 +111,10 @@ def endless_batches(loader, sampler=None):
 
 
 def add_epoch_arguments(parser):
-    """--steps and --ranks-per-node: how many steps an epoch has (see steps_per_epoch)."""
-    parser.add_argument('--steps', type=int, default=0,
-                        help='steps per rank and epoch (0: one pass over the data on one node)')
+    """--steps (unless the program's knobs gave it) and --ranks-per-node: how many steps an epoch
+    has (see steps_per_epoch)."""
+    if parser.get_default('steps') is None:
+        add_arguments(parser, {'steps': STEPS})
     parser.add_argument('--ranks-per-node', type=int, default=1,
                         help='ranks that share one pass over the data when --steps is 0')
     return parser

@@ -20,6 +20,7 @@ FACT_PREFIX = 'MLCHECK '
 EVENTS = frozenset({
     'rendezvous',   # a rank arrived at the rendezvous (before it joins)
     'rank',         # it joined: rank, node, placement, affinity, its stack
+    'settings',     # rank 0: the value of each knob it runs (program_knobs.py)
     'epoch',        # one timed epoch of one rank: samples, throughput, loss
     'solo',         # the rank timed alone (no communication)
     'loader',       # the data loader timed alone (no model)

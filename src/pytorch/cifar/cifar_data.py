@@ -27,7 +27,6 @@ from torchvision import datasets, transforms
 MEAN, STD = (0.5071, 0.4865, 0.4409), (0.2673, 0.2564, 0.2762)
 NUM_CLASSES = 100
 SIZE, PADDING = 32, 4
-DATA_PATHS = ('device', 'loader')
 
 
 # The files a site may stage, by MD5 (the digest torchvision records): the published archive's,

@@ -20,7 +20,8 @@ apart from the steady state (epochs 2 and later), since it pays for allocator gr
 selection and caches.
 
 Facts, one `MLCHECK {json}` line each (see ../ddp_common.py): `rendezvous` and `rank` per rank
-(arriving at, and having joined, the process group); `solo` per rank (its images/s training
+(arriving at, and having joined, the process group); `settings` from rank 0 (the value of each
+knob it runs, ../program_knobs.py CIFAR100); `solo` per rank (its images/s training
 alone, beside the timed epochs, see ../solo_phase.py SoloPhase); `loader` per rank (the loader
 alone); `epoch` per rank and epoch; `summary` per epoch from rank 0 (all ranks' samples, the
 slowest rank's seconds); `result` from rank 0 (steady-state and first-epoch samples/s, per
@@ -48,29 +49,19 @@ from epochs import (RankShare, add_epoch_arguments, endless_batches, epoch_summa
 from solo_phase import SoloPhase, Throttle, add_rank_speed_arguments, private_batches  # noqa: E402
 import speed_workload  # noqa: E402
 import telemetry  # noqa: E402
-from cifar_data import (DATA_PATHS, NUM_CLASSES, DeviceImages, private_stream,  # noqa: E402
+from cifar_data import (NUM_CLASSES, DeviceImages, private_stream,  # noqa: E402
                         time_loader, training_set)
+from program_knobs import CIFAR100, add_arguments, stated  # noqa: E402
 
-MODELS = ('resnet18', 'resnet50', 'resnet101', 'resnet152')
+MODELS = CIFAR100['model'].choices
 
 
 def get_args_parser():
     parser = argparse.ArgumentParser(description=__doc__.split('\n')[0])
     parser.add_argument('--data-dir', help='directory holding cifar-100-python/ (not with --synthetic)')
     parser.add_argument('--synthetic', action='store_true', help='random in-memory images: compute only')
-    parser.add_argument('--model', choices=MODELS, default='resnet152')
-    parser.add_argument('--mode', choices=['ddp', 'single', 'dp'], default='ddp')
-    parser.add_argument('--batch-size', type=int, default=128, help='per device')
-    parser.add_argument('--epochs', type=int, default=3)
-    parser.add_argument('--warmup-steps', type=int, default=5, help='untimed steps before epoch 1')
-    parser.add_argument('--amp', action='store_true', help='bf16 autocast')
-    parser.add_argument('--channels-last', action='store_true')
-    parser.add_argument('--workers', type=int, default=2, help='data-loader workers per process')
-    parser.add_argument('--data', choices=DATA_PATHS, default='loader',
-                        help='loader: augment in the DataLoader; device: the set on the device, '
-                             'augmented there (cifar_data.py)')
-    parser.add_argument('--augment', action='store_true',
-                        help='random crop (4-pixel zero padding) and horizontal flip, on either data path')
+    # the knobs of the check, with its defaults (../program_knobs.py); a `settings` fact states them
+    add_arguments(parser, CIFAR100)
     parser.add_argument('--loader-steps', type=int, default=20,
                         help='batches of the loader timed alone before training (0: not timed)')
     parser.add_argument('--speed-seconds', type=float, default=0,
@@ -78,9 +69,10 @@ def get_args_parser():
                              'runs right after timing its loader, a `speed` fact (0: none)')
     # 0.05 diverged from scratch (ResNet-152 at batch 128 on an H100, ResNet-18 at batch 16 on the
     # simulated partition: the loss rose over 3 epochs); 0.01 fell in every run (docs/cifar-benchmark.md)
-    parser.add_argument('--lr', type=float, default=0.01)
-    parser.add_argument('--seed', type=int, default=1)
-    parser.add_argument('--device', choices=['auto', 'gpu', 'cpu'], default='auto')
+    parser.add_argument('--lr', type=float, default=0.01, help='SGD learning rate')
+    parser.add_argument('--seed', type=int, default=1, help='seed of the model, the shuffle and the augmentation')
+    parser.add_argument('--device', choices=['auto', 'gpu', 'cpu'], default='auto',
+                        help='auto: a GPU where torch sees one, else the CPU')
     add_rank_speed_arguments(parser, solo_steps=10, solo_warmup_steps=2)
     telemetry.add_arguments(parser)
     return add_epoch_arguments(add_wait_arguments(parser))
@@ -144,6 +136,8 @@ def main(argv=None):
         device = pick_device(args.device)
         devices = torch.cuda.device_count() if args.mode == 'dp' and device.type == 'cuda' else 1
         report_rank(0, 1, 0, device, 'none')
+    if rank == 0:
+        emit('settings', **stated(args, CIFAR100))
 
     batch = args.batch_size * (devices if args.mode == 'dp' else 1)
     dataset = training_set(args, samples_needed=batch * min(args.steps or 50, 50), augment=args.augment)

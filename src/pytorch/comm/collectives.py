@@ -31,6 +31,7 @@ library adds the ranks' buffers, is a whole number float32 holds exactly while t
 
 Facts, each one line `MLCHECK {json}`:
   rendezvous, rank  each rank (../ddp_common.py)
+  settings  rank 0: the value of each knob it runs (../program_knobs.py INTERCONNECT)
   size      rank 0, per collective and size: bytes, iterations, seconds, algbw, busbw (GB/s)
   pair      rank 0, per node pair: both nodes, its round, GB/s each way over the pair's ranks
   values    each rank: how many buffers of the collectives it checked (the same on every
@@ -52,6 +53,7 @@ import torch.distributed as dist
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 from ddp_common import add_wait_arguments, emit, finish, init_distributed, synchronize  # noqa: E402
+from program_knobs import INTERCONNECT, add_arguments, stated  # noqa: E402
 
 # nccl-tests' bus bandwidth factors (doc/PERFORMANCE.md) for n ranks: how much of the message
 # each rank's busiest link carries, so that busbw can be compared with the link's speed
@@ -299,47 +301,27 @@ class Sweep:
 
 def get_args_parser():
     parser = argparse.ArgumentParser(description=__doc__.split('\n')[0])
-    parser.add_argument('--device', choices=['auto', 'gpu', 'cpu'], default='auto')
-    parser.add_argument('--min-bytes', type=int, default=8)
-    parser.add_argument('--max-bytes', type=int, default=None,
-                        help='largest message (default: 1 GiB on GPUs, 4 MiB on CPUs)')
-    parser.add_argument('--factor', type=int, default=4, help='size step of the sweep')
-    parser.add_argument('--p2p-bytes', type=int, default=None,
-                        help='message of the node-pair exchange (default: --max-bytes)')
-    parser.add_argument('--pair-partners', type=int, default=3,
-                        help='partners each node meets, in rounds of disjoint node pairs')
-    parser.add_argument('--pair-ranks', type=int, default=0,
-                        help='ranks of each node in the node-pair exchange (0: every rank)')
-    parser.add_argument('--bytes-per-size', type=int, default=None,
-                        help='timed bytes per size (default: 8 x --max-bytes); sets the iterations')
-    parser.add_argument('--min-iters', type=int, default=5)
-    parser.add_argument('--max-iters', type=int, default=100)
-    parser.add_argument('--blocks', type=int, default=5,
-                        help='timed blocks per size; the median block counts')
-    parser.add_argument('--warmup-iters', type=int, default=5,
-                        help='untimed calls per size (the first checks the values)')
-    parser.add_argument('--latency-bytes', type=int, default=8,
+    parser.add_argument('--device', choices=['auto', 'gpu', 'cpu'], default='auto',
+                        help='auto: a GPU where torch sees one, else the CPU')
+    # the knobs of the check, with its defaults (../program_knobs.py); a `settings` fact states them
+    add_arguments(parser, INTERCONNECT)
+    parser.add_argument('--latency-bytes', type=int, default=INTERCONNECT['min_bytes'].default,
                         help='the small message whose all_reduce time is the latency (whole '
                              'elements of 4 bytes, at least one: the result says the size timed)')
-    parser.add_argument('--slowdown', type=float, default=0.0,
-                        help='fraction of bandwidth to give up on purpose, 0 <= F < 1: every '
-                             'timed block lasts 1/(1-F) times as long')
+    parser.add_argument('--bytes-per-size', type=int, default=None,
+                        help='timed bytes per size (default: 8 x --max-bytes); sets the iterations')
+    parser.add_argument('--min-iters', type=int, default=5,
+                        help='timed iterations per size at least, however large the message')
     return add_wait_arguments(parser)
 
 
 def main(argv=None):
     args = get_args_parser().parse_args(argv)
-    if not 0 <= args.slowdown < 1:
-        sys.exit(f'--slowdown {args.slowdown}: must be at least 0 and below 1')
-    if args.pair_partners < 1 or args.pair_ranks < 0:
-        sys.exit(f'--pair-partners {args.pair_partners} --pair-ranks {args.pair_ranks}: need at '
-                 'least one partner and no negative rank count')
     rank, world_size, device = init_distributed(args)
     if unverifiable_world(world_size):
         sys.exit(f'collectives.py: error: {unverifiable_world(world_size)}')
-    default_max = 1 << 30 if device.type == 'cuda' else 4 << 20
-    args.max_bytes = args.max_bytes or default_max
-    args.p2p_bytes = args.p2p_bytes or args.max_bytes
+    if rank == 0:
+        emit('settings', **stated(args, INTERCONNECT))
     args.bytes_per_size = args.bytes_per_size or 8 * args.max_bytes
     try:
         sizes, args.latency_bytes = sweep_with_latency(args.min_bytes, args.latency_bytes,

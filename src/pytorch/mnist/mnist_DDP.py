@@ -21,6 +21,7 @@ number of nodes.
 Every fact is printed as one line `MLCHECK {json}` with an "event" key:
   rendezvous  each rank, before it joins the process group: where it waits and how long
   rank     each rank, once it joined: layout, host, Slurm node, CPU affinity, device, versions
+  settings rank 0, once it joined: the value of each knob it runs (../program_knobs.py MNIST)
   solo     each rank, after its solo steps before the last timed epoch: its samples/s training alone
   epoch    each rank, each epoch: samples it trained, seconds, mean loss
   summary  rank 0, each epoch: samples over all ranks, slowest rank's seconds, mean loss, samples/s
@@ -30,7 +31,8 @@ Every fact is printed as one line `MLCHECK {json}` with an "event" key:
   fault    a rank about to inject the fault asked for with --fault (never in normal runs)
 
 Waits are bounded, and a fault can be injected (--fault), as ../ddp_common.py describes.
-Only the standard library, torch and ../ddp_common.py, ../epochs.py and ../solo_phase.py are used.
+Only the standard library, torch and ../ddp_common.py, ../epochs.py, ../solo_phase.py and
+../program_knobs.py are used.
 """
 
 import argparse
@@ -50,6 +52,7 @@ from ddp_common import add_wait_arguments, emit, finish, init_distributed  # noq
 from epochs import (RankShare, add_epoch_arguments, endless_batches, epoch_summary,  # noqa: E402
                     steady_state, steps_per_epoch)
 from solo_phase import SoloPhase, Throttle, add_rank_speed_arguments, private_batches  # noqa: E402
+from program_knobs import MNIST, add_arguments, stated  # noqa: E402
 import telemetry  # noqa: E402
 
 MNIST_MEAN, MNIST_STD = 0.1307, 0.3081
@@ -59,13 +62,14 @@ def get_args_parser():
     parser = argparse.ArgumentParser(description=__doc__.split('\n')[0])
     parser.add_argument('--data-dir', required=True,
                         help='directory holding MNIST/raw/ in the IDX format')
-    parser.add_argument('--epochs', type=int, default=10)
-    parser.add_argument('--batch-size', type=int, default=64, help='per rank')
+    # the knobs of the check, with its defaults (../program_knobs.py); a `settings` fact states them
+    add_arguments(parser, MNIST)
     parser.add_argument('--lr', type=float, default=1.0, help='Adadelta learning rate')
     parser.add_argument('--gamma', type=float, default=0.7, help='learning rate decay per epoch')
-    parser.add_argument('--seed', type=int, default=1)
+    parser.add_argument('--seed', type=int, default=1, help='seed of the model and the shuffle')
     parser.add_argument('--workers', type=int, default=0, help='data-loader workers per rank')
-    parser.add_argument('--device', choices=['auto', 'gpu', 'cpu'], default='auto')
+    parser.add_argument('--device', choices=['auto', 'gpu', 'cpu'], default='auto',
+                        help='auto: a GPU where torch sees one, else the CPU')
     add_rank_speed_arguments(parser, solo_steps=30, solo_warmup_steps=5)
     telemetry.add_arguments(parser)
     return add_epoch_arguments(add_wait_arguments(parser))
@@ -175,6 +179,8 @@ def main(argv=None):
     args = get_args_parser().parse_args(argv)
     torch.manual_seed(args.seed)
     rank, world_size, device = init_distributed(args)
+    if rank == 0:
+        emit('settings', **stated(args, MNIST))
     train_set, test_set = load_datasets(args.data_dir)
 
     # this rank's share of each pass, never less than a batch (RankShare)
