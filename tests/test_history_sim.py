@@ -132,7 +132,10 @@ def test_baseline_from_a_stored_session_is_used_by_reframe(runs, tmp_path):
                           sessions['unchanged']['uuid']]) == 0
     written = yaml.safe_load((refs / 'sim.yaml').read_text())['MNISTDistributedCheck']
     entry = written['sim:cluster']['host'][1]
-    values = sorted(c['perfvalues']['sim:cluster:samples_per_s'][0] for c in sessions['unchanged']['cases'])
+    # written at the file's own machine speed, from the speed each run recorded (issue 38)
+    speed = yaml.safe_load((refs / 'sim.yaml').read_text())['$machine_speed']['steps_per_s']
+    values = sorted(c['perfvalues']['sim:cluster:samples_per_s'][0] * speed / c['machine_speed']
+                    for c in sessions['unchanged']['cases'])
     assert entry['samples_per_s'] == [float(f'{values[1]:.4g}'), -0.5, None, 'samples/s']
     assert entry['train_time'] == configured[1]['train_time']      # a time is recorded only when asked
     assert written['sim:cluster']['host'][2] == configured[2]      # other entries stay
