@@ -32,7 +32,7 @@ import threading
 import time
 
 from mlcheck.simulated.cluster import DEFAULT_DIR, paths
-from mlcheck.simulated.processes import alive
+from mlcheck.simulated.processes import alive, cgroup_roots
 
 CPU_CGROUP = '/sys/fs/cgroup/cpu'
 NFT_CGROUP_ROOT = '/sys/fs/cgroup'      # nftables names a cgroup v2 group relative to this
@@ -214,11 +214,10 @@ def other_file(node, path, text):
 
 def cgroup2_root(mounts='/proc/self/mounts'):
     """Where the cgroup v2 hierarchy is mounted (/sys/fs/cgroup/unified on this hybrid machine)."""
-    for line in open(mounts):
-        fields = line.split()
-        if fields[2] == 'cgroup2':
-            return fields[1]
-    raise RuntimeError('no cgroup v2 hierarchy is mounted: the link fault needs one')
+    root = cgroup_roots(mounts).get('v2')
+    if root is None:
+        raise RuntimeError('no cgroup v2 hierarchy is mounted: the link fault needs one')
+    return root
 
 
 def cgroup2_of(pid, root):

@@ -239,20 +239,27 @@ class Sim:
         raise Failure(f'{label} did not come up within 10 s; see {log}')
 
 
-def partition_cgroup(mounts='/proc/self/mounts'):
-    """The cluster's cgroup: in the cgroup v1 `cpu` hierarchy where one is mounted, else in the
-    cgroup v2 one whose root offers the cpu controller; None where neither is (the jobs then
-    share the cores with the machine's other work as any process does)."""
+def cgroup_roots(mounts='/proc/self/mounts'):
+    """Where the cgroup hierarchies are mounted: {'v1': the v1 `cpu` one, 'v2': the unified one},
+    each the first of its kind, either absent where it is not mounted (and both with no `mounts`)."""
     roots = {}
     if not os.path.exists(mounts):
-        return None
+        return roots
     with open(mounts) as stream:
         for line in stream:
             _, where, kind, options = line.split()[:4]
             if kind == 'cgroup' and 'cpu' in options.split(','):
-                roots['v1'] = where
+                roots.setdefault('v1', where)
             elif kind == 'cgroup2':
-                roots['v2'] = where
+                roots.setdefault('v2', where)
+    return roots
+
+
+def partition_cgroup(mounts='/proc/self/mounts'):
+    """The cluster's cgroup: in the cgroup v1 `cpu` hierarchy where one is mounted, else in the
+    cgroup v2 one whose root offers the cpu controller; None where neither is (the jobs then
+    share the cores with the machine's other work as any process does)."""
+    roots = cgroup_roots(mounts)
     if 'v1' in roots:
         return os.path.join(roots['v1'], PARTITION_CGROUP)
     with contextlib.suppress(OSError):
