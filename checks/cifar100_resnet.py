@@ -34,7 +34,7 @@ class CIFAR100ResNetCheck(DistributedTrainingCheck):
         **program_knobs.CIFAR100,       # the program's flags, with their defaults (src/pytorch/program_knobs.py)
     }
     figure_settings = tuple(knobs)
-    ab_steps = Steps('images_per_s', {'epochs': 2, 'steps': 20})     # -S compare_with
+    ab_steps = Steps('images_per_s', {'epochs': 2, 'steps': 20, 'solo_steps': 0})     # -S compare_with
     declare_knobs(locals(), knobs)      # each a variable; the program's flags (knob_arguments)
 
     def task_shape(self):
@@ -48,7 +48,7 @@ class CIFAR100ResNetCheck(DistributedTrainingCheck):
         return {'tasks_per_node': 1, 'gpus_per_task': gpus}
 
     def times_ranks_alone(self):
-        return self.mode == 'ddp'
+        return self.mode == 'ddp' and self.solo_steps > 0
 
     def training_promises(self):
         return {'epochs': self.epochs, 'loss_must_fall': True}

@@ -29,7 +29,7 @@ class MNISTDistributedCheck(DistributedTrainingCheck):
     dataset_marker = 'MNIST/raw'
     # not throttle: a run slowed on purpose is compared with its unthrottled baseline
     figure_settings = ('epochs', 'batch_size')
-    ab_steps = Steps('samples_per_s', {'epochs': 2}, ('--steps', '20'))    # -S compare_with
+    ab_steps = Steps('samples_per_s', {'epochs': 2, 'solo_steps': 0}, ('--steps', '20'))    # -S compare_with
 
     def training_promises(self):
         if self.min_accuracy is not None:

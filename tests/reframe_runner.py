@@ -13,6 +13,9 @@ from conftest import REPO
 from mlcheck.data.staging import stage_mnist
 
 REFRAME = os.path.join(os.path.dirname(sys.executable), 'reframe')
+# for a run whose test reads no per-rank figure: no rank timed alone (MNIST's solo phase is 35
+# steps, three of its 1-node epochs), and with it no slow-rank rule
+NO_SOLO = ('-S', 'solo_steps=0')
 
 
 def start_reframe(config, prefix, *args, perflogdir=None, env=None):

@@ -14,7 +14,7 @@ from mlcheck.data import images
 from mlcheck.figures.directions import HIGHER, better
 from mlcheck.judging.accuracy import mnist_bar
 from mlcheck.harness.config import PERFLOG_HEADER
-from reframe_runner import job_file, perf, report_cases, run_reframe
+from reframe_runner import NO_SOLO, job_file, perf, report_cases, run_reframe
 
 IMAGES = ['host', *images.recipe_names()]
 
@@ -215,7 +215,7 @@ def test_a_model_that_does_not_learn_fails_sanity(cluster, tmp_path):
         write_idx(raw / MNIST_FILES[split][0], x)
         write_idx(raw / MNIST_FILES[split][1], y)
     done = run_reframe('simulated', tmp_path / 'rfm', '-r', '-n', 'MNIST', '-P', 'image=host',
-                       '-P', 'num_nodes=1', '-S', f'data_dir={tmp_path / "data"}', '-S', 'epochs=3')
+                       '-P', 'num_nodes=1', '-S', f'data_dir={tmp_path / "data"}', '-S', 'epochs=3', *NO_SOLO)
     assert done.returncode != 0
     # the bar of a 3-epoch run (mlcheck.judging.accuracy), far above what shuffled labels reach
     assert re.search(r'sanity error: test accuracy 0\.[0-3]\d* is below 0\.8000', done.stdout), done.stdout[-3000:]
@@ -240,7 +240,7 @@ def test_profile_steps_leave_a_loadable_trace_per_rank_in_the_output(cluster, tm
     import gzip
     import json
     done = run_reframe('simulated', tmp_path / 'rfm', '-r', '-n', 'MNIST', '-P', 'image=host',
-                       '-P', 'num_nodes=1', '-S', 'epochs=1', '-S', 'profile_steps=3')
+                       '-P', 'num_nodes=1', '-S', 'epochs=1', '-S', 'profile_steps=3', *NO_SOLO)
     [case] = report_cases(tmp_path / 'rfm')
     assert case['fail_phase'] in (None, 'performance'), done.stdout[-3000:]
     directory = os.path.dirname(job_file(case))

@@ -1,7 +1,7 @@
 """A known-bad image, marked in its config entry, through real runs on the simulated cluster:
 its failure is reported by ReFrame as expected, and an image so marked that passes is flagged."""
 
-from reframe_runner import report_cases, run_reframe, simulated_config_with
+from reframe_runner import NO_SOLO, report_cases, run_reframe, simulated_config_with
 
 
 def test_a_known_bad_image_is_an_expected_failure_and_its_passing_is_flagged(cluster, tmp_path):
@@ -16,7 +16,7 @@ def test_a_known_bad_image_is_an_expected_failure_and_its_passing_is_flagged(clu
         {'path': image, 'expected_failure': 'was fixed long ago'},
     ])
     done = run_reframe(config, tmp_path / 'rfm', '-r', '-n', 'MNISTDistributedCheck', '-P', 'num_nodes=1',
-                       '-S', 'epochs=1')    # clears its bar (0.3 at 11 steps); the host's run crashes in it
+                       '-S', 'epochs=1', *NO_SOLO)    # clears its bar (0.3 at 11 steps); the host's run crashes in it
     assert done.returncode != 0, done.stdout
     results = {case['image']: case['result'] for case in report_cases(tmp_path / 'rfm')}
     assert results == {'host': 'xfail', 'torch-2.14.1': 'fail'}, done.stdout

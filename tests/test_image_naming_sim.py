@@ -10,7 +10,7 @@ from conftest import REPO
 from mlcheck.data import images
 from mlcheck.judging import references
 from mlcheck.simulated import speed
-from reframe_runner import run_reframe
+from reframe_runner import NO_SOLO, run_reframe
 
 
 def test_image_given_by_path_is_judged_like_the_configured_one(cluster, tmp_path):
@@ -21,7 +21,7 @@ def test_image_given_by_path_is_judged_like_the_configured_one(cluster, tmp_path
     new.parent.mkdir()
     subprocess.run(['cp', '-al', configured, str(new)], check=True)
     done = run_reframe('simulated', tmp_path / 'rfm', '-r', '-n', 'MNIST', '-P', 'num_nodes=1',
-                       '-P', f'image={configured},{new}', '-S', 'epochs=1',
+                       '-P', f'image={configured},{new}', '-S', 'epochs=1', *NO_SOLO,
                        env={'RFM_ENABLE_RESULTS_STORAGE': '0'})
     log = (tmp_path / 'rfm' / 'perflogs' / 'sim' / 'cluster' / 'MNISTDistributedCheck.log').read_text()
     lines = [line.split('|') for line in log.splitlines()[1:]]

@@ -10,9 +10,9 @@ import re
 import sys
 import textwrap
 
-from reframe_runner import report_cases, run_reframe, simulated_config_with
+from reframe_runner import NO_SOLO, report_cases, run_reframe, simulated_config_with
 
-MNIST_ONE_NODE = ('-r', '-n', 'MNIST', '-P', 'image=host', '-P', 'num_nodes=1', '-S', 'epochs=1')
+MNIST_ONE_NODE = ('-r', '-n', 'MNIST', '-P', 'image=host', '-P', 'num_nodes=1', '-S', 'epochs=1', *NO_SOLO)
 
 
 def test_prelude_that_sources_a_conda_like_activate_script_works(cluster, tmp_path):

@@ -2,7 +2,7 @@
 
 from mlcheck.judging import output
 from mlcheck.judging.accuracy import mnist_bar
-from reframe_runner import job_file, report_cases, run_reframe
+from reframe_runner import NO_SOLO, job_file, report_cases, run_reframe
 
 
 def job_output(case):
@@ -13,7 +13,7 @@ def test_cifar_warmup_longer_than_an_epoch_still_times_every_epoch(cluster, tmp_
     """The issue's reproduction: 8 warm-up steps, epochs of 8 steps. Epoch 1 used to time
     nothing, and the check failed with a nan loss, as every healthy LUMI run at 8+ nodes did."""
     done = run_reframe('simulated', tmp_path, '-r', '-n', 'CIFAR', '-P', 'image=host', '-P', 'num_nodes=1',
-                       '-S', 'epochs=2', '-S', 'batch_size=32', '-S', 'warmup_steps=8',
+                       '-S', 'epochs=2', '-S', 'batch_size=32', '-S', 'warmup_steps=8', *NO_SOLO,
                        env={'RFM_ENABLE_RESULTS_STORAGE': '0'})
     [case] = report_cases(tmp_path)
     assert case['result'] == 'pass', (case.get('fail_reason'), done.stdout[-3000:])
@@ -30,7 +30,7 @@ def test_mnist_learns_the_same_problem_at_1_2_and_4_nodes(suite_run, four_nodes,
     prefix, _ = suite_run
     suite = [c for c in report_cases(prefix, 'MNISTDistributedCheck') if c['image'] == 'host']
     done = run_reframe('simulated', tmp_path, '-r', '-n', 'MNIST', '-P', 'image=host',
-                       '-P', 'num_nodes=4', '-S', 'epochs=2', env={'RFM_ENABLE_RESULTS_STORAGE': '0'})
+                       '-P', 'num_nodes=4', '-S', 'epochs=2', *NO_SOLO, env={'RFM_ENABLE_RESULTS_STORAGE': '0'})
     cases = suite + report_cases(tmp_path)
     assert sorted(c['num_nodes'] for c in cases) == [1, 2, 4], done.stdout[-3000:]
     for case in cases:

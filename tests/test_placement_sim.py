@@ -9,7 +9,7 @@ import pytest
 
 from conftest import load_site_config
 from mlcheck.judging import output
-from reframe_runner import job_file, report_cases, run_reframe
+from reframe_runner import NO_SOLO, job_file, report_cases, run_reframe
 
 # (node, local rank) -> (cores, Slurm's GPUs for the task, CUDA_VISIBLE_DEVICES)
 EXPECTED = {
@@ -31,7 +31,7 @@ def binding_run(style, suite_run, tmp_path):
         return case, done.stdout
     done = run_reframe('simulated', tmp_path / 'rfm', '-r', '-n', 'MNISTDistributedCheck',
                        '-P', 'image=host', '-P', 'num_nodes=2', '-S', 'epochs=2',
-                       '-S', f'binding={style}', env={'RFM_ENABLE_RESULTS_STORAGE': '0'})
+                       '-S', f'binding={style}', *NO_SOLO, env={'RFM_ENABLE_RESULTS_STORAGE': '0'})
     [case] = report_cases(tmp_path / 'rfm')
     return case, done.stdout
 

@@ -9,6 +9,7 @@ import pathlib
 import re
 import subprocess
 import sys
+import types
 
 import pytest
 
@@ -189,3 +190,15 @@ def test_the_report_runs_on_perf_logs_without_reframe(tmp_path):
     without = report_output(*logs, '-o', str(tmp_path / 'out'), without_reframe=True)
     assert without[0] == 1 and 'regression' in without[1] and without[2] == '', without[2]
     assert without == report_output(*logs, '-o', str(tmp_path / 'out'), without_reframe=False)
+
+
+@pytest.mark.parametrize('name', ['MNISTDistributedCheck', 'CIFAR100ResNetCheck'])
+def test_no_solo_phase_means_no_slow_rank_rule_and_the_ab_steps_run_none(name):
+    """-S solo_steps=0 runs no rank alone: the check then expects no `solo` facts (a run without
+    them would fail 'reported no solo throughput') and gives no per-rank figures; an A/B step runs
+    none, as a slow rank slows both images' steps alike."""
+    check = CHECKS[name]
+    alone = check.times_ranks_alone
+    assert alone(types.SimpleNamespace(solo_steps=check.knobs['solo_steps'].default, mode='ddp'))
+    assert not alone(types.SimpleNamespace(solo_steps=0, mode='ddp'))
+    assert check.ab_steps.knobs['solo_steps'] == 0

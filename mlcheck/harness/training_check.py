@@ -82,8 +82,8 @@ class DistributedTrainingCheck(DistributedLaunchCheck, GPUTelemetry):
 
     def times_ranks_alone(self):
         """The program runs its ranks' solo phase (solo_phase.SoloPhase): the slow-rank rule
-        and the per-rank figures apply. A one-process mode has no solo phase."""
-        return True
+        and the per-rank figures apply. -S solo_steps=0 and a one-process mode run none."""
+        return self.solo_steps > 0
 
     def expectations(self):
         solo = {'slow_rank_fraction': self.slow_rank_fraction} if self.times_ranks_alone() else {}

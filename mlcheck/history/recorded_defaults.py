@@ -11,6 +11,7 @@ RECORDED_DEFAULTS = {
         "steps": "0",
         "warmup_steps": "10",
         "workers": "4",
+        "solo_steps": "10",
         "data": "loader",
         "augment": "False",
         "amp": "False",

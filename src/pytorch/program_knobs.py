@@ -125,9 +125,20 @@ def stated(args, knobs):
 STEPS = Knob(0, 'timed steps per rank and epoch (0: one pass over the data on one node), the same at '
                 'every node count', minimum=0)
 
+
+
+def solo_steps(default):
+    """The solo phase's length (../solo_phase.py): 0 runs none, and the check then judges no
+    slow rank and gives no per-rank figures (an A/B step needs neither: a slow rank slows both
+    images' steps alike, and its solo phase would double the step)."""
+    return Knob(default, 'timed steps of each rank alone, before the timed epochs (0: none, and no '
+                         'per-rank figures or slow-rank rule)', minimum=0, omit_default=True)
+
+
 MNIST = {
     'epochs': Knob(10, 'epochs; the first is warm-up, not counted in the throughput', minimum=1),
     'batch_size': Knob(64, 'samples per rank and step', minimum=1),
+    'solo_steps': solo_steps(30),
 }
 
 CIFAR100 = {
@@ -138,6 +149,7 @@ CIFAR100 = {
     'steps': STEPS,
     'warmup_steps': Knob(10, 'untimed steps before epoch 1', minimum=0),
     'workers': Knob(4, 'data-loader workers per rank', minimum=0),
+    'solo_steps': solo_steps(10),
     'data': Knob('device', 'device: the decoded set on the GPU, augmented there; loader: '
                            "torchvision's DataLoader, augmenting in its workers",
                  choices=('device', 'loader'), before_it_existed='loader'),

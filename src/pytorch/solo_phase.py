@@ -15,11 +15,9 @@ from ddp_common import emit, synchronize
 from epochs import endless_batches, timed_epoch
 
 
-def add_rank_speed_arguments(parser, solo_steps, solo_warmup_steps):
-    """--solo-steps and --solo-warmup-steps of the solo phase, --throttle and --throttle-rank."""
-    parser.add_argument('--solo-steps', type=int, default=solo_steps,
-                        help='timed steps of the solo phase before each timed epoch, at most the '
-                             "epoch's steps, each rank alone (0: no solo phase)")
+def add_rank_speed_arguments(parser, solo_warmup_steps):
+    """--solo-warmup-steps of the solo phase (its --solo-steps is a knob of the program's table,
+    ../program_knobs.py), --throttle and --throttle-rank."""
     parser.add_argument('--solo-warmup-steps', type=int, default=solo_warmup_steps,
                         help='untimed steps before the first of them')
     parser.add_argument('--throttle', type=throttle_fraction, default=0.0,

@@ -73,7 +73,7 @@ def get_args_parser():
     parser.add_argument('--seed', type=int, default=1, help='seed of the model, the shuffle and the augmentation')
     parser.add_argument('--device', choices=['auto', 'gpu', 'cpu'], default='auto',
                         help='auto: a GPU where torch sees one, else the CPU')
-    add_rank_speed_arguments(parser, solo_steps=10, solo_warmup_steps=2)
+    add_rank_speed_arguments(parser, solo_warmup_steps=2)
     telemetry.add_arguments(parser)
     return add_epoch_arguments(add_wait_arguments(parser))
 

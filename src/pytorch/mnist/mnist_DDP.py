@@ -70,7 +70,7 @@ def get_args_parser():
     parser.add_argument('--workers', type=int, default=0, help='data-loader workers per rank')
     parser.add_argument('--device', choices=['auto', 'gpu', 'cpu'], default='auto',
                         help='auto: a GPU where torch sees one, else the CPU')
-    add_rank_speed_arguments(parser, solo_steps=30, solo_warmup_steps=5)
+    add_rank_speed_arguments(parser, solo_warmup_steps=5)
     telemetry.add_arguments(parser)
     return add_epoch_arguments(add_wait_arguments(parser))
 
