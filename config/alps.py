@@ -85,6 +85,22 @@ site_configuration = {
                             'com.hooks.aws_ofi_nccl.variant': 'cuda-dl',   # any CUDA version
                         },
                     },
+                    # -S compare_layers=aws-ofi-nccl: a plugin build the admins have not
+                    # installed. The hook mounts the host's plugin and sets NCCL_NET_PLUGIN to it
+                    # (resource-hook page); the candidate turns it off, keeps the CXI hook (host
+                    # libfabric and Slingshot devices, which the plugin hook otherwise enables) and
+                    # mounts its own build. The engine's other way, the hooks' libraries from a
+                    # prebuilt artifact, is a candidate of annotations alone:
+                    # {'annotations': {'com.hooks.netstack.source': 'artifact'}} (same page).
+                    'host_layer_candidates': {
+                        'aws-ofi-nccl': {
+                            'binds': ['/capstor/store/cscs/mlcheck/candidates/aws-ofi-nccl'],
+                            'env_vars': {'NCCL_NET_PLUGIN':
+                                         '/capstor/store/cscs/mlcheck/candidates/aws-ofi-nccl/lib/libnccl-net.so'},
+                            'annotations': {'com.hooks.aws_ofi_nccl.enabled': 'false',
+                                            'com.hooks.cxi.enabled': 'true'},
+                        },
+                    },
                     'datasets': {'mnist': DATA_DIR, 'cifar100': DATA_DIR},
                     'python': 'python',
                     'checks': {

@@ -63,6 +63,22 @@ site_configuration = {
                     ],
                     'container_binds': ['/var/spool/slurmd', '/opt/cray',
                                         '/usr/lib64/libcxi.so.1', '/usr/lib64/libjansson.so.4'],
+                    # -S compare_layers=aws-ofi-nccl: the images' RCCL with a network plugin the
+                    # admins have not installed (docs/ab-images.md). ROCm/aws-ofi-rccl is deprecated
+                    # for upstream aws/aws-ofi-nccl, which builds for ROCm too (both READMEs). A
+                    # build with its libfabric beside it (found by its RUNPATH), bound where it lies
+                    # on the host, and NCCL_NET_PLUGIN naming its library: NCCL takes "a suffix
+                    # string or a library name" there (microsoft/mrc-nccl-plugin's README, a path);
+                    # RCCL's docs ("Using the NCCL Net plugin API") show only the suffix form
+                    # (librccl-net-<suffix>.so on the library path), so that RCCL loads the path is
+                    # not checked here. The current layer: the images' own plugin, /opt/cray above.
+                    'host_layer_candidates': {
+                        'aws-ofi-nccl': {
+                            'binds': ['/appl/local/mlcheck/candidates/aws-ofi-nccl'],
+                            'env_vars': {'NCCL_NET_PLUGIN':
+                                         '/appl/local/mlcheck/candidates/aws-ofi-nccl/lib/librccl-net.so'},
+                        },
+                    },
                     'datasets': {'mnist': DATA_DIR, 'cifar100': DATA_DIR},
                     # the course's benchmark in full: ResNet-152, whole epochs
                     'checks': {

@@ -119,7 +119,7 @@ class Waits:
 def job_exports(settings, layout, waits=Waits(), image_path=None):
     """Job script lines exporting the variables of all ranks running in the image at `image_path`
     (None: the partition's own Python). Site-wide ones come from the partition; the image's own
-    come last, so that they win.
+    (and a candidate host layer's) come last, so that they win.
 
     They go into the script as they are (prerun commands): ReFrame would run any `$(...)` in
     its own env_vars on the submitting host.
@@ -150,8 +150,7 @@ def job_exports(settings, layout, waits=Waits(), image_path=None):
     prelude = settings.rank_prelude_for(image_path)
     if prelude:
         env['MLCHECK_RANK_PRELUDE'] = shell_quote(prelude)
-    env.update({name: shell_quote(value)
-                for name, value in settings.image_entry(image_path).env_vars.items()})
+    env.update({name: shell_quote(value) for name, value in settings.image_env(image_path).items()})
     return [f'export {name}={value}' for name, value in env.items()]
 
 

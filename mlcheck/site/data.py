@@ -7,6 +7,12 @@ import os
 from mlcheck.errors import ConfigError
 
 
+def bind_pair(bind):
+    """(host path, container path) of a `path` or `host:container` bind."""
+    src, _, dst = bind.partition(':')
+    return src, dst or src
+
+
 class DataSettings:
     """The data methods of PartitionSettings (its fields datasets, data_mount, container_binds,
     partition)."""
@@ -18,10 +24,7 @@ class DataSettings:
     def bind_mounts(self, data_dir):
         """(host path, container path) pairs: the configured binds, and the dataset directory
         (if not None)."""
-        pairs = []
-        for bind in self.container_binds:
-            src, _, dst = bind.partition(':')
-            pairs.append((src, dst or src))
+        pairs = list(map(bind_pair, self.container_binds))
         if data_dir:
             pairs.append((data_dir, self.data_mount or data_dir))
         return pairs

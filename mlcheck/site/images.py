@@ -46,7 +46,7 @@ class ImageEntry:
 
 class ImageSettings:
     """The image methods of PartitionSettings (its fields images, container_runtime, python,
-    host_python, rank_prelude, edf, partition)."""
+    host_python, rank_prelude, edf, host_layer, partition)."""
 
     def image_paths(self):
         """{image name: path} of the configured images; globs are expanded now.
@@ -114,11 +114,17 @@ class ImageSettings:
         prelude = self.image_entry(image_path).rank_prelude
         return self.rank_prelude if prelude is None else prelude
 
+    def image_env(self, image_path):
+        """The variables of the image at `image_path`: its entry's, with those of the host layer
+        run over the partition's (a candidate of -S compare_layers) over them."""
+        return {**self.image_entry(image_path).env_vars, **self.host_layer.env_vars}
+
     def edf_for(self, image_path):
         """The environment definition's tables for the image at `image_path`: the partition's
-        `env` with the image entry's own variables over it, and its `annotations`."""
-        env = {**self.edf.get('env', {}), **self.image_entry(image_path).env_vars}
-        return {'env': env, 'annotations': dict(self.edf.get('annotations', {}))}
+        `env` with the image's own variables over it, and its `annotations` with the host layer's
+        over them."""
+        env = {**self.edf.get('env', {}), **self.image_env(image_path)}
+        return {'env': env, 'annotations': {**self.edf.get('annotations', {}), **self.host_layer.annotations}}
 
 
 def is_image_file(path):

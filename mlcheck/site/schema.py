@@ -21,6 +21,7 @@ from mlcheck.errors import ConfigError
 
 STRING_LIST = {'type': 'array', 'items': {'type': 'string'}}
 ENV_NAME = '^[A-Za-z_][A-Za-z0-9_]*$'
+ENV_VALUES = {'type': 'object', 'propertyNames': {'pattern': ENV_NAME}, 'additionalProperties': {'type': 'string'}}
 
 TOPOLOGY = {
     'type': 'object',
@@ -43,8 +44,7 @@ IMAGE_ENTRY = {
     'additionalProperties': False,
     'properties': {
         'path': {'type': 'string'},
-        'env_vars': {'type': 'object', 'propertyNames': {'pattern': ENV_NAME},
-                     'additionalProperties': {'type': 'string'}},
+        'env_vars': ENV_VALUES,
         'python': {'type': 'string'},
         'rank_prelude': {'type': 'string'},
         'expected_failure': {'type': 'string', 'minLength': 1},
@@ -58,14 +58,27 @@ EDF = {
     'type': 'object',
     'additionalProperties': False,
     'properties': {
-        'env': {'type': 'object', 'propertyNames': {'pattern': ENV_NAME},
-                'additionalProperties': {'type': 'string'}},
+        'env': ENV_VALUES,
         'annotations': {'type': 'object', 'propertyNames': {'pattern': ANNOTATION_KEY},
                         'additionalProperties': {'type': 'string'}},
     },
     'description': "the Container Engine's environment definition (`ContainerEngine` partitions "
                    'only): `env`, variables that win over the image\'s, and `annotations` (hooks, '
                    "e.g. `com.hooks.aws_ofi_nccl.enabled`); an image entry's `env_vars` join `env`",
+}
+
+# A host layer candidate's name: a word of `-S compare_layers=NAME`, recorded in run_settings
+# (whose fields are split by ';' and perf log fields by '|')
+LAYER_NAME = r'^[A-Za-z0-9][A-Za-z0-9._+-]*$'
+HOST_LAYER = {
+    'type': 'object',
+    'additionalProperties': False,
+    'minProperties': 1,
+    'properties': {
+        'binds': STRING_LIST,
+        'env_vars': ENV_VALUES,
+        'annotations': EDF['properties']['annotations'],
+    },
 }
 
 # The checks' `checks_key`s (checks/*.py): the keys of extras.mlcheck.checks, so that a mistyped
@@ -148,6 +161,15 @@ SCHEMA = {
             **STRING_LIST, 'default': [],
             'description': "extra options of the container command (Perlmutter: `--module=gpu,nccl-plugin`)"},
         'edf': EDF,
+        'host_layer_candidates': {
+            'type': 'object', 'default': {},
+            'propertyNames': {'pattern': LAYER_NAME},
+            'additionalProperties': HOST_LAYER,
+            'description': "candidate host layers by name, each compared with the partition's current "
+                           'one by `-S compare_layers=NAME` (docs/ab-images.md): `binds` (`path` or '
+                           '`host:container`, added to `container_binds`, replacing one to the same '
+                           'container path), `env_vars` (over the image\'s and `edf.env`), and on a '
+                           '`ContainerEngine` partition `annotations` (over `edf.annotations`)'},
         'datasets': {
             'type': 'object', 'additionalProperties': {'type': 'string'}, 'default': {},
             'description': 'staged dataset directories by name (`mnist`: the directory holding '
@@ -254,8 +276,12 @@ def explain(error):
         return f'empty; give at least {error.validator_value}'
     if kind == 'pattern' and error.validator_value == ANNOTATION_KEY:
         return f'{value!r} is not an annotation key (dotted words of letters, digits, _ and -)'
+    if kind == 'pattern' and error.validator_value == LAYER_NAME:
+        return f'{value!r} is not a layer name (a letter or digit, then letters, digits, ., _, + and -)'
     if kind == 'pattern':
         return f'{value!r} is not a variable name'
+    if kind == 'minProperties':
+        return 'empty; give at least one of its keys'
     return error.message
 
 

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from mlcheck.site import schema as site_schema
 from mlcheck.site.data import DataSettings
 from mlcheck.site.images import EDF_RUNTIME, ImageEntry, ImageSettings
+from mlcheck.site.layers import CURRENT, HostLayer, LayerSettings
 from mlcheck.site.network import NetPlugin
 from mlcheck.errors import ConfigError
 from mlcheck.placement.launch import Layout
@@ -43,7 +44,7 @@ def node_topology(entry, where):
 
 
 @dataclass(frozen=True)
-class PartitionSettings(ImageSettings, DataSettings):
+class PartitionSettings(ImageSettings, DataSettings, LayerSettings):
     partition: str                 # system:partition, for messages
     topology: NodeTopology
     gpu_vendor: str = 'none'
@@ -54,6 +55,8 @@ class PartitionSettings(ImageSettings, DataSettings):
     container_binds: tuple = ()    # 'path' or 'host_path:container_path'
     container_options: tuple = ()  # extra options of the container runtime's command
     edf: dict = field(default_factory=dict)   # the Container Engine's env and annotations
+    host_layer_candidates: dict = field(default_factory=dict)   # name -> HostLayer
+    host_layer: HostLayer = CURRENT   # the candidate run over the partition's (with_host_layer)
     datasets: dict = field(default_factory=dict)
     trusts_dataset_writers: bool = False   # a dataset file others can write is read all the same
     python: str = 'python3'        # the interpreter inside the images
@@ -84,8 +87,12 @@ class PartitionSettings(ImageSettings, DataSettings):
                               f'node_counts, {max(counts)}')
 
         plugin = entry.get('net_plugin')
-        if 'edf' in entry and (container_runtime or '').lower() != EDF_RUNTIME.lower():
-            raise ConfigError(f'{where}.edf: only a partition whose container_platforms type is '
+        layers = {name: HostLayer.from_config(name, layer)
+                  for name, layer in entry.get('host_layer_candidates', {}).items()}
+        edf_keys = (['edf'] if 'edf' in entry else []) + [
+            f'host_layer_candidates.{layer.name}.annotations' for layer in layers.values() if layer.annotations]
+        if edf_keys and (container_runtime or '').lower() != EDF_RUNTIME.lower():
+            raise ConfigError(f'{where}.{edf_keys[0]}: only a partition whose container_platforms type is '
                               f'{EDF_RUNTIME} reads an environment definition (this one has '
                               f'{container_runtime or "none"})')
         return cls(
@@ -99,6 +106,7 @@ class PartitionSettings(ImageSettings, DataSettings):
             container_binds=tuple(entry.get('container_binds', ())),
             container_options=tuple(entry.get('container_options', ())),
             edf={table: dict(values) for table, values in entry.get('edf', {}).items()},
+            host_layer_candidates=layers,
             datasets=dict(entry.get('datasets', {})),
             trusts_dataset_writers=entry.get('trusts_dataset_writers', False),
             python=entry.get('python', cls.python),
