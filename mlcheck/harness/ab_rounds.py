@@ -3,6 +3,10 @@ image (mlcheck.ab.rounds), the check's sanity judges every step, and the paired 
 (mlcheck.ab.rule) gives the verdict on B/A of the check's main rate: the test's image is B (the
 candidate), compare_with A (the current one). `slower` and `inconclusive` fail the performance
 stage with the rule's reason (docs/ab-images.md).
+
+-S compare_layers=<name> runs the same rounds with the test's image on both sides: A with the
+partition's current host layer, B with the candidate host layer `name` of the partition
+(extras.mlcheck.host_layer_candidates, mlcheck.site.layers) over it.
 """
 
 import contextlib
@@ -25,9 +29,14 @@ from mlcheck.placement import launch
 KNOBS = {
     'compare_with': Knob('', "an image to compare the test's image with: rounds of short steps of "
                              'both on the same nodes, B/A judged (docs/ab-images.md)', flag=None),
-    'ab_rounds': Knob(6, 'rounds of -S compare_with (each one step of each image)', minimum=1,
-                      flag=None),
+    'compare_layers': Knob('', "a candidate host layer of the partition (extras.mlcheck."
+                               "host_layer_candidates) to compare with its current one: rounds of "
+                               "short steps of the test's image with each, B/A judged "
+                               '(docs/ab-images.md)', flag=None),
+    'ab_rounds': Knob(6, 'rounds of -S compare_with or compare_layers (each one step of each side)',
+                      minimum=1, flag=None),
 }
+COMPARISONS = ('compare_with', 'compare_layers')     # the knobs that make a job A/B rounds
 FIGURES = ('ab_ratio', 'ab_ratio_low', 'ab_ratio_high')
 VERDICT_FILE = f'{rounds.DIR}/verdict.txt'
 
@@ -48,45 +57,67 @@ class ABRounds(rfm.RegressionTestPlugin):
     declare_knobs(locals(), KNOBS)
     ab_steps = None     # the check's Steps; None: the check has no A/B mode
 
-    def set_up_ab_rounds(self, image, data, waits):
-        """The job: the launcher line wrapped as a function, one function per image, the rounds."""
+    @property
+    def comparison(self):
+        """'knob=value' of the A/B comparison asked for with -S, or '' (none: a plain run)."""
+        return ';'.join(f'{knob}={getattr(self, knob)}' for knob in COMPARISONS if getattr(self, knob))
+
+    def ab_sides(self, image):
+        """((side, image path, partition settings), ...) of A and B: another image against the
+        test's, or the test's image with the partition's current host layer against a candidate's."""
+        if ';' in self.comparison:
+            raise ConfigError(f'-S {self.comparison.replace(";", " -S ")}: one comparison a run, '
+                              'of two images or of two host layers')
         if self.ab_steps is None:
-            raise ConfigError(f'-S compare_with: {type(self).__name__} has no A/B steps')
+            raise ConfigError(f'-S {self.comparison}: {type(self).__name__} has no A/B steps')
+        if self.compare_layers:
+            return ((rounds.A, image, self.settings),
+                    (rounds.B, image, self.settings.with_host_layer(self.compare_layers)))
         try:
             other = self.settings.resolve_image(self.compare_with)
         except ConfigError as err:
             raise ConfigError(f'-S compare_with={self.compare_with}: {err}') from None
+        return (rounds.A, other, self.settings), (rounds.B, image, self.settings)
+
+    def set_up_ab_rounds(self, image, data, waits):
+        """The job: the launcher line wrapped as a function, one function per side, the rounds."""
+        sides = self.ab_sides(image)
         for name, value in self.ab_steps.knobs.items():
             setattr(self, name, value)
         before, self.executable, after = rounds.launcher_function()
         prepare, functions = [], []
-        for side, path in ((rounds.A, other), (rounds.B, image)):
+        for side, path, settings in sides:
             command = f'{self.rank_command(path, data)} {shlex.join(self.ab_steps.flags)}'
             if path is not None:
-                platform = self.configured_container(path, command, data)
+                platform = self.configured_container(path, command, data, settings)
                 if hasattr(platform, 'FILE'):      # the Container Engine: an EDF per image
                     platform.FILE = f'rfm_env_{side}.toml'
                 command = platform.launch_command(self.stagedir)
                 prepare += [line for line in platform.emit_prepare_commands(self.stagedir)
                             if line not in prepare]
-            functions += rounds.step_function(side, launch.job_exports(self.settings, self.layout,
-                                                                       waits, path), command)
+            functions += rounds.step_function(side, launch.job_exports(settings, self.layout, waits, path),
+                                              command)
         self._ab_script = ([*prepare, *before], [*after, *functions, *rounds.round_lines(self.ab_rounds)])
         self.keep_files += [rounds.DIR]
 
     @run_before('run', always_last=True)     # after every other prerun line: the function opens last
     def write_ab_rounds(self):
-        if self.compare_with:
+        if self.comparison:
             before, after = self._ab_script
             self.prerun_cmds += before
             self.postrun_cmds = after + self.postrun_cmds
             # here, not at setup: record_settings writes run_settings after set_up_launch
-            self.run_settings = ';'.join(filter(None, [self.run_settings, f'compare_with={self.compare_with}',
+            self.run_settings = ';'.join(filter(None, [self.run_settings, self.comparison,
                                                        f'ab_rounds={self.ab_rounds}']))
 
+    def ab_names(self):
+        """(A's name, B's name) in the verdict's words: two images, or one image's two host layers."""
+        if self.compare_layers:
+            return f'{self.image} (current host layer)', f'{self.image} with host layer {self.compare_layers}'
+        return self.compare_with, str(self.image)
+
     def ab_read(self):
-        names = {rounds.A: self.compare_with, rounds.B: str(self.image)}
-        return rounds.read_steps(self.stagedir, self.ab_rounds, names)
+        return rounds.read_steps(self.stagedir, self.ab_rounds, dict(zip((rounds.A, rounds.B), self.ab_names())))
 
     @contextlib.contextmanager
     def reading(self, run):
@@ -115,7 +146,7 @@ class ABRounds(rfm.RegressionTestPlugin):
 
     @run_before('performance', always_last=True)    # after the checks' own hooks drop figures
     def judge_ab_rounds(self):
-        if not self.compare_with:
+        if not self.comparison:
             return
         self.perf_variables = {name: sn.make_performance_function(self.ab_figure, 'B/A', name)
                                for name in FIGURES}
@@ -128,10 +159,10 @@ class ABRounds(rfm.RegressionTestPlugin):
                                             **stack.of_run(b_step, self.image_path)})
         a_rates, b_rates = rounds.paired_rates(steps, self.ab_rate)
         threshold = min(self.settings.ab_threshold, self.settings.ab_threshold_ceiling)
-        self.ab_verdict = rule.judge(a_rates, b_rates, threshold, names=(self.compare_with, str(self.image)),
+        self.ab_verdict = rule.judge(a_rates, b_rates, threshold, names=self.ab_names(),
                                      failed=list(filter(None, map(rounds.step_problem, steps))))
         said = [self.ab_verdict.reason]
-        if self.settings.resolve_image(self.compare_with) == self.image_path and a_rates:
+        if self.compare_with and self.settings.resolve_image(self.compare_with) == self.image_path and a_rates:
             control = rule.threshold_of_control([b / a for a, b in zip(a_rates, b_rates)],
                                                 self.settings.ab_threshold_ceiling)
             said.append(f'A=A control: these rounds support threshold {control:.3f} (median + '

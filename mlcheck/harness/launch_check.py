@@ -120,7 +120,7 @@ class DistributedLaunchCheck(ExpectedSanityFailure, rfm.RunOnlyRegressionTest, A
                                    'seconds each collective may take', flag=None),
     }
     declare_knobs(locals(), common_knobs)
-    # -S compare_with: A/B rounds of two images, declared by ABRounds (mlcheck.harness.ab_rounds)
+    # -S compare_with, compare_layers: A/B rounds, declared by ABRounds (mlcheck.harness.ab_rounds)
     common_knobs = {**common_knobs, **AB_KNOBS}
 
     valid_prog_environs = ['builtin']
@@ -189,7 +189,7 @@ class DistributedLaunchCheck(ExpectedSanityFailure, rfm.RunOnlyRegressionTest, A
     @run_before('performance', always_last=True)
     def say_when_performance_is_not_judged(self):
         """A test without references passes whatever its figures: say so, once per test."""
-        if self.is_dry_run() or self.compare_with:     # the A/B verdict judges its figures
+        if self.is_dry_run() or self.comparison:     # the A/B verdict judges its figures
             return
         keys = {'$partition': self.current_partition.fullname, 'image': str(self.image),
                 'num_nodes': self.num_nodes}
@@ -209,7 +209,7 @@ class DistributedLaunchCheck(ExpectedSanityFailure, rfm.RunOnlyRegressionTest, A
         waits = self.job_policy()
         data = self.data_of_run()
         image = self.choose_image()
-        if self.compare_with:   # each image's steps export its own variables, none job-wide
+        if self.comparison:   # each side's steps export its own variables, none job-wide
             self.set_up_ab_rounds(image, data, waits)
             return
         self.prerun_cmds += launch.job_exports(self.settings, self.layout, waits, image)
@@ -264,18 +264,20 @@ class DistributedLaunchCheck(ExpectedSanityFailure, rfm.RunOnlyRegressionTest, A
     def run_in_container(self, image, command, data):
         self.container_platform = self.configured_container(image, command, data)
 
-    def configured_container(self, image, command, data):
-        """The partition's container runtime, running the command in the image with the binds."""
+    def configured_container(self, image, command, data, settings=None):
+        """The partition's container runtime, running the command in the image with the binds
+        (of `settings`: the partition's, or those of -S compare_layers's side B)."""
+        settings = settings or self.settings
         platform = self.container_platform_of_partition()
         platform.image = image
         platform.command = command
         warning = getattr(platform, 'image_warning', lambda: None)()
         if warning:
             getlogger().warning(f'{self.display_name}: {warning}')
-        platform.mount_points = self.settings.bind_mounts(data)
-        platform.options += list(self.settings.container_options)
-        if self.settings.edf:
-            for table, entries in self.settings.edf_for(image).items():
+        platform.mount_points = settings.bind_mounts(data)
+        platform.options += list(settings.container_options)
+        if settings.edf or settings.host_layer.name:     # a candidate host layer: its env and annotations
+            for table, entries in settings.edf_for(image).items():
                 setattr(platform, table, entries)
         return platform
 
@@ -342,7 +344,7 @@ class DistributedLaunchCheck(ExpectedSanityFailure, rfm.RunOnlyRegressionTest, A
 
     @sanity_function
     def assert_run_sane(self):
-        found = self.ab_problems() if self.compare_with else self.run_problems()
+        found = self.ab_problems() if self.comparison else self.run_problems()
         if found and self.expected_failure:
             # ReFrame reports only the expected-failure reason: show how it failed this time
             getlogger().info(f'{self.display_name}: failed as expected: {"; ".join(found)}')
