@@ -2,14 +2,22 @@
 A B B A, each through the site's own container runtime with the image's own settings (LUMI's
 Singularity with each image's RCCL variables, Alps's Container Engine with one EDF per image,
 Pyxis's --container-image), and an image the partition does not know is refused at setup.
+-S compare_layers: the same rounds of one image, B with a candidate host layer's binds,
+variables and annotations (config/lumi.py, config/alps.py) and A without them; an unknown
+candidate, both knobs at once and a malformed candidate are one-line errors.
 """
 
+import copy
 import json
 import re
 import tomllib
 
-from conftest import srun_line
+import pytest
+
+from conftest import partition_entry, srun_line
 from mlcheck.data.staging import stage_mnist
+from mlcheck.errors import ConfigError
+from mlcheck.site.settings import PartitionSettings
 from reframe_runner import NEW_IMAGE, OLD_IMAGE, dry_run_scripts, lumi_config_under, run_reframe
 
 OTHER_NGC = 'nvcr.io#nvidia/pytorch:25.10-py3'
@@ -23,6 +31,10 @@ def step_functions(script):
 
 def steps_run(script):
     return re.findall(r'^mlcheck_ab_step_(\w \d+) >ab/r\d\d-[AB]\.out', script, re.M)
+
+
+def recorded_settings(stagedir):
+    return json.loads((stagedir / '.rfm_testcase.json').read_text())['run_settings']
 
 
 def ab_script(config, system, tmp, *args):
@@ -83,5 +95,101 @@ def test_each_check_runs_its_own_short_steps(tmp_path):
         assert steps_run(script) == STEPS
         assert all(words in body for body in step_functions(script).values() for words in short[check])
         # recorded with every figure, so that A/B runs are compared only with their like
-        recorded = json.loads((stagedir / '.rfm_testcase.json').read_text())['run_settings']
+        recorded = recorded_settings(stagedir)
         assert recorded.endswith(';compare_with=host;ab_rounds=2'), recorded
+
+
+LAYER = 'aws-ofi-nccl'      # the candidate host layer of config/lumi.py and config/alps.py
+
+
+def test_lumi_layer_steps_bind_the_candidate_in_side_b_only(tmp_path):
+    config = lumi_config_under(tmp_path)
+    image, plugin = tmp_path / NEW_IMAGE, tmp_path / 'appl/local/mlcheck/candidates/aws-ofi-nccl'
+    script, stagedir = ab_script(config, 'lumi:standard-g', tmp_path, '-P', f'image={image}',
+                                 '-S', f'compare_layers={LAYER}')
+    steps = step_functions(script)
+    # one image, both sides; its own variables in both steps, the candidate's in B's only
+    assert all(f'singularity exec' in steps[side] and str(image) in steps[side] for side in 'ab')
+    assert all('FI_MR_CACHE_MONITOR' in steps[side] for side in 'ab')
+    assert f'-B"{plugin}:{plugin}"' in steps['b'] and f"export NCCL_NET_PLUGIN='{plugin}/lib/librccl-net.so'" in steps['b']
+    assert str(plugin) not in steps['a'] and 'NCCL_NET_PLUGIN' not in steps['a']
+    # the current layer's binds stay on both sides
+    assert all('-B"/opt/cray:/opt/cray"' in steps[side] for side in 'ab')
+    assert recorded_settings(stagedir).endswith(f';compare_layers={LAYER};ab_rounds=2')
+
+
+def test_alps_layer_writes_the_candidate_into_side_bs_environment_definition_only(tmp_path):
+    script, stagedir = ab_script('alps', 'daint:normal', tmp_path, '-S', f'compare_layers={LAYER}')
+    steps = step_functions(script)
+    edf = {side: tomllib.loads((stagedir / f'rfm_env_{side}.toml').read_text()) for side in 'AB'}
+    assert all(f'--environment={stagedir / f"rfm_env_{side}.toml"}' in steps[side.lower()] for side in 'AB')
+    assert edf['A']['image'] == edf['B']['image'] == 'nvcr.io#nvidia/pytorch:25.11-py3'
+    plugin = '/capstor/store/cscs/mlcheck/candidates/aws-ofi-nccl'
+    assert f'{plugin}:{plugin}' in edf['B']['mounts'] and f'{plugin}:{plugin}' not in edf['A']['mounts']
+    assert edf['B']['env']['NCCL_NET_PLUGIN'] == f'{plugin}/lib/libnccl-net.so' and 'NCCL_NET_PLUGIN' not in edf['A']['env']
+    hooks = {side: edf[side]['annotations']['com']['hooks'] for side in 'AB'}
+    assert hooks['A']['aws_ofi_nccl']['enabled'] == 'true' and 'cxi' not in hooks['A']
+    assert hooks['B']['aws_ofi_nccl']['enabled'] == 'false' and hooks['B']['cxi']['enabled'] == 'true'
+    # the partition's own [env] on both sides
+    assert edf['A']['env']['NCCL_NET'] == edf['B']['env']['NCCL_NET'] == 'AWS Libfabric'
+    assert recorded_settings(stagedir).endswith(f';compare_layers={LAYER};ab_rounds=2')
+
+
+def refusal(tmp_path, *knobs):
+    """The one line saying why a LUMI dry run with `knobs` stopped at setup."""
+    stage_mnist(str(tmp_path / 'data'))
+    config = lumi_config_under(tmp_path)
+    done = run_reframe(config, tmp_path / 'rfm', '--system', 'lumi:standard-g', '--dry-run', '-n', 'MNIST',
+                       '-P', 'num_nodes=2', '-P', f'image={tmp_path / NEW_IMAGE}',
+                       '-S', f'data_dir={tmp_path / "data"}', *knobs)
+    assert done.returncode != 0
+    reasons = [line for line in done.stdout.splitlines() if 'Reason' in line and '-S compare_' in line]
+    assert reasons, done.stdout[-3000:]
+    return reasons[0]
+
+
+def test_an_unknown_layer_is_refused_at_setup_naming_the_declared_ones(tmp_path):
+    assert ("-S compare_layers=aws-ofi-rccl-2: partition lumi:standard-g declares no host layer "
+            "'aws-ofi-rccl-2' (extras.mlcheck.host_layer_candidates: aws-ofi-nccl)"
+            in refusal(tmp_path, '-S', 'compare_layers=aws-ofi-rccl-2'))
+
+
+def test_an_image_and_a_layer_comparison_at_once_are_refused_at_setup(tmp_path):
+    assert (f'-S compare_with={tmp_path / OLD_IMAGE} -S compare_layers={LAYER}: one comparison a run'
+            in refusal(tmp_path, '-S', f'compare_with={tmp_path / OLD_IMAGE}', '-S', f'compare_layers={LAYER}'))
+
+
+@pytest.mark.parametrize('site, partition, runtime, candidates, message', [
+    ('lumi', 'lumi:standard-g', 'Singularity', {'new': {'bind': ['/opt/x']}},
+     'host_layer_candidates.new: unknown key(s) bind; allowed: annotations, binds, env_vars'),
+    ('lumi', 'lumi:standard-g', 'Singularity', {'new;plugin': {'binds': ['/opt/x']}},
+     "host_layer_candidates: 'new;plugin' is not a layer name"),
+    ('lumi', 'lumi:standard-g', 'Singularity', {'new': {'env_vars': {'NCCL_NET_PLUGIN': 1}}},
+     'host_layer_candidates.new.env_vars.NCCL_NET_PLUGIN: expected str, got int 1'),
+    ('lumi', 'lumi:standard-g', 'Singularity', {'new': {}}, 'host_layer_candidates.new: empty'),
+    ('lumi', 'lumi:standard-g', 'Singularity', {'new': {'annotations': {'com.hooks.cxi.enabled': 'true'}}},
+     'host_layer_candidates.new.annotations: only a partition whose container_platforms type is ContainerEngine'),
+    ('alps', 'daint:normal', 'ContainerEngine', {'new': {'binds': '/opt/x'}},
+     'host_layer_candidates.new.binds: expected list, got str'),
+])
+def test_a_malformed_candidate_is_a_one_line_config_error(site, partition, runtime, candidates, message):
+    extras = copy.deepcopy(partition_entry(site, partition)['extras'])
+    extras['mlcheck']['host_layer_candidates'] = candidates
+    with pytest.raises(ConfigError) as err:
+        PartitionSettings.from_extras(partition, extras, runtime)
+    assert str(err.value).startswith(f'partition {partition} extras.mlcheck.') and '\n' not in str(err.value)
+    assert message in str(err.value), str(err.value)
+
+
+def test_a_candidate_replaces_the_bind_to_its_container_path_and_the_variables_it_names():
+    extras = copy.deepcopy(partition_entry('lumi', 'lumi:standard-g')['extras'])
+    extras['mlcheck']['host_layer_candidates'] = {'cray-next': {
+        'binds': ['/opt/cray-next:/opt/cray'], 'env_vars': {'FI_MR_CACHE_MONITOR': 'memhooks'}}}
+    current = PartitionSettings.from_extras('lumi:standard-g', extras, 'Singularity')
+    layered = current.with_host_layer('cray-next')
+    assert ('/opt/cray-next', '/opt/cray') in layered.bind_mounts(None)
+    assert ('/opt/cray', '/opt/cray') not in layered.bind_mounts(None)
+    assert ('/var/spool/slurmd', '/var/spool/slurmd') in layered.bind_mounts(None)
+    image = '/appl/local/laifs/containers/lumi-multitorch-x/lumi-multitorch-full-x.sif'
+    assert current.image_env(image) == {'FI_MR_CACHE_MONITOR': 'userfaultfd'}
+    assert layered.image_env(image) == {'FI_MR_CACHE_MONITOR': 'memhooks'}
