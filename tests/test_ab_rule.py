@@ -130,3 +130,35 @@ def test_the_control_threshold_is_median_plus_3_mad_capped():
 def test_the_median_interval_is_order_statistics():
     assert rule.median_interval([5, 1, 4, 2, 3, 6]) == (1, 6)       # n=6: 97 % coverage
     assert rule.median_interval(list(range(1, 21))) == (6, 15)       # n=20: k=6 covers 95.9 %, 7 88 %
+
+
+def test_an_a_a_control_whose_steps_were_noisier_than_the_threshold_is_not_slower():
+    """torch-2.9.1 against itself on the quiet simulated partition (2026-11-28, 5 rounds in the
+    order A B, B A, ...): three of B's 2-second timed epochs ran 15-20 % slow, the median B/A was
+    0.823 and the quartiles apart (B's upper 1063, A's lower 1075), and the rule without the
+    interval said `slower`. The median's interval [0.797, 1.088] holds 1: inconclusive."""
+    a = [1189.4, 1088.2, 1143.9, 1075.5, 1062.1]
+    b = [948.3, 1184.4, 930.5, 885.6, 1063.0]
+    verdict = rule.judge(a, b, 0.05, names=('torch-2.9.1', 'torch-2.9.1'))
+    assert verdict.verdict == 'inconclusive', verdict.reason
+    assert 'spread wider than the threshold' in verdict.reason and '-S ab_rounds' in verdict.reason
+
+
+@pytest.mark.parametrize('noise_of, rounds_, at_most', [
+    # Gaussian step noise of 5 and 8 % (the simulated partition's 2-second steps: 5-8 %) against
+    # a threshold of 5 %: the rule can only be right by saying inconclusive; the sign test
+    # bounds `slower` at 2**-n whatever the noise (every ratio below 1), 3.1 % at 5 rounds
+    (lambda rng: rng.gauss(0, 0.05), 5, 2 ** -5),
+    (lambda rng: rng.gauss(0, 0.08), 5, 2 ** -5),
+    (lambda rng: rng.gauss(0, 0.05), 6, 2 ** -6),
+    (lambda rng: rng.gauss(0, 0.08), 6, 2 ** -6),
+    # one step in five 15-20 % slow, as in the recorded control above
+    (lambda rng: -rng.uniform(0.15, 0.2) if rng.random() < 0.2 else rng.gauss(0, 0.02), 5, 2 ** -5),
+], ids=['5%-5', '8%-5', '5%-6', '8%-6', 'slow-steps-5'])
+def test_an_a_a_control_noisier_than_the_threshold_is_seldom_slower(noise_of, rounds_, at_most):
+    rng = random.Random(41)
+    slower = 0
+    for _ in range(2000):
+        a, b = rounds(0.0, lambda: noise_of(rng), [1.0] * rounds_)
+        slower += rule.judge(a, b, 0.05).verdict == 'slower'
+    assert slower / 2000 <= at_most, slower / 2000
