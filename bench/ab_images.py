@@ -15,11 +15,14 @@ machine (docs/ab-images.md).
 """
 
 import argparse
+import collections
 import contextlib
 import os
+import re
 import subprocess
 import sys
 import tempfile
+import time
 from pathlib import Path
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -82,23 +85,49 @@ def session_verdict(scratch, share):
     return report.returncode, (table or [report.stderr.strip() or report.stdout.strip()[-200:]])[0]
 
 
+def verdict_word(line):
+    found = re.search(r': (slower|same|faster|inconclusive)\b', line)
+    return found.group(1) if found else 'no verdict'
+
+
+def machine_speed():
+    done = subprocess.run([sys.executable, '-m', 'mlcheck.simulated.speed'], capture_output=True,
+                          text=True, cwd=ROOT)
+    return done.stdout.strip() or done.stderr.strip()[-200:]
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split('\n\n')[0])
     parser.add_argument('--repeat', type=int, default=10)
     parser.add_argument('--rounds', type=int, default=6)
     parser.add_argument('--shares', type=float, nargs='*', default=SHARES)
+    parser.add_argument('--session-shares', type=float, nargs='*',
+                        help='the shares whose plain sessions run too (default: every share)')
     parser.add_argument('--keep', help='run in this directory and keep it (default: a temporary one)')
     args = parser.parse_args()
+    print(f'speed workload at the start: {machine_speed()} steps/s', flush=True)
+    tally = collections.defaultdict(collections.Counter)
     with contextlib.ExitStack() as stack:
         scratch = Path(args.keep or stack.enter_context(tempfile.TemporaryDirectory()))
-        for share in args.shares:
-            config, image = slowed_config(scratch / f'config-{share}', share, stack)
-            for rep in range(args.repeat):
+        configs = {share: slowed_config(scratch / f'config-{share}', share, stack) for share in args.shares}
+        # repetition by repetition, every case in each: a drift over the bench's hour falls on all
+        for rep in range(args.repeat):
+            for share, (config, image) in configs.items():
                 where = scratch / f'share-{share}' / f'rep-{rep}'
+                started = time.monotonic()
                 ab = ab_verdict(where / 'ab', config, image, args.rounds)
-                code, table = session_verdict(where, share)
-                print(f'quota {1 - share:.2f} rep {rep}: A/B: {ab} | sessions: report exit {code}: {table}',
-                      flush=True)
+                ab_s = time.monotonic() - started
+                tally[share][f'A/B {verdict_word(ab)}'] += 1
+                said = f'quota {1 - share:.2f} rep {rep}: A/B ({ab_s:.0f} s): {ab}'
+                if args.session_shares is None or share in args.session_shares:
+                    started = time.monotonic()
+                    code, table = session_verdict(where, share)
+                    tally[share]['sessions regression' if code == 1 else 'sessions no regression'] += 1
+                    said += f' | sessions ({time.monotonic() - started:.0f} s): report exit {code}: {table}'
+                print(said, flush=True)
+    for share, counts in tally.items():
+        print(f'quota {1 - share:.2f}: ' + ', '.join(f'{name} {n}' for name, n in sorted(counts.items())))
+    print(f'speed workload at the end: {machine_speed()} steps/s', flush=True)
 
 
 if __name__ == '__main__':
