@@ -48,6 +48,7 @@ def slowed_config(scratch, share, cleanup):
     """(config, image path to run): the simulated config with a second path to IMAGE under the
     duty cycle of `share` (IMAGE itself for 0); `cleanup` (an ExitStack) removes the path."""
     path = images.image_path(IMAGE)
+    scratch.mkdir(parents=True, exist_ok=True)
     if not share:
         return simulated_config_with(scratch, images=['host', path]), path
     link = f'{path}-quota{round(100 * (1 - share))}'
@@ -74,6 +75,7 @@ def session_verdict(scratch, share):
     path, logs = images.image_path(IMAGE), []
     for name, prelude in (('before', None), ('after', duty_cycle(share) if share else None)):
         entry = {'path': path, 'rank_prelude': prelude} if prelude else path
+        (scratch / name).mkdir(parents=True, exist_ok=True)
         config = simulated_config_with(scratch / name, images=['host', entry])
         run_reframe(config, scratch / name, '-r', '-n', 'MNIST', '-P', 'num_nodes=1', '-P', f'image={path}',
                     *PLAIN, perflogdir=scratch / name / 'perflogs', timeout=3600)
