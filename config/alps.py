@@ -92,6 +92,8 @@ site_configuration = {
                     # mounts its own build. The engine's other way, the hooks' libraries from a
                     # prebuilt artifact, is a candidate of annotations alone:
                     # {'annotations': {'com.hooks.netstack.source': 'artifact'}} (same page).
+                    # The path is where this config expects the admins to put a candidate build:
+                    # it does not exist until they do, and a run with it fails until then.
                     'host_layer_candidates': {
                         'aws-ofi-nccl': {
                             'binds': ['/capstor/store/cscs/mlcheck/candidates/aws-ofi-nccl'],

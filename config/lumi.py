@@ -72,6 +72,8 @@ site_configuration = {
                     # RCCL's docs ("Using the NCCL Net plugin API") show only the suffix form
                     # (librccl-net-<suffix>.so on the library path), so that RCCL loads the path is
                     # not checked here. The current layer: the images' own plugin, /opt/cray above.
+                    # The path is where this config expects the admins to put a candidate build:
+                    # it does not exist until they do, and a run with it fails until then.
                     'host_layer_candidates': {
                         'aws-ofi-nccl': {
                             'binds': ['/appl/local/mlcheck/candidates/aws-ofi-nccl'],
