@@ -48,7 +48,7 @@ class CIFAR100ResNetCheck(DistributedTrainingCheck):
         return {'tasks_per_node': 1, 'gpus_per_task': gpus}
 
     def times_ranks_alone(self):
-        return self.mode == 'ddp' and self.solo_steps > 0
+        return self.mode == 'ddp' and DistributedTrainingCheck.times_ranks_alone(self)
 
     def training_promises(self):
         return {'epochs': self.epochs, 'loss_must_fall': True}
