@@ -193,3 +193,14 @@ def test_a_candidate_replaces_the_bind_to_its_container_path_and_the_variables_i
     image = '/appl/local/laifs/containers/lumi-multitorch-x/lumi-multitorch-full-x.sif'
     assert current.image_env(image) == {'FI_MR_CACHE_MONITOR': 'userfaultfd'}
     assert layered.image_env(image) == {'FI_MR_CACHE_MONITOR': 'memhooks'}
+
+
+def test_only_a_container_engine_partition_reads_an_environment_definition():
+    # one predicate: the schema's refusal of EDF keys and the tables a platform is given both ask it
+    lumi = PartitionSettings.from_extras('lumi:standard-g', partition_entry('lumi', 'lumi:standard-g')['extras'],
+                                         'Singularity')
+    assert not lumi.reads_edf and not lumi.with_host_layer(LAYER).reads_edf
+    extras = copy.deepcopy(partition_entry('alps', 'daint:normal')['extras'])
+    del extras['mlcheck']['edf']     # no tables of its own: still read, with each image's variables
+    assert PartitionSettings.from_extras('daint:normal', extras, 'ContainerEngine').reads_edf
+    assert PartitionSettings.from_extras('daint:normal', extras, 'containerengine').reads_edf

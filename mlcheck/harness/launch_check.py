@@ -276,7 +276,7 @@ class DistributedLaunchCheck(ExpectedSanityFailure, rfm.RunOnlyRegressionTest, A
             getlogger().warning(f'{self.display_name}: {warning}')
         platform.mount_points = settings.bind_mounts(data)
         platform.options += list(settings.container_options)
-        if settings.edf or settings.host_layer.name:     # a candidate host layer: its env and annotations
+        if settings.reads_edf:
             for table, entries in settings.edf_for(image).items():
                 setattr(platform, table, entries)
         return platform

@@ -17,6 +17,11 @@ IMAGE_SUFFIXES = ('.sif', '.sqfs', '.squashfs', '.sqsh', '.img')
 EDF_RUNTIME = 'ContainerEngine'   # the container platform that reads extras.mlcheck.edf
 
 
+def reads_edf(container_runtime):
+    """Whether a partition of this container platform (ReFrame's name; None: none) reads an EDF."""
+    return (container_runtime or '').lower() == EDF_RUNTIME.lower()
+
+
 class ImageUnavailable(ConfigError):
     """A configured image whose build recorded why it could not run here: its checks skip."""
 

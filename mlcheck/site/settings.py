@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 
 from mlcheck.site import schema as site_schema
 from mlcheck.site.data import DataSettings
-from mlcheck.site.images import EDF_RUNTIME, ImageEntry, ImageSettings
+from mlcheck.site.images import EDF_RUNTIME, ImageEntry, ImageSettings, reads_edf
 from mlcheck.site.layers import CURRENT, HostLayer, LayerSettings
 from mlcheck.site.network import NetPlugin
 from mlcheck.errors import ConfigError
@@ -91,7 +91,7 @@ class PartitionSettings(ImageSettings, DataSettings, LayerSettings):
                   for name, layer in entry.get('host_layer_candidates', {}).items()}
         edf_keys = (['edf'] if 'edf' in entry else []) + [
             f'host_layer_candidates.{layer.name}.annotations' for layer in layers.values() if layer.annotations]
-        if edf_keys and (container_runtime or '').lower() != EDF_RUNTIME.lower():
+        if edf_keys and not reads_edf(container_runtime):
             raise ConfigError(f'{where}.{edf_keys[0]}: only a partition whose container_platforms type is '
                               f'{EDF_RUNTIME} reads an environment definition (this one has '
                               f'{container_runtime or "none"})')
@@ -124,6 +124,11 @@ class PartitionSettings(ImageSettings, DataSettings, LayerSettings):
             ab_threshold=float(entry.get('ab_threshold', cls.ab_threshold)),
             ab_threshold_ceiling=float(entry.get('ab_threshold_ceiling', cls.ab_threshold_ceiling)),
         )
+
+    @property
+    def reads_edf(self):
+        """Whether the partition's container runtime reads an environment definition (an EDF)."""
+        return reads_edf(self.container_runtime)
 
     @property
     def vendor(self):
