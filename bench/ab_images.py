@@ -5,8 +5,8 @@ the same image's plain runs in one session against the slowed image's in the nex
 
 The slowdown is inside the image's launch, where no judge reads it: a second path to the image
 (a symlink, so a config entry of its own) whose rank prelude holds each rank's process to a
-duty cycle, stopped (SIGSTOP) for SHARE of every second: the entry point under a CPU quota of
-1 - SHARE. Each case and repetition is one 1-node MNIST A/B session, and two plain sessions
+duty cycle, stopped (SIGSTOP) for SHARE of every second, all ranks at once: the entry point
+under a CPU quota of 1 - SHARE. Each case and repetition is one 1-node MNIST A/B session, and two plain sessions
 (the image, then the image under the duty cycle) of about the A/B job's time in all. Needs
 root and the cluster (bin/simslurm up); a 6-round A/B job took 91-115 s on the quiet 2-core
 machine, a repetition of the four cases with the sessions of one about 8 minutes (docs/ab-images.md).
@@ -38,9 +38,12 @@ PLAIN = ['-S', 'epochs=4', '--repeat', '3']
 
 def duty_cycle(share):
     """Shell code for the rank prelude: the rank ($$ becomes its Python at exec) stopped for
-    `share` of every second, by a loop that outlives the exec."""
-    on, off = 1 - share, share
-    return (f'( while kill -0 $$ 2>/dev/null; do sleep {on:.3f}; kill -STOP $$; sleep {off:.3f}; '
+    `share` of every second, from each whole second of the clock, by a loop that outlives the
+    exec. Every rank stops at the same moments, as a CPU quota on the image's cgroup throttles
+    all its processes at once: the job loses `share` of its time (ranks stopped at independent
+    moments would each wait for the other, about twice the share)."""
+    to_next_second = 'n=$(date +%N); sleep 0.$(printf %09d $((1999999999 - 1$n)))'
+    return (f'( while kill -0 $$ 2>/dev/null; do {to_next_second}; kill -STOP $$; sleep {share:.3f}; '
             f'kill -CONT $$; done ) >/dev/null 2>&1 &')
 
 
