@@ -110,6 +110,17 @@ def test_too_few_rounds_a_failed_step_and_a_wide_spread_are_inconclusive():
     assert failed.verdict == 'inconclusive' and 'rank 1 did not finish' in failed.reason
     wide = rule.judge([1.0] * 6, [1.0, 0.8, 1.2, 0.9, 1.1, 1.0], 0.05)
     assert wide.verdict == 'inconclusive' and 'spread wider' in wide.reason
+    assert 'slower than A' not in wide.reason and 'faster than A' not in wide.reason
+
+
+@pytest.mark.parametrize('b, shown', [
+    # the bench's 5 % duty cycle, rep 6 (2026-11-28): every round below 1, median above 0.95
+    ([0.93, 0.96, 0.98, 0.95, 0.97, 0.96], 'B is slower than A (the interval below 1)'),
+    ([1.07, 1.04, 1.02, 1.05, 1.03, 1.04], 'B is faster than A (the interval above 1)')])
+def test_an_interval_on_one_side_of_1_but_past_the_threshold_says_the_change_it_shows(b, shown):
+    verdict = rule.judge([1.0] * 6, b, 0.05, names=('old', 'new'))
+    assert verdict.verdict == 'inconclusive' and shown in verdict.reason, verdict.reason
+    assert 'by more than the threshold or by less: cannot tell' in verdict.reason
 
 
 def test_a_median_drop_without_separated_rounds_is_not_slower():

@@ -93,6 +93,11 @@ def judge(a_rates, b_rates, threshold, names=('A', 'B'), failed=(), min_rounds=M
     if ratio > 1 + threshold and b_low > a_high and low > 1:
         return Verdict('faster', f'{said}: faster', **found)
     if low < 1 - threshold or high > 1 + threshold:
-        return Verdict('inconclusive', f'{said}: the ratios spread wider than the threshold '
+        # what the interval does rule out: a change of B, when it lies on one side of 1
+        shown = ('; B is slower than A (the interval below 1), by more than the threshold or by less: '
+                 'cannot tell' if high < 1 else
+                 '; B is faster than A (the interval above 1), by more than the threshold or by less: '
+                 'cannot tell' if low > 1 else '')
+        return Verdict('inconclusive', f'{said}: the ratios spread wider than the threshold{shown} '
                        '(more rounds narrow it: -S ab_rounds)', **found)
     return Verdict('same', f'{said}: same', **found)
