@@ -91,7 +91,7 @@ def session_verdict(scratch, share):
 
 
 def verdict_word(line):
-    found = re.search(r': (slower|same|faster|inconclusive)\b', line)
+    found = re.search(r': (slower|same|faster|inconclusive)\b', line)     # the rule's reason names it
     return found.group(1) if found else 'no verdict'
 
 

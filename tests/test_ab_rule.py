@@ -111,6 +111,9 @@ def test_too_few_rounds_a_failed_step_and_a_wide_spread_are_inconclusive():
     wide = rule.judge([1.0] * 6, [1.0, 0.8, 1.2, 0.9, 1.1, 1.0], 0.05)
     assert wide.verdict == 'inconclusive' and 'spread wider' in wide.reason
     assert 'slower than A' not in wide.reason and 'faster than A' not in wide.reason
+    # the reason, which the failing check prints, says the verdict
+    too_few = rule.judge([1.0] * 4, [0.5] * 4, 0.05)
+    assert all(': inconclusive, ' in v.reason for v in (too_few, failed, wide))
 
 
 @pytest.mark.parametrize('b, shown', [

@@ -70,12 +70,13 @@ def judge(a_rates, b_rates, threshold, names=('A', 'B'), failed=(), min_rounds=M
     `failed`: one line per failed step; `names`: the two images, as the reason names them."""
     a, b = names
     if failed:
-        return Verdict('inconclusive', f'{b} against {a}: {len(failed)} step(s) failed: {failed[0]}',
+        return Verdict('inconclusive',
+                       f'{b} against {a}: inconclusive, {len(failed)} step(s) failed: {failed[0]}',
                        rounds=len(a_rates))
     if len(a_rates) != len(b_rates):
         raise ValueError(f'{len(a_rates)} rates of A against {len(b_rates)} of B')
     if len(a_rates) < min_rounds:
-        return Verdict('inconclusive', f'{b} against {a}: {len(a_rates)} round(s) completed, '
+        return Verdict('inconclusive', f'{b} against {a}: inconclusive, {len(a_rates)} round(s) completed, '
                        f'fewer than {min_rounds}', rounds=len(a_rates))
     ratios = [y / x for x, y in zip(a_rates, b_rates)]
     ratio = statistics.median(ratios)
@@ -98,6 +99,6 @@ def judge(a_rates, b_rates, threshold, names=('A', 'B'), failed=(), min_rounds=M
                  'cannot tell' if high < 1 else
                  '; B is faster than A (the interval above 1), by more than the threshold or by less: '
                  'cannot tell' if low > 1 else '')
-        return Verdict('inconclusive', f'{said}: the ratios spread wider than the threshold{shown} '
-                       '(more rounds narrow it: -S ab_rounds)', **found)
+        return Verdict('inconclusive', f'{said}: inconclusive, the ratios spread wider than the '
+                       f'threshold{shown} (more rounds narrow it: -S ab_rounds)', **found)
     return Verdict('same', f'{said}: same', **found)
