@@ -8,8 +8,9 @@ The slowdown is inside the image's launch, where no judge reads it: a second pat
 duty cycle, stopped (SIGSTOP) for SHARE of every second, all ranks at once: the entry point
 under a CPU quota of 1 - SHARE. Each case and repetition is one 1-node MNIST A/B session, and two plain sessions
 (the image, then the image under the duty cycle) of about the A/B job's time in all. Needs
-root and the cluster (bin/simslurm up); a 6-round A/B job took 91-115 s on the quiet 2-core
-machine, a repetition of the four cases with the sessions of one about 8 minutes (docs/ab-images.md).
+root and the cluster (bin/simslurm up); a 6-round A/B job took 80-103 s on the quiet 2-core
+machine, a repetition of the four cases with the sessions of one 7-8 minutes, 10 repetitions 72
+minutes (docs/ab-images.md has the table).
 
     .venv/bin/python bench/ab_images.py [--repeat 10] [--rounds 6] [--keep DIR]
 """
