@@ -6,8 +6,9 @@ the same image's plain runs in one session against the slowed image's in the nex
 The slowdown is inside the image's launch, where no judge reads it: a second path to the image
 (a symlink, so a config entry of its own) whose rank prelude holds each rank's process to a
 duty cycle, stopped (SIGSTOP) for SHARE of every second, all ranks at once: the entry point
-under a CPU quota of 1 - SHARE. Each case and repetition is one 1-node MNIST A/B session, and two plain sessions
-(the image, then the image under the duty cycle) of about the A/B job's time in all. Needs
+under a CPU quota of 1 - SHARE. Each case and repetition is one 1-node MNIST A/B session, and
+two plain sessions (the image, then the image under the duty cycle) of about the A/B job's time
+in all. Needs
 root and the cluster (bin/simslurm up); a 6-round A/B job took 80-103 s on the quiet 2-core
 machine, a repetition of the four cases with the sessions of one 7-8 minutes, 10 repetitions 72
 minutes (docs/ab-images.md has the table).

@@ -95,10 +95,9 @@ def judge(a_rates, b_rates, threshold, names=('A', 'B'), failed=(), min_rounds=M
         return Verdict('faster', f'{said}: faster', **found)
     if low < 1 - threshold or high > 1 + threshold:
         # what the interval does rule out: a change of B, when it lies on one side of 1
-        shown = ('; B is slower than A (the interval below 1), by more than the threshold or by less: '
-                 'cannot tell' if high < 1 else
-                 '; B is faster than A (the interval above 1), by more than the threshold or by less: '
-                 'cannot tell' if low > 1 else '')
+        side = ('slower', 'below') if high < 1 else ('faster', 'above') if low > 1 else None
+        shown = (f'; B is {side[0]} than A (the interval {side[1]} 1), by more than the threshold '
+                 'or by less: cannot tell' if side else '')
         return Verdict('inconclusive', f'{said}: inconclusive, the ratios spread wider than the '
                        f'threshold{shown} (more rounds narrow it: -S ab_rounds)', **found)
     return Verdict('same', f'{said}: same', **found)
