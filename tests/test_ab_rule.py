@@ -4,6 +4,7 @@ moving across the job: it cancels in B/A) times its own multiplicative noise; B 
 known fraction. The rates stated in docs/ab-images.md are the Monte Carlo figures tested here.
 """
 
+import json
 import random
 
 import pytest
@@ -11,6 +12,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from mlcheck.ab import rule
+from saved_outputs import saved
 
 BASE = 1000.0
 EXAMPLES = settings(max_examples=150, deadline=None)
@@ -156,6 +158,23 @@ def test_an_a_a_control_whose_steps_were_noisier_than_the_threshold_is_not_slowe
     verdict = rule.judge(a, b, 0.05, names=('torch-2.9.1', 'torch-2.9.1'))
     assert verdict.verdict == 'inconclusive', verdict.reason
     assert 'spread wider than the threshold' in verdict.reason and '-S ab_rounds' in verdict.reason
+
+
+def test_an_a_a_control_on_an_h200_is_inconclusive_not_slower():
+    """bench/gpu_ab_control.py on the lent H200 (2026-11-28, issue 52): the CIFAR-100 program
+    (ResNet-50, batch 256, device path) as A and as B, each run a fresh process, 5 rounds. The
+    runs' levels spread 11,005-14,852 images/s (9 % of their mean), B/A 0.758-1.059: the spread
+    is wider than 5 % and than the control's own threshold, which reaches the 10 % ceiling. The
+    rule says inconclusive at both, never slower (docs/ab-images.md: what a GPU needs)."""
+    recorded = json.loads(saved('gpu/h200_ab_control.json'))
+    a, b = recorded['a_rates'], recorded['b_rates']
+    assert len(a) == len(b) == 5 and recorded['device'] == 'gpu'
+    ratios = [y / x for x, y in zip(a, b)]
+    assert rule.threshold_of_control(ratios, 0.1) == 0.1
+    for threshold in (0.05, 0.1):
+        verdict = rule.judge(a, b, threshold, names=('A', 'B (=A)'))
+        assert verdict.verdict == 'inconclusive', verdict.reason
+        assert (verdict.low, verdict.high) == (pytest.approx(0.758, abs=1e-3), pytest.approx(1.059, abs=1e-3))
 
 
 @pytest.mark.parametrize('noise_of, rounds_, at_most', [
