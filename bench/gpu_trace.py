@@ -8,9 +8,10 @@ it sat idle between them, and where the host spent the step.
 Prints one JSON object: the steps (host-side ProfilerStep#N spans), the GPU's window (first kernel
 to last kernel of the profiled steps), its busy share (the union of kernel, copy and set
 intervals over the window), kernels per step, the median kernel and the median idle gap between
-kernels, the largest gaps, the kernels that took most time, and the host's CUDA runtime calls
-by total time (cudaLaunchKernel at hundreds per step says the host launches tiny kernels one by
-one; a long cudaStreamSynchronize says it waits for the GPU). Standard library only.
+kernels, the largest gaps, the kernels that took most time, the host's CUDA runtime calls by total
+time (cudaLaunchKernel at hundreds per step says the host launches tiny kernels one by one; a long
+cudaStreamSynchronize says it waits for the GPU), and the host's outermost operators per step, per
+thread (autograd's backward runs on a thread of its own). Standard library only.
 """
 
 import argparse
@@ -78,6 +79,20 @@ def summarise(events, top=8):
             runtime[e['name']] += e['dur']
             runtime_calls[e['name']] += 1
     step_ms = [e['dur'] / 1e3 for e in steps]
+    # the host's outermost operators in the steps, per thread (autograd runs the backward on a
+    # thread of its own): where the host spent the time the GPU waited
+    host = collections.Counter()
+    start, end = steps[0]['ts'], steps[-1]['ts'] + steps[-1]['dur']
+    by_thread = collections.defaultdict(list)
+    for e in spans:
+        if e.get('cat') == 'cpu_op' and start <= e['ts'] <= end:
+            by_thread[(e.get('pid'), e.get('tid'))].append(e)
+    for ops in by_thread.values():
+        reach = None
+        for e in sorted(ops, key=lambda e: (e['ts'], -e['dur'])):
+            if reach is None or e['ts'] >= reach:
+                host[e['name']] += e['dur']
+                reach = e['ts'] + e['dur']
     return {
         'steps': len(steps),
         'step_ms': [round(x, 2) for x in step_ms],
@@ -93,6 +108,7 @@ def summarise(events, top=8):
         'top_kernels_ms': {name: round(t / 1e3, 2) for name, t in by_kernel.most_common(top)},
         'runtime_calls_ms': {name: {'ms': round(t / 1e3, 2), 'calls': runtime_calls[name]}
                              for name, t in runtime.most_common(top)},
+        'host_ops_ms_per_step': {name: round(t / 1e3 / len(steps), 2) for name, t in host.most_common(top)},
     }
 
 

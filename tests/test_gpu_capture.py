@@ -188,6 +188,7 @@ def test_a_real_gpu_trace_says_how_long_the_gpu_waited():
     assert 0 < found['gpu_busy_ms'] < found['gpu_window_ms'] and found['gpu_busy_share'] == pytest.approx(0.0812)
     assert found['idle_ms'] == pytest.approx(found['gpu_window_ms'] - found['gpu_busy_ms'], abs=0.02)
     assert found['runtime_calls_ms']['cudaLaunchKernel']['calls'] == 177
+    assert found['host_ops_ms_per_step'] and all(ms > 0 for ms in found['host_ops_ms_per_step'].values())
 
 
 def test_the_trace_summary_counts_overlapping_kernels_once_and_the_gaps_between():
@@ -198,9 +199,13 @@ def test_the_trace_summary_counts_overlapping_kernels_once_and_the_gaps_between(
     events = [span('user_annotation', 'ProfilerStep#1', 0, 60), span('kernel', 'a', 0, 10),
               span('kernel', 'b', 5, 15), span('gpu_memcpy', 'copy', 50, 10),
               span('cuda_runtime', 'cudaLaunchKernel', 1, 2)]
+    # host operators: an outer one with one inside it on the main thread, one on autograd's thread
+    events += [{**span('cpu_op', 'aten::conv2d', 0, 40), 'tid': 1}, {**span('cpu_op', 'aten::cudnn', 5, 30), 'tid': 1},
+               {**span('cpu_op', 'ConvolutionBackward0', 10, 20), 'tid': 2}]
     found = gpu_trace.summarise(events)
     assert (found['gpu_window_ms'], found['gpu_busy_ms'], found['gaps']) == (0.06, 0.03, 1)
     assert found['largest_gaps_us'] == [30.0] and found['gpu_busy_share'] == 0.5
+    assert found['host_ops_ms_per_step'] == {'aten::conv2d': 0.04, 'ConvolutionBackward0': 0.02}
     assert 'error' in gpu_trace.summarise(events[1:])
     assert 'error' in gpu_trace.summarise(events[:1])
 
