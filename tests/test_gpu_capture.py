@@ -17,6 +17,7 @@ import os
 import sys
 
 import pytest
+from hypothesis import given, settings, strategies as st
 
 from mlcheck.judging import collectives, output, sanity, gpu_health as telemetry_rules
 from mlcheck.figures import gpu_use as telemetry_figures
@@ -216,3 +217,12 @@ def test_the_trace_summary_refuses_a_file_that_is_no_trace_in_one_line(tmp_path,
     assert gpu_trace.main([str(path)]) == 2
     err = capsys.readouterr().err
     assert err.startswith(f'gpu_trace.py: {path}: not a readable Chrome trace') and err.count('\n') == 1
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.tuples(st.integers(0, 200), st.integers(0, 50)), max_size=30))
+def test_the_gpus_busy_time_is_the_union_of_its_intervals(spans):
+    """Busy time counts every covered microsecond once, however kernels overlap or touch."""
+    intervals = [(start, start + length) for start, length in spans]
+    covered = {t for start, end in intervals for t in range(start, end)}
+    assert gpu_trace.union_length(intervals) == len(covered)
