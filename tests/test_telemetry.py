@@ -202,6 +202,7 @@ def test_the_sampler_on_an_h200_read_what_nvidia_smi_read_during_the_same_run():
     assert rules.problems(run, 0.75) == [] and rules.throttle_note(run) is None
 
 
+
 def probe_events(event, gpu='h100'):
     """The facts of `event` that bench/gpu_telemetry_probe.py wrote on the H100 or the H200."""
     lines = map(json.loads, saved(f'gpu/{gpu}_telemetry_probe.jsonl').splitlines())
@@ -415,6 +416,76 @@ def test_a_slow_reader_is_read_less_often_than_the_interval():
     assert 1 <= fields['gpu_samples'] <= 3 and fields['power_w'] == 100.0
     assert fields['sampling_seconds'] < 0.2
 
+
+
+class FakeClock:
+    """time for telemetry.py: perf_counter() answers `now`, which the test moves."""
+    def __init__(self):
+        self.now = 0.0
+
+    def perf_counter(self):
+        return self.now
+
+
+def host_read_costing(clock, costs):
+    """A host_resident_bytes whose n-th call takes costs[n] seconds of `clock`; returns it and its calls."""
+    calls = []
+
+    def read(pid=None):
+        clock.now += costs[min(len(calls), len(costs) - 1)]
+        calls.append(clock.now)
+        return 2**30
+    return read, calls
+
+
+def test_host_memory_is_read_less_often_than_the_gpu_when_its_read_is_slow(monkeypatch):
+    """On an H200 a host-memory read took 12.4 ms of the sampler's 1-s interval (1.39 % with the GPU
+    read's 0.06 ms): read every 200 x 12.4 ms = 2.5 s, not at every sample (the old code read it
+    at each of the 10 samples here)."""
+    clock = FakeClock()
+    monkeypatch.setattr(rank_telemetry, 'time', clock)
+    read, calls = host_read_costing(clock, [0.0124])
+    monkeypatch.setattr(rank_telemetry, 'host_resident_bytes', read)
+    sampler = rank_telemetry.Sampler(torch.device('cpu'), interval=1.0)
+    for second in range(10):
+        clock.now = float(second)
+        sampler.sample()
+    assert len(calls) == sampler.host_reads == 4            # at 0, 3, 6 and 9 s: due 2.48 s after each
+    assert sampler.host_peak == 2**30
+    assert sampler.seconds_sampling == pytest.approx(4 * 0.0124)   # 0.5 % of the 10 s, not 1.24 %
+
+
+def test_a_fast_host_memory_read_is_still_taken_at_every_sample(monkeypatch):
+    clock = FakeClock()
+    monkeypatch.setattr(rank_telemetry, 'time', clock)
+    read, calls = host_read_costing(clock, [0.001])           # 200 x 1 ms = 0.2 s < the interval
+    monkeypatch.setattr(rank_telemetry, 'host_resident_bytes', read)
+    sampler = rank_telemetry.Sampler(torch.device('cpu'), interval=1.0)
+    for second in range(10):
+        clock.now = float(second)
+        sampler.sample()
+    assert len(calls) == 10
+
+
+@settings(max_examples=200, deadline=None)
+@given(costs=st.lists(st.floats(1e-5, 0.2), min_size=1, max_size=40),
+       interval=st.floats(0.05, 2.0), samples=st.integers(1, 300))
+def test_host_memory_reads_keep_under_their_share_of_the_time(costs, interval, samples):
+    """However long each read takes, the reads' time over a run of T seconds is at most the last
+    read's cost plus T / HOST_BUDGET: each read is followed by HOST_BUDGET times its cost unread."""
+    clock = FakeClock()
+    read, calls = host_read_costing(clock, costs)
+    saved_time, saved_read = rank_telemetry.time, rank_telemetry.host_resident_bytes
+    rank_telemetry.time, rank_telemetry.host_resident_bytes = clock, read
+    try:
+        sampler = rank_telemetry.Sampler(torch.device('cpu'), interval=interval)
+        for n in range(samples):
+            clock.now = max(clock.now, n * interval)
+            sampler.sample()
+    finally:
+        rank_telemetry.time, rank_telemetry.host_resident_bytes = saved_time, saved_read
+    spent = [costs[min(i, len(costs) - 1)] for i in range(len(calls))]
+    assert calls and sum(spent) <= spent[-1] + clock.now / rank_telemetry.HOST_BUDGET + 1e-9
 
 # --- throttling where torch reads the GPU (issue 30: it was never looked at) --------------------
 
