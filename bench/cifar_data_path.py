@@ -123,17 +123,22 @@ def program_row(args, model, precision, data, batch, steps, profile_steps=0):
     return row
 
 
-def bare_row(args, model_name, precision, device, batch):
-    """A bare loop on batches already on the device: zero_grad, forward, loss, backward, step."""
+def bare_setup(model_name, precision, device, batch):
+    """The bare loop's model, optimizer, loss, 8 batches already on the device, and whether it
+    runs under bf16 autocast (with channels_last)."""
     torch.manual_seed(0)
     amp = precision != 'fp32'
     memory_format = torch.channels_last if amp else torch.contiguous_format
     model = getattr(torchvision.models, model_name)(num_classes=100).to(device, memory_format=memory_format)
     optimizer = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
-    criterion = nn.CrossEntropyLoss()
     batches = [(torch.randn(batch, 3, 32, 32, device=device).contiguous(memory_format=memory_format),
                 torch.randint(0, 100, (batch,), device=device)) for _ in range(8)]
+    return model, optimizer, nn.CrossEntropyLoss(), batches, amp
 
+
+def bare_steps(model, optimizer, criterion, batches, amp, device):
+    """steps(count): `count` bare steps (zero_grad, forward, loss, backward, step) over `batches`
+    in turn, timed between synchronisations; returns the seconds."""
     def steps(count):
         synchronize(device)
         start = time.perf_counter()
@@ -146,7 +151,13 @@ def bare_row(args, model_name, precision, device, batch):
             optimizer.step()
         synchronize(device)
         return time.perf_counter() - start
+    return steps
 
+
+def bare_row(args, model_name, precision, device, batch):
+    """A bare loop on batches already on the device: zero_grad, forward, loss, backward, step."""
+    model, optimizer, criterion, batches, amp = bare_setup(model_name, precision, device, batch)
+    steps = bare_steps(model, optimizer, criterion, batches, amp, device)
     warm = steps(WARMUP_STEPS)       # allocator, kernel selection; its rate sizes the timed steps
     count = steps_for(args.epoch_seconds, WARMUP_STEPS * batch / warm, batch, least=8)
     sampler = telemetry.Sampler(device, args.interval).start()

@@ -19,17 +19,26 @@
 #   6 ab-control  bench/gpu_ab_control.py: an A=A control of mlcheck.ab.rule, fresh processes,
 #                 GPU_SESSION_AB_ROUNDS rounds A B / B A
 #   7 extra       if time is left: CIFAR-100 --mode ddp as part 5 runs the programs, collectives.py
+# and, for a second session (GPU_SESSION_PARTS="8 9 10"):
+#   8 cuda-graph  bench/cuda_graph_step.py: the bare step launched eagerly against the same step
+#                 captured whole as a CUDA graph, ResNet-50 and -152 at batch 256, both precisions
+#   9 sampler     the sampler's own time in part 4's training run, with host memory read at most
+#                 1/HOST_BUDGET of the time (src/pytorch/telemetry.py), then the same run with it
+#                 read at every sample as before (HOST_BUDGET = 0), in fresh processes
+#  10 ab-pinned   part 6's A=A control with each run pinned to cores GPU_SESSION_PIN (taskset)
 #
 #   bench/gpu-session.sh DATA_DIR OUT_DIR      (DATA_DIR: staged MNIST/ and cifar-100-python/)
 #
-# OUT_DIR gets at most 6 files, each as soon as its part ends: summary.txt (one line per figure,
-# appended as it comes), versions.txt, cifar-data-path.txt, harness.txt, ab-control.txt and
+# OUT_DIR gets at most 9 files, each as soon as its part ends: summary.txt (one line per figure,
+# appended as it comes), versions.txt, cifar-data-path.txt, harness.txt, ab-control.txt,
+# cuda-graph.txt, sampler.txt, ab-pinned.txt and
 # details.tar.gz (details/<part>/: every part's files; made again after each part, so it always
 # holds the parts that ended). Environment: PYTHON (python3); GPU_SESSION_PARTS (some of
 # "1 2 3 4 5 6 7"); GPU_SESSION_BUDGET (seconds); GPU_SESSION_TINY=1: tiny models, batches and
 # steps on the CPU, to test the plumbing where there is no GPU (the nvidia-smi parts then say why
 # they read nothing); GPU_SESSION_CAP_SCALE (every part's and command's own limit times this;
-# 6 in the tiny mode, else 1); GPU_SESSION_AB_ROUNDS (5); GPU_SESSION_WORK (where details/ is kept;
+# 6 in the tiny mode, else 1); GPU_SESSION_AB_ROUNDS (5); GPU_SESSION_PIN (cores of part 10, 2-5);
+# GPU_SESSION_WORK (where details/ is kept;
 # default a new temp dir). Nothing here needs the project's venv: the project's modules are
 # imported from this checkout by path, under the machine's own python3 and torch.
 set -uo pipefail
@@ -427,6 +436,73 @@ fi
 if [[ $parts == *" 7 "* ]] && begin 7 extra 60; then
     as_rank0 cifar100_ddp 30 src/pytorch/cifar/train_cifar100.py --data-dir "$data" "${cifar_args[@]}"
     as_rank0 collectives 25 src/pytorch/comm/collectives.py --device "$device" --max-bytes "$max_bytes"
+    end_part
+fi
+
+# --- 8: the bare step eagerly against the same step as one CUDA graph ----------------------------
+if [[ $tiny == 1 ]]; then
+    graph_args=(--device cpu --models resnet18 --batch-size 4 --seconds 0.3)
+else
+    graph_args=(--device gpu --models resnet50 resnet152 --batch-size 256 --seconds 1.5 --interval 0.25)
+fi
+if [[ $parts == *" 8 "* ]] && begin 8 cuda-graph 80; then
+    limited 0 "$python" -u bench/cuda_graph_step.py "${graph_args[@]}" --deadline $(( part_end - SECONDS - 4 )) \
+        --json "$dir/rows.jsonl" > "$out/cuda-graph.txt" 2> "$dir/cuda-graph.err"
+    rc=$?
+    cp "$out/cuda-graph.txt" "$dir/"
+    say "8 cuda-graph: $(status_word $rc); $(head -1 "$out/cuda-graph.txt")"
+    [[ $rc == 0 ]] || say "8 cuda-graph: $(grep -v '^\s*$' "$dir/cuda-graph.err" | tail -1 | cut -c1-300)"
+    grep -E '^\| resnet' "$out/cuda-graph.txt" | while read -r line; do say "8 cuda-graph $line"; done
+    end_part
+fi
+
+# --- 9: the sampler's own time, host memory read by its budget, then at every sample -------------
+# the old behaviour, HOST_BUDGET = 0, set on the module before the program imports it
+EVERY_SAMPLE='
+import runpy, sys
+sys.path.insert(0, "src/pytorch")
+import telemetry
+telemetry.HOST_BUDGET = 0
+sys.argv = sys.argv[1:]
+runpy.run_path(sys.argv[0], run_name="__main__")
+'
+if [[ $parts == *" 9 "* ]] && begin 9 sampler 85; then
+    program=(src/pytorch/cifar/train_cifar100.py --mode single --data device --data-dir "$data"
+             "${train_args[@]}" --solo-steps 0 --loader-steps 0 --telemetry-interval 1)
+    : > "$out/sampler.txt"
+    for arm in budget every-sample; do
+        if [[ $arm == budget ]]; then
+            limited 40 "$python" -u "${program[@]}" > "$dir/$arm.out" 2> "$dir/$arm.err"
+        else
+            limited 40 "$python" -u -c "$EVERY_SAMPLE" "${program[@]}" > "$dir/$arm.out" 2> "$dir/$arm.err"
+        fi
+        rc=$?
+        {
+            echo "## host memory read $( [[ $arm == budget ]] && echo 'by its budget (HOST_BUDGET 200)' || echo 'at every sample (HOST_BUDGET 0)'): $(status_word $rc)"
+            "$python" -c "$SAMPLER_COST" "$dir/$arm.out" "$dir/none" 2>&1
+            grep '"event": "telemetry"' "$dir/$arm.out" | cut -c1-600
+        } >> "$out/sampler.txt"
+        [[ $rc == 0 ]] || tail -3 "$dir/$arm.err" >> "$out/sampler.txt"
+    done
+    cp "$out/sampler.txt" "$dir/"
+    grep -E '^(## |sampler: )' "$out/sampler.txt" | while read -r line; do say "9 sampler $line"; done
+    end_part
+fi
+
+# --- 10: part 6's A=A control, each run pinned to cores -------------------------------------------
+if [[ $parts == *" 10 "* ]] && ! command -v taskset > /dev/null; then
+    say "10 ab-pinned: skipped, no taskset on this machine"
+elif [[ $parts == *" 10 "* ]] && begin 10 ab-pinned 240; then
+    limited 0 "$python" -u bench/gpu_ab_control.py --data-dir "$data" --out "$dir/runs" \
+        --python "$python" --rounds "$ab_rounds" --ceiling 0.1 --threshold 0.05 \
+        --taskset "${GPU_SESSION_PIN:-2-5}" --deadline $(( part_end - SECONDS - 3 )) "${ab_args[@]}" \
+        > "$out/ab-pinned.txt" 2> "$dir/ab-pinned.err"
+    rc=$?
+    cp "$out/ab-pinned.txt" "$dir/"
+    say "10 ab-pinned: $(status_word $rc)"
+    [[ $rc == 0 ]] || say "10 ab-pinned: $(grep -v '^\s*$' "$dir/ab-pinned.err" | tail -1 | cut -c1-300)"
+    grep -E '^(command|round [0-9]+ [AB]:|stopped|ratios|A=A control|verdict)' "$out/ab-pinned.txt" \
+        | while read -r line; do say "10 ab-pinned $line"; done
     end_part
 fi
 
