@@ -5,7 +5,9 @@ known fraction. The rates stated in docs/ab-images.md are the Monte Carlo figure
 """
 
 import json
+import math
 import random
+import statistics
 
 import pytest
 from hypothesis import given, settings
@@ -176,6 +178,19 @@ def test_an_a_a_control_on_an_h200_is_inconclusive_not_slower():
         assert verdict.verdict == 'inconclusive', verdict.reason
         assert (verdict.low, verdict.high) == (pytest.approx(0.758, abs=1e-3), pytest.approx(1.059, abs=1e-3))
 
+
+
+def test_an_a_a_control_on_an_h200_with_pinned_runs_is_no_steadier():
+    """The same control, each run pinned to 4 cores (taskset -c 2-5), on the second H200 session:
+    4 rounds in its time, the 8 runs' levels 11,894-17,188 images/s, 11.5 % (sd of the log)
+    against 9.4 % unpinned; inconclusive, as fewer than 5 rounds always are, never slower."""
+    recorded = json.loads(saved('gpu/h200_ab_control_pinned.json'))
+    a, b = recorded['a_rates'], recorded['b_rates']
+    assert len(a) == len(b) == 4
+    levels = [math.log(x) for x in a + b]
+    assert statistics.stdev(levels) == pytest.approx(0.115, abs=1e-3)
+    verdict = rule.judge(a, b, 0.1, names=('A', 'B (=A)'))
+    assert verdict.verdict == 'inconclusive' and 'fewer than 5' in verdict.reason
 
 @pytest.mark.parametrize('noise_of, rounds_, at_most', [
     # Gaussian step noise of 5 and 8 % (the simulated partition's 2-second steps: 5-8 %) against

@@ -13,6 +13,7 @@ See docs/cifar-benchmark.md and docs/telemetry.md.
 """
 
 import dataclasses
+import json
 import os
 import sys
 
@@ -226,3 +227,21 @@ def test_the_gpus_busy_time_is_the_union_of_its_intervals(spans):
     intervals = [(start, start + length) for start, length in spans]
     covered = {t for start, end in intervals for t in range(start, end)}
     assert gpu_trace.union_length(intervals) == len(covered)
+
+
+def test_the_step_as_one_cuda_graph_on_an_h200_kept_the_gpu_busy_and_its_figures_read_right():
+    """bench/cuda_graph_step.py's rows from the second H200 session (issue 52; the table of
+    docs/cifar-benchmark.md): every configuration captured, its loss finite, the graph 2.7-4.9x
+    the eager step and the GPU 86-90 % busy where the eager step kept it 22-38 %; the bench's
+    share of the peak, on the recorded row, is the table's."""
+    import cuda_graph_step   # bench/cuda_graph_step.py
+    rows = [json.loads(line) for line in open(os.path.join(DATA, 'gpu', 'h200_cuda_graph_step.jsonl'))]
+    by = {(r['model'], r['precision'], r['step']): r for r in rows}
+    assert len(by) == len(rows) == 8
+    for (model, precision, step), row in by.items():
+        if step == 'graph':
+            eager = by[model, precision, 'eager']
+            assert row['loss_finite'] and 2.7 < row['images_per_s'] / eager['images_per_s'] < 4.9
+            assert 85.5 <= row['utilization'] <= 90.5 and 21.5 <= eager['utilization'] < 38.5
+    rate, share = cuda_graph_step.of_peak(by['resnet152', 'bf16+channels_last', 'graph'], 'bf16+channels_last')
+    assert rate / 1e12 == pytest.approx(30.1, abs=0.05) and share == '3.04 % of BF16 989.5'

@@ -203,6 +203,26 @@ def test_the_sampler_on_an_h200_read_what_nvidia_smi_read_during_the_same_run():
 
 
 
+def sampler_share(run):
+    """The sampler's own seconds as a share of the timed epochs it spanned."""
+    return run.by_rank('telemetry')[0]['sampling_seconds'] / sum(e['seconds'] for e in run.rank_events('epoch', 0))
+
+
+def test_the_sampler_on_an_h200_keeps_under_one_percent_reading_host_memory_by_its_budget():
+    """The same program and run as above, on the second H200 session (issue 52): with host memory
+    read by its budget (HOST_BUDGET) the sampler read it at 7 of its 16 samples and spent 0.54 %
+    of the timed seconds; the same session's control, host memory at every sample as before
+    (HOST_BUDGET = 0), 15 of 15 and 1.21 % (the first session: 1.39 %)."""
+    budget = output.parse(saved('gpu/h200_sampler_host_budget.out'), labelled=False)
+    every = output.parse(saved('gpu/h200_sampler_host_every_sample.out'), labelled=False)
+    fact, control = budget.by_rank('telemetry')[0], every.by_rank('telemetry')[0]
+    assert fact['gpu_source'] == control['gpu_source'] == 'torch'
+    assert (fact['host_samples'], fact['gpu_samples']) == (7, 16)
+    assert control['host_samples'] == control['gpu_samples'] == 15
+    assert sampler_share(budget) == pytest.approx(0.0054, abs=5e-5)     # under the 1 % goal
+    assert sampler_share(every) == pytest.approx(0.0121, abs=5e-5)
+    assert fact['host_memory_gb'] == pytest.approx(control['host_memory_gb'], rel=0.01)
+
 def probe_events(event, gpu='h100'):
     """The facts of `event` that bench/gpu_telemetry_probe.py wrote on the H100 or the H200."""
     lines = map(json.loads, saved(f'gpu/{gpu}_telemetry_probe.jsonl').splitlines())
