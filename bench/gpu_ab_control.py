@@ -38,7 +38,8 @@ from mlcheck.judging import output  # noqa: E402
 
 
 def program_command(args):
-    return [args.python or sys.executable, '-u', PROGRAM, '--mode', 'single', '--data', 'device',
+    pinned = ['taskset', '-c', args.taskset] if args.taskset else []
+    return [*pinned, args.python or sys.executable, '-u', PROGRAM, '--mode', 'single', '--data', 'device',
             '--device', args.device, '--data-dir', args.data_dir, '--model', args.model,
             '--batch-size', str(args.batch_size), '--epochs', str(args.epochs), '--steps', str(args.steps),
             '--warmup-steps', str(args.warmup_steps), '--solo-steps', '0',
@@ -88,6 +89,8 @@ def main():
     parser.add_argument('--deadline', type=float, default=0,
                         help='seconds from start after which no run may still be going (0: none)')
     parser.add_argument('--python', help='the interpreter of the runs (default: this one)')
+    parser.add_argument('--taskset', metavar='CPUS',
+                        help='run each program on these cores (taskset -c CPUS), as srun binds a rank')
     args = parser.parse_args()
     os.makedirs(args.out, exist_ok=True)
     command = program_command(args)

@@ -1,6 +1,8 @@
 """One GPU read every way the training programs' sampler can read it, side by side, idle and
-under load: torch's accessors (raw and as TorchSource scales them) and each nvidia-smi command
-that gpu_sources.tool_candidates builds (raw CSV kept, and as read_nvidia_smi reads it); then the
+under load: torch's accessors (raw and as TorchSource scales them), NVML's raw answers through
+pynvml (bench/nvml_raw.py: milliwatts, bytes, the clock-event reasons bitmask) and each
+nvidia-smi command that gpu_sources.tool_candidates builds (raw CSV kept, and as read_nvidia_smi
+reads it); then the
 whole Sampler once on the tool path, as on an image whose torch has no NVML; and what one read
 of each part of a sample costs (the GPU through torch, through nvidia-smi, the host memory).
 
@@ -18,9 +20,11 @@ from pathlib import Path
 
 import torch
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent / 'src' / 'pytorch'))
+sys.path[:0] = [str(Path(__file__).resolve().parent.parent / 'src' / 'pytorch'),
+                str(Path(__file__).resolve().parent)]
 import gpu_readers  # noqa: E402
 import gpu_sources  # noqa: E402
+import nvml_raw  # noqa: E402
 import telemetry  # noqa: E402
 
 SAMPLES = 5
@@ -84,6 +88,7 @@ def main():
         for sample in range(SAMPLES):
             print(json.dumps({'event': 'sample', 'phase': phase, 'torch_raw': torch_raw(device),
                               'torch_source': gpu_sources.TorchSource(device).read(),
+                              'nvml_raw': nvml_raw.read(index),
                               'tools': tool_readings(index, out, phase, sample == 0)}), flush=True)
             time.sleep(1)
 

@@ -56,19 +56,10 @@ def matmul_flops(device, size, dtype=torch.float32, repeats=10):
     return 2 * size ** 3 * repeats / (time.perf_counter() - start)
 
 
-def main():
-    parser = argparse.ArgumentParser(description=__doc__.split('\n')[0])
-    parser.add_argument('--model', default='resnet18', choices=program.MODELS)
-    parser.add_argument('--batch-size', type=int, default=32)
-    parser.add_argument('--steps', type=int, default=20, help='steps per round')
-    parser.add_argument('--rounds', type=int, default=5, help='alternating rounds of each loop')
-    parser.add_argument('--matmul-size', type=int, default=2048)
-    parser.add_argument('--device', choices=['auto', 'gpu', 'cpu'], default='auto')
-    args = parser.parse_args()
-    device = pick_device(args.device)
+def measure(model_name, args, device):
+    """The alternating rounds of one model: {'bare': [images/s], 'harness': [...]}, FLOPs per image."""
     torch.manual_seed(0)
-
-    model = getattr(torchvision.models, args.model)(num_classes=program.NUM_CLASSES).to(device)
+    model = getattr(torchvision.models, model_name)(num_classes=program.NUM_CLASSES).to(device)
     criterion = nn.CrossEntropyLoss()
     optimizer = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
     batches = [(torch.randn(args.batch_size, 3, 32, 32, device=device),
@@ -83,22 +74,39 @@ def main():
     for _ in range(args.rounds):   # alternate, so drifts of a noisy machine hit both alike
         rates['bare'].append(bare_loop(model, batches, optimizer, criterion, device))
         rates['harness'].append(harness_loop(model, batches, optimizer, criterion, device, loop_args))
+    return rates, flops
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.split('\n')[0])
+    parser.add_argument('--model', nargs='+', default=['resnet18'], choices=program.MODELS,
+                        help='one or more models, measured one after the other')
+    parser.add_argument('--batch-size', type=int, default=32)
+    parser.add_argument('--steps', type=int, default=20, help='steps per round')
+    parser.add_argument('--rounds', type=int, default=5, help='alternating rounds of each loop')
+    parser.add_argument('--matmul-size', type=int, default=2048)
+    parser.add_argument('--device', choices=['auto', 'gpu', 'cpu'], default='auto')
+    args = parser.parse_args()
+    device = pick_device(args.device)
+
     peak = matmul_flops(device, args.matmul_size)
     # the limit of bf16 autocast (--amp) runs, for comparing their model FLOP/s
     peak_bf16 = matmul_flops(device, args.matmul_size, torch.bfloat16)
-
-    print(f'device {device_name(device)}, {torch.get_num_threads()} threads, {args.model}, '
-          f'batch {args.batch_size}, {args.rounds} rounds of {args.steps} steps, '
-          f'{flops / 1e9:.3f} GFLOP per image (forward + backward)')
+    print(f'device {device_name(device)}, torch {torch.__version__}, {torch.get_num_threads()} threads, '
+          f'batch {args.batch_size}, {args.rounds} rounds of {args.steps} steps')
     print(f'matrix multiply ({args.matmul_size}^2): fp32 {peak / 1e9:.1f} GFLOP/s, '
-          f'bf16 {peak_bf16 / 1e9:.1f} GFLOP/s')
-    for name, values in rates.items():
-        median = statistics.median(values)
-        print(f'{name:8s} median {median:8.1f} images/s (min {min(values):.1f}, max {max(values):.1f}), '
-              f'{flops * median / 1e9:.1f} GFLOP/s = {100 * flops * median / peak:.1f}% of matmul')
-    ratios = [h / b for h, b in zip(rates['harness'], rates['bare'])]
-    print(f'harness / bare: median {statistics.median(ratios):.3f} '
-          f'(per round: {", ".join(f"{r:.3f}" for r in ratios)}); target >= 0.97')
+          f'bf16 {peak_bf16 / 1e9:.1f} GFLOP/s', flush=True)
+    for model_name in args.model:
+        rates, flops = measure(model_name, args, device)
+        print(f'{model_name}: {flops / 1e9:.3f} GFLOP per image (forward + backward)')
+        for name, values in rates.items():
+            median = statistics.median(values)
+            print(f'{model_name} {name:8s} median {median:8.1f} images/s (min {min(values):.1f}, '
+                  f'max {max(values):.1f}), {flops * median / 1e9:.1f} GFLOP/s = '
+                  f'{100 * flops * median / peak:.1f}% of matmul')
+        ratios = [h / b for h, b in zip(rates['harness'], rates['bare'])]
+        print(f'{model_name} harness / bare: median {statistics.median(ratios):.3f} '
+              f'(per round: {", ".join(f"{r:.3f}" for r in ratios)}); target >= 0.97', flush=True)
 
 
 program = load_program('cifar/train_cifar100.py')

@@ -4,13 +4,17 @@ moving across the job: it cancels in B/A) times its own multiplicative noise; B 
 known fraction. The rates stated in docs/ab-images.md are the Monte Carlo figures tested here.
 """
 
+import json
+import math
 import random
+import statistics
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from mlcheck.ab import rule
+from saved_outputs import saved
 
 BASE = 1000.0
 EXAMPLES = settings(max_examples=150, deadline=None)
@@ -157,6 +161,36 @@ def test_an_a_a_control_whose_steps_were_noisier_than_the_threshold_is_not_slowe
     assert verdict.verdict == 'inconclusive', verdict.reason
     assert 'spread wider than the threshold' in verdict.reason and '-S ab_rounds' in verdict.reason
 
+
+def test_an_a_a_control_on_an_h200_is_inconclusive_not_slower():
+    """bench/gpu_ab_control.py on the lent H200 (2026-11-28, issue 52): the CIFAR-100 program
+    (ResNet-50, batch 256, device path) as A and as B, each run a fresh process, 5 rounds. The
+    runs' levels spread 11,005-14,852 images/s (9 % of their mean), B/A 0.758-1.059: the spread
+    is wider than 5 % and than the control's own threshold, which reaches the 10 % ceiling. The
+    rule says inconclusive at both, never slower (docs/ab-images.md: what a GPU needs)."""
+    recorded = json.loads(saved('gpu/h200_ab_control.json'))
+    a, b = recorded['a_rates'], recorded['b_rates']
+    assert len(a) == len(b) == 5 and recorded['device'] == 'gpu'
+    ratios = [y / x for x, y in zip(a, b)]
+    assert rule.threshold_of_control(ratios, 0.1) == 0.1
+    for threshold in (0.05, 0.1):
+        verdict = rule.judge(a, b, threshold, names=('A', 'B (=A)'))
+        assert verdict.verdict == 'inconclusive', verdict.reason
+        assert (verdict.low, verdict.high) == (pytest.approx(0.758, abs=1e-3), pytest.approx(1.059, abs=1e-3))
+
+
+
+def test_an_a_a_control_on_an_h200_with_pinned_runs_is_no_steadier():
+    """The same control, each run pinned to 4 cores (taskset -c 2-5), on the second H200 session:
+    4 rounds in its time, the 8 runs' levels 11,894-17,188 images/s, 11.5 % (sd of the log)
+    against 9.4 % unpinned; inconclusive, as fewer than 5 rounds always are, never slower."""
+    recorded = json.loads(saved('gpu/h200_ab_control_pinned.json'))
+    a, b = recorded['a_rates'], recorded['b_rates']
+    assert len(a) == len(b) == 4
+    levels = [math.log(x) for x in a + b]
+    assert statistics.stdev(levels) == pytest.approx(0.115, abs=1e-3)
+    verdict = rule.judge(a, b, 0.1, names=('A', 'B (=A)'))
+    assert verdict.verdict == 'inconclusive' and 'fewer than 5' in verdict.reason
 
 @pytest.mark.parametrize('noise_of, rounds_, at_most', [
     # Gaussian step noise of 5 and 8 % (the simulated partition's 2-second steps: 5-8 %) against

@@ -122,17 +122,119 @@ def test_nvidia_smi_on_an_h100_answers_the_query_the_sampler_sends():
         'HW thermal slowdown (nvidia-smi 0x0000000000000044)'
 
 
-def probe_events(event):
-    """The facts of `event` that bench/gpu_telemetry_probe.py wrote on the H100."""
-    lines = map(json.loads, saved('gpu/h100_telemetry_probe.jsonl').splitlines())
+def test_nvidia_smi_on_an_h200_idle_at_its_cap_and_training():
+    """Recorded on an H200 (driver 580.159.04) with the commands tool_candidates builds: idle at
+    345 MHz (0x1, idle), under back-to-back bf16 matrix products at its 700 W cap (0x4, the software
+    power cap) and training ResNet-50 on CIFAR-100 at 1980 MHz (0x0: nothing holds the clocks
+    down). None is a throttle; the same row with a hardware slowdown (0x8) beside the cap is."""
+    read = gpu_readers.read_nvidia_smi
+    idle = read(saved('telemetry/nvidia_smi_h200_with_throttle_idle.csv'))
+    loaded = read(saved('telemetry/nvidia_smi_h200_with_throttle_loaded.csv'))
+    training = read(saved('telemetry/nvidia_smi_h200_with_throttle_training.csv'))
+    assert idle == {0: {'power_w': 78.98, 'utilization': 0.0, 'temperature_c': 39.0, 'clock_mhz': 345.0,
+                        'memory_gb': pytest.approx(4 * 2**20 / 1e9)}}
+    assert (loaded[0]['power_w'], loaded[0]['utilization'], loaded[0]['clock_mhz']) == (690.91, 99.0, 1470.0)
+    assert (training[0]['power_w'], training[0]['utilization'], training[0]['clock_mhz']) == (224.68, 43.0, 1980.0)
+    assert not any('throttle' in r[0] for r in (idle, loaded, training))
+    assert read(saved('telemetry/nvidia_smi_h200_without_throttle_loaded.csv'))[0]['clock_mhz'] == 1440.0
+    slowed = saved('telemetry/nvidia_smi_h200_with_throttle_loaded.csv').replace('0x0000000000000004',
+                                                                                '0x000000000000000C')
+    assert read(slowed)[0]['throttle'] == 'HW slowdown (nvidia-smi 0x000000000000000C)'
+
+
+def test_an_h200_series_with_timestamps_names_and_every_clock_reads_its_last_row():
+    """nvidia-smi's own series (-lms 1000, six rows while ResNet-50 trained): the columns the
+    sampler does not ask for (timestamp, name, power.limit, clocks.sm, clocks.mem) are left aside,
+    the graphics clock is the one read, and of several rows of GPU 0 the last one counts."""
+    text = saved('telemetry/nvidia_smi_h200_series_training.csv')
+    rows = text.splitlines()
+    assert len(rows) == 7 and rows[0].startswith('timestamp, index, name, power.draw [W], power.limit [W]')
+    assert gpu_readers.read_nvidia_smi(text) == {0: {
+        'power_w': 223.3, 'utilization': 44.0, 'temperature_c': 44.0, 'clock_mhz': 1980.0,
+        'memory_gb': pytest.approx(1721 * 2**20 / 1e9)}}
+    each = [gpu_readers.read_nvidia_smi(rows[0] + '\n' + row)[0]['power_w'] for row in rows[1:]]
+    assert each == [222.67, 224.14, 225.24, 207.97, 219.42, 223.3]
+
+
+def test_nvmls_reasons_bitmask_on_an_h200_and_the_bits_it_supports():
+    """NVML's raw answers while ResNet-50 trained (bench/nvml_raw.py): the reasons bitmask is 0 (no
+    bit set), every bit the readers name as a slowdown is one the H200 supports (0x1FF), and the
+    power NVML gave in milliwatts is nvidia-smi's watts read in the same second."""
+    readings = [json.loads(line) for line in saved('telemetry/nvml_h200_training.jsonl').splitlines()]
+    assert len(readings) == 5 and all(r['name'] == 'NVIDIA H200' for r in readings)
+    assert all(r['clocks_event_reasons'] == 0 for r in readings)
+    assert all(gpu_readers.nvidia_throttle(r['clocks_event_reasons'], 'NVML') is None for r in readings)
+    supported = readings[0]['supported_clocks_event_reasons']
+    assert supported == 0x1FF and all(bit & supported for bit in gpu_readers.NVIDIA_THROTTLE_BITS)
+    scale = gpu_sources.TorchSource.ACCESSORS['power_w'][1]
+    csv_watts = gpu_readers.read_nvidia_smi(saved('telemetry/nvidia_smi_h200_with_throttle_training.csv'))[0]
+    assert readings[0]['power_mw'] * scale == pytest.approx(csv_watts['power_w'], abs=0.01)
+
+
+def test_the_slowdowns_the_readers_name_are_those_nvidia_smi_q_lists():
+    """`nvidia-smi -q -d PERFORMANCE` on the H200 lists the clock-event reasons in words; each
+    slowdown the readers name is one of them (a misspelt or invented reason would not be), and
+    while ResNet-50 trained every one was Not Active, as the 0x0 bitmask said."""
+    text = saved('telemetry/nvidia_smi_h200_q_performance_training.txt')
+    section = text.split('Clocks Event Reasons\n', 1)[1].split('Clocks Event Reasons Counters', 1)[0]
+    listed = {line.split(':')[0].strip().lower(): line.split(':')[1].strip()
+              for line in section.splitlines() if ':' in line}
+    assert set(listed.values()) == {'Not Active'}
+    for named in gpu_readers.NVIDIA_THROTTLE_BITS.values():
+        assert named.lower() in listed, named
+
+
+def test_the_sampler_on_an_h200_read_what_nvidia_smi_read_during_the_same_run():
+    """The CIFAR-100 program (ResNet-50, batch 256, device path) with its sampler at the check's
+    1 s: its telemetry fact beside nvidia-smi's series taken during its epochs 2-6 (220.5 W, 42 %,
+    1980 MHz on average). Peak GPU memory differs, and the docs say why: the sampler's torch path
+    reports the caching allocator's peak (1.0 GB), nvidia-smi the whole process (1721 MiB: the
+    CUDA context and cuDNN's workspace besides)."""
+    run = output.parse(saved('gpu/h200_telemetry_run.out'), labelled=False)
+    fact = run.by_rank('telemetry')[0]
+    assert fact['gpu_source'] == 'torch' and fact['telemetry_interval'] == 1.0 and fact['gpu_samples'] == 14
+    rows = saved('telemetry/nvidia_smi_h200_series_training.csv').splitlines()
+    series = [gpu_readers.read_nvidia_smi(rows[0] + '\n' + row)[0] for row in rows[1:]]
+    assert fact['power_w'] == pytest.approx(statistics.fmean(r['power_w'] for r in series), rel=0.03)
+    assert fact['utilization'] == pytest.approx(statistics.fmean(r['utilization'] for r in series), abs=3)
+    assert fact['clock_mhz'] == fact['min_clock_mhz'] == 1980 and 'throttle' not in fact
+    assert fact['gpu_memory_gb'] < series[-1]['memory_gb']
+    assert rules.problems(run, 0.75) == [] and rules.throttle_note(run) is None
+
+
+
+def sampler_share(run):
+    """The sampler's own seconds as a share of the timed epochs it spanned."""
+    return run.by_rank('telemetry')[0]['sampling_seconds'] / sum(e['seconds'] for e in run.rank_events('epoch', 0))
+
+
+def test_the_sampler_on_an_h200_keeps_under_one_percent_reading_host_memory_by_its_budget():
+    """The same program and run as above, on the second H200 session (issue 52): with host memory
+    read by its budget (HOST_BUDGET) the sampler read it at 7 of its 16 samples and spent 0.54 %
+    of the timed seconds; the same session's control, host memory at every sample as before
+    (HOST_BUDGET = 0), 15 of 15 and 1.21 % (the first session: 1.39 %)."""
+    budget = output.parse(saved('gpu/h200_sampler_host_budget.out'), labelled=False)
+    every = output.parse(saved('gpu/h200_sampler_host_every_sample.out'), labelled=False)
+    fact, control = budget.by_rank('telemetry')[0], every.by_rank('telemetry')[0]
+    assert fact['gpu_source'] == control['gpu_source'] == 'torch'
+    assert (fact['host_samples'], fact['gpu_samples']) == (7, 16)
+    assert control['host_samples'] == control['gpu_samples'] == 15
+    assert sampler_share(budget) == pytest.approx(0.0054, abs=5e-5)     # under the 1 % goal
+    assert sampler_share(every) == pytest.approx(0.0121, abs=5e-5)
+    assert fact['host_memory_gb'] == pytest.approx(control['host_memory_gb'], rel=0.01)
+
+def probe_events(event, gpu='h100'):
+    """The facts of `event` that bench/gpu_telemetry_probe.py wrote on the H100 or the H200."""
+    lines = map(json.loads, saved(f'gpu/{gpu}_telemetry_probe.jsonl').splitlines())
     return [line for line in lines if line['event'] == event]
 
 
-def test_torch_accessors_on_cuda_read_as_nvidia_smi_does():
-    """Side by side on the H100, idle (70 W) and at its 700 W cap: torch.cuda.power_draw is NVML's
-    milliwatts on a CUDA build, and TorchSource's scale makes it nvidia-smi's watts (a scale of 1,
-    right on ROCm builds, would read 694,600 W here)."""
-    samples = probe_events('sample')
+@pytest.mark.parametrize('gpu', ['h100', 'h200'])
+def test_torch_accessors_on_cuda_read_as_nvidia_smi_does(gpu):
+    """Side by side on the H100 and the H200, idle (70-79 W) and at their 700 W cap:
+    torch.cuda.power_draw is NVML's milliwatts on a CUDA build, and TorchSource's scale makes it
+    nvidia-smi's watts (a scale of 1, right on ROCm builds, would read 694,600 W here)."""
+    samples = probe_events('sample', gpu)
     assert {s['phase'] for s in samples} == {'idle', 'loaded'} and len(samples) == 10
     for sample in samples:
         tool = sample['tools'][0]['reading']
@@ -140,11 +242,25 @@ def test_torch_accessors_on_cuda_read_as_nvidia_smi_does():
             assert sample['torch_raw'][accessor] * scale == pytest.approx(tool[field], rel=0.05, abs=1), field
 
 
-def test_the_sampler_on_nvidia_smi_reads_what_torch_reads():
-    """The whole Sampler on the H100 with torch's accessors left out (an image without NVML),
-    under the same load: nvidia-smi's figures agree with torch's."""
-    (on_tool,) = probe_events('sampler_on_tool')
-    loaded = [s['torch_source'] for s in probe_events('sample') if s['phase'] == 'loaded']
+def test_on_the_h200_torch_reads_nvmls_own_numbers_and_nvidia_smi_its_reasons():
+    """The H200 probe also kept NVML's raw answers (bench/nvml_raw.py, pynvml) at each sample:
+    torch's accessors are NVML's numbers to the milliwatt, and the reasons bitmask NVML gave is the
+    one nvidia-smi printed (idle 0x1, at the cap 0x4): neither is a throttle."""
+    for sample in probe_events('sample', 'h200'):
+        nvml, raw = sample['nvml_raw'], sample['torch_raw']
+        assert (raw['power_draw'], raw['utilization'], raw['clock_rate']) == \
+            (nvml['power_mw'], nvml['utilization_gpu'], nvml['clock_sm_mhz'])
+        assert nvml['clocks_event_reasons'] == {'idle': 0x1, 'loaded': 0x4}[sample['phase']]
+        assert gpu_readers.nvidia_throttle(nvml['clocks_event_reasons'], 'NVML') is None
+        assert 'throttle' not in sample['torch_source'] and 'throttle' not in sample['tools'][0]['reading']
+
+
+@pytest.mark.parametrize('gpu', ['h100', 'h200'])
+def test_the_sampler_on_nvidia_smi_reads_what_torch_reads(gpu):
+    """The whole Sampler on the H100 and the H200 with torch's accessors left out (an image without
+    NVML), under the same load: nvidia-smi's figures agree with torch's."""
+    (on_tool,) = probe_events('sampler_on_tool', gpu)
+    loaded = [s['torch_source'] for s in probe_events('sample', gpu) if s['phase'] == 'loaded']
     assert on_tool['gpu_source'] == 'nvidia-smi' and on_tool['gpu_samples'] >= 3
     assert on_tool['power_w'] == pytest.approx(statistics.fmean(s['power_w'] for s in loaded), rel=0.05)
     assert on_tool['utilization'] == 99.0 and 'throttle' not in on_tool
@@ -320,6 +436,76 @@ def test_a_slow_reader_is_read_less_often_than_the_interval():
     assert 1 <= fields['gpu_samples'] <= 3 and fields['power_w'] == 100.0
     assert fields['sampling_seconds'] < 0.2
 
+
+
+class FakeClock:
+    """time for telemetry.py: perf_counter() answers `now`, which the test moves."""
+    def __init__(self):
+        self.now = 0.0
+
+    def perf_counter(self):
+        return self.now
+
+
+def host_read_costing(clock, costs):
+    """A host_resident_bytes whose n-th call takes costs[n] seconds of `clock`; returns it and its calls."""
+    calls = []
+
+    def read(pid=None):
+        clock.now += costs[min(len(calls), len(costs) - 1)]
+        calls.append(clock.now)
+        return 2**30
+    return read, calls
+
+
+def test_host_memory_is_read_less_often_than_the_gpu_when_its_read_is_slow(monkeypatch):
+    """On an H200 a host-memory read took 12.4 ms of the sampler's 1-s interval (1.39 % with the GPU
+    read's 0.06 ms): read every 200 x 12.4 ms = 2.5 s, not at every sample (the old code read it
+    at each of the 10 samples here)."""
+    clock = FakeClock()
+    monkeypatch.setattr(rank_telemetry, 'time', clock)
+    read, calls = host_read_costing(clock, [0.0124])
+    monkeypatch.setattr(rank_telemetry, 'host_resident_bytes', read)
+    sampler = rank_telemetry.Sampler(torch.device('cpu'), interval=1.0)
+    for second in range(10):
+        clock.now = float(second)
+        sampler.sample()
+    assert len(calls) == sampler.host_reads == 4            # at 0, 3, 6 and 9 s: due 2.48 s after each
+    assert sampler.host_peak == 2**30
+    assert sampler.seconds_sampling == pytest.approx(4 * 0.0124)   # 0.5 % of the 10 s, not 1.24 %
+
+
+def test_a_fast_host_memory_read_is_still_taken_at_every_sample(monkeypatch):
+    clock = FakeClock()
+    monkeypatch.setattr(rank_telemetry, 'time', clock)
+    read, calls = host_read_costing(clock, [0.001])           # 200 x 1 ms = 0.2 s < the interval
+    monkeypatch.setattr(rank_telemetry, 'host_resident_bytes', read)
+    sampler = rank_telemetry.Sampler(torch.device('cpu'), interval=1.0)
+    for second in range(10):
+        clock.now = float(second)
+        sampler.sample()
+    assert len(calls) == 10
+
+
+@settings(max_examples=200, deadline=None)
+@given(costs=st.lists(st.floats(1e-5, 0.2), min_size=1, max_size=40),
+       interval=st.floats(0.05, 2.0), samples=st.integers(1, 300))
+def test_host_memory_reads_keep_under_their_share_of_the_time(costs, interval, samples):
+    """However long each read takes, the reads' time over a run of T seconds is at most the last
+    read's cost plus T / HOST_BUDGET: each read is followed by HOST_BUDGET times its cost unread."""
+    clock = FakeClock()
+    read, calls = host_read_costing(clock, costs)
+    saved_time, saved_read = rank_telemetry.time, rank_telemetry.host_resident_bytes
+    rank_telemetry.time, rank_telemetry.host_resident_bytes = clock, read
+    try:
+        sampler = rank_telemetry.Sampler(torch.device('cpu'), interval=interval)
+        for n in range(samples):
+            clock.now = max(clock.now, n * interval)
+            sampler.sample()
+    finally:
+        rank_telemetry.time, rank_telemetry.host_resident_bytes = saved_time, saved_read
+    spent = [costs[min(i, len(costs) - 1)] for i in range(len(calls))]
+    assert calls and sum(spent) <= spent[-1] + clock.now / rank_telemetry.HOST_BUDGET + 1e-9
 
 # --- throttling where torch reads the GPU (issue 30: it was never looked at) --------------------
 
