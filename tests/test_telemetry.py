@@ -419,23 +419,39 @@ def test_a_gpu_is_flagged_exactly_when_below_the_fraction_of_the_upper_quartile(
     assert flagged == {rank for rank, w in enumerate(powers) if w and w < fraction * reference}
 
 
-def test_a_slow_reader_is_read_less_often_than_the_interval():
+def test_a_slow_reader_is_read_less_often_than_the_interval(monkeypatch):
+    """The sampler's loop waits BUDGET times as long as a sample took: a vendor tool started per
+    sample (0.02 s) is read about once a second, not every millisecond. Timed on a clock the test
+    moves (the sampler's loop run in the test's thread), so a loaded machine cannot fail it."""
+    clock = FakeClock()
+    monkeypatch.setattr(rank_telemetry, 'time', clock)
+    monkeypatch.setattr(rank_telemetry, 'host_resident_bytes', lambda pid=None: 2**30)
+
     class SlowTool:
         name, throttle_not_checked = 'slow', None
 
         def read(self):
-            time.sleep(0.02)       # as a vendor tool started per sample
+            clock.now += 0.02       # as a vendor tool started per sample
             return {'power_w': 100.0}
 
+    class ClockedStop:
+        """The loop's stop event: a wait moves the clock; set once 0.8 s have passed."""
+        def wait(self, timeout):
+            clock.now += timeout
+
+        def is_set(self):
+            return clock.now >= 0.8
+
+        def set(self):
+            pass
+
     sampler = rank_telemetry.Sampler(torch.device('cpu'), interval=0.001)
-    sampler.source = SlowTool()
-    sampler.start()
-    time.sleep(0.8)
+    sampler.source, sampler._stop = SlowTool(), ClockedStop()
+    sampler._run()
     fields = sampler.stop().fields()
     # every 50 x 0.02 s = 1 s at most: the first sample and the last (at stop); not ~40
     assert 1 <= fields['gpu_samples'] <= 3 and fields['power_w'] == 100.0
     assert fields['sampling_seconds'] < 0.2
-
 
 
 class FakeClock:
