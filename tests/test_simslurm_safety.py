@@ -32,8 +32,8 @@ def cpu_root():
     yield root
     for name in os.listdir(root):
         if os.path.isdir(os.path.join(root, name)):
-            faults._move_back(os.path.join(root, name), faults.CPU_CGROUP)
-    faults._move_back(root, faults.CPU_CGROUP)
+            faults.empty_and_remove(os.path.join(root, name), faults.CPU_CGROUP)
+    faults.empty_and_remove(root, faults.CPU_CGROUP)
 
 
 def sleeper():

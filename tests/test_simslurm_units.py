@@ -19,15 +19,28 @@ REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 GOLDEN = os.path.join(REPO, 'tests', 'data', 'simslurm')
 
 
+DAEMONS = ('slurmctld', 'slurmd', 'slurmdbd', 'mariadbd')
+
+
 def sim_in(tmp_path, root=True, **env):
+    """A Sim of a /proc tree, daemon binaries and users under tmp_path: this test's user stands
+    for root and mysql."""
     settings = cluster.settings_from_env({'SIMSLURM_DIR': str(tmp_path / 'sim'), **env})
-    return Sim(settings, proc=str(tmp_path / 'proc'), root=root)
+    binaries = tmp_path / 'sbin'
+    binaries.mkdir(exist_ok=True)
+    for name in DAEMONS:
+        (binaries / name).touch(mode=0o755)
+    return Sim(settings, proc=str(tmp_path / 'proc'), root=root, bin_path=str(binaries),
+               uids={'root': os.getuid(), 'mysql': os.getuid()})
 
 
-def fake_process(sim, pid, comm, argv, directory=None):
-    """A /proc/PID of `comm` with command line `argv`, started for SIMSLURM_DIR `directory`."""
+def fake_process(sim, pid, comm, argv, directory=None, exe=None):
+    """A /proc/PID of `comm` with command line `argv`, started for SIMSLURM_DIR `directory`, from
+    `exe` (default: the daemon's binary of `sim`, else /bin/`comm`)."""
     entry = os.path.join(sim.proc, str(pid))
     os.makedirs(entry)
+    binary = os.path.join(sim.bin_path, comm)
+    os.symlink(exe or (binary if os.path.exists(binary) else f'/bin/{comm}'), os.path.join(entry, 'exe'))
     with open(os.path.join(entry, 'comm'), 'w') as f:
         f.write(comm + '\n')
     with open(os.path.join(entry, 'cmdline'), 'wb') as f:
@@ -217,7 +230,7 @@ def test_up_passes_its_settings_to_the_generator(tmp_path, monkeypatch):
     """With the 4-node golden's SIMSLURM_* settings and measurements, `up` generates that golden's
     files."""
     sim = sim_in(tmp_path, SIMSLURM_NODES='4', SIMSLURM_DIR='/tmp/sim4', SIMSLURM_CTLD_PORT='7817',
-                 SIMSLURM_SLURMD_PORT_BASE='18001', SIMSLURM_DBD_PORT='7819')
+                 SIMSLURM_SLURMD_PORT_BASE='18001', SIMSLURM_DBD_PORT='7819', SUDO_GID='50')
     monkeypatch.setattr(install, 'read_password', {'/tmp/sim4/db/slurmdbd.password': 'examplepassword0123456789abcd'}.get)
     files = install.Config(sim, 8, 512).files()
     assert sorted(files) == sorted(os.listdir(os.path.join(GOLDEN, '4nodes')))
@@ -325,7 +338,8 @@ def test_the_command_line():
     errors of an unknown command and a bad setting."""
     assert run_simslurm('--help').stdout == simslurm.__doc__
     env = run_simslurm('env', SIMSLURM_DIR='/tmp/x y')
-    assert (env.returncode, env.stdout) == (0, 'export SIMSLURM_DIR=/tmp/x y\nexport SLURM_CONF=/etc/slurm/slurm.conf\n')
+    # quoted for the shell that evaluates it (issue 48 item 10: it read `export SIMSLURM_DIR=/tmp/x y`)
+    assert (env.returncode, env.stdout) == (0, "export SIMSLURM_DIR='/tmp/x y'\nexport SLURM_CONF=/etc/slurm/slurm.conf\n")
     bad = run_simslurm('bogus')
     assert bad.returncode == 1 and bad.stderr.endswith(
         "simslurm: error: unknown command 'bogus'; use one of: up status down purge env fault\n")

@@ -31,8 +31,8 @@ import subprocess
 import threading
 import time
 
-from mlcheck.simulated.cluster import DEFAULT_DIR, paths
-from mlcheck.simulated.processes import alive, cgroup_roots
+from mlcheck.simulated.cluster import settings_from_env
+from mlcheck.simulated.processes import DAEMON_PATH, Sim, alive, cgroup_roots, empty_and_remove
 
 CPU_CGROUP = '/sys/fs/cgroup/cpu'
 NFT_CGROUP_ROOT = '/sys/fs/cgroup'      # nftables names a cgroup v2 group relative to this
@@ -42,15 +42,23 @@ CFS_PERIOD_US = 100_000
 WAIT_S = 20
 
 
-def slurmd_pid(node, directory=None):
-    """The pid of `node`'s slurmd, from its pid file; a RuntimeError when it is not running."""
-    path = paths(directory or os.environ.get('SIMSLURM_DIR') or DEFAULT_DIR)['SLURMD_PIDFILE']
-    path = path.replace('%n', node)
-    try:
-        pid = int(open(path).read().split()[0])
-        os.kill(pid, 0)
-    except (OSError, ValueError, IndexError):
-        raise RuntimeError(f'no slurmd running for {node} (pid file {path})') from None
+def cluster(environ=None):
+    """The running cluster of SIMSLURM_DIR (bin/simslurm's settings), its state directory
+    claimed as every subcommand claims it; a RuntimeError where there is none."""
+    from mlcheck.simulated.install import claimed
+    sim = claimed(Sim(settings_from_env(os.environ if environ is None else environ)))
+    if sim is None:
+        raise RuntimeError('no simulated cluster: SIMSLURM_DIR does not exist')
+    return sim
+
+
+def slurmd_pid(node, sim=None):
+    """The pid of `node`'s slurmd: root's own, from the slurmd binary, started for the cluster
+    (Sim.daemon_pid; a pid file alone names nothing); a RuntimeError when it is not running."""
+    sim = sim or cluster()
+    pid = sim.daemon_pid('slurmd', node)
+    if pid is None:
+        raise RuntimeError(f"no slurmd running for {node} (pid file {sim.path('SLURMD_PIDFILE', node)})")
     return pid
 
 
@@ -66,28 +74,6 @@ def cpu_cgroup_of(pid):
 def _write(path, text):
     with open(path, 'w') as stream:
         stream.write(str(text))
-
-
-def _procs(cgroup):
-    with open(os.path.join(cgroup, 'cgroup.procs')) as stream:
-        return [int(line) for line in stream if line.strip()]
-
-
-def _move_back(cgroup, home):
-    """Every process still in `cgroup` (the slurmd, steps that outlived the block) back to
-    `home`, and `cgroup` removed."""
-    for _ in range(50):
-        try:
-            left = _procs(cgroup)
-        except FileNotFoundError:
-            return
-        for proc in left:
-            with contextlib.suppress(OSError):   # a process that ended meanwhile
-                _write(os.path.join(home, 'cgroup.procs'), proc)
-        with contextlib.suppress(OSError):
-            os.rmdir(cgroup)
-            return
-        time.sleep(0.1)
 
 
 FAULT_PREFIX = 'mlcheck-fault'            # every fault's cgroup name starts with it
@@ -126,26 +112,26 @@ def cpu_quota(node, share):
             _write(os.path.join(cgroup, 'cgroup.procs'), pid)
             yield cgroup
     finally:
-        _move_back(cgroup, home)
+        empty_and_remove(cgroup, home)
 
 
 def _restart_slurmd(node, old, wrap):
-    """Stop `node`'s slurmd (pid `old`) and start it again with the same command line and
-    environment, inside `wrap` (a command prefix); the new pid."""
-    argv = open(f'/proc/{old}/cmdline', 'rb').read().split(b'\0')[:-1]
-    env = dict(item.split(b'=', 1) for item in open(f'/proc/{old}/environ', 'rb').read().split(b'\0')
-               if b'=' in item)
+    """Stop `node`'s slurmd (pid `old`) and start it again inside `wrap` (a command prefix),
+    rebuilt from the cluster's own settings as `up` starts it (never from the old process's
+    command line or environment: a pid file could name anything); the new pid."""
+    sim = cluster()
     home = _cpu_home_of(old)    # the new one runs where the old one did (the cluster's cgroup)
     os.kill(old, signal.SIGTERM)
     _wait(lambda: not os.path.exists(f'/proc/{old}'), f'slurmd of {node} (pid {old}) to stop')
-    subprocess.run([*wrap, *argv], env=env, check=True, stdin=subprocess.DEVNULL,
-                   stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+    subprocess.run([*wrap, *sim.daemon_env(), 'slurmd', '-N', node], env={'PATH': DAEMON_PATH},
+                   check=True, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                   stderr=subprocess.DEVNULL,
                    preexec_fn=home and (lambda: _write(os.path.join(home, 'cgroup.procs'), os.getpid())))
     new = {}
 
     def started():
         try:
-            new['pid'] = slurmd_pid(node)
+            new['pid'] = slurmd_pid(node, sim)
         except RuntimeError:
             return False
         return new['pid'] != old
@@ -266,7 +252,7 @@ def slow_links(pairs, kbytes_per_s):
             pid = slurmd_pid(node)
             home, group = cgroup2_of(pid, root), os.path.join(root, f'{FAULT_PREFIX}-link-{node}')
             os.makedirs(group, exist_ok=True)
-            undo.callback(_move_back, group, home)
+            undo.callback(empty_and_remove, group, home)
             _write(os.path.join(group, 'cgroup.procs'), pid)
             groups[node] = group
         subprocess.run(['nft', '-f', '-'], input=link_rules(pairs, groups), text=True, check=True)
@@ -288,7 +274,7 @@ def clear_leftovers(sim, cgroup_roots=None, table=LINK_TABLE, proc='/proc'):
         with contextlib.suppress(FileNotFoundError):
             for name in sorted(os.listdir(root)):
                 if name.startswith(FAULT_PREFIX) and os.path.isdir(os.path.join(root, name)):
-                    _move_back(os.path.join(root, name), root)
+                    empty_and_remove(os.path.join(root, name), root)
                     removed.append(f'cgroup {os.path.join(root, name)}')
     if shutil.which('nft') and subprocess.run(['nft', 'list', 'table', 'inet', table],
                                               capture_output=True).returncode == 0:
