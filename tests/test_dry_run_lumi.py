@@ -140,11 +140,11 @@ def test_dry_run_keeps_out_of_the_perf_logs(lumi_scripts):
 
 def test_perf_log_lines_are_written_under_reframes_lock(lumi_scripts):
     """Sessions sharing a perf log append under ReFrame's lock file beside it, which colleagues
-    of the group can take too."""
+    of the group can take too, and no one else (issue 48)."""
     _, tmp, _ = lumi_scripts
     logs = sorted((tmp / 'rfm' / 'dry-run-perflogs').rglob('*.log'))
     locks = [log.with_name(f'.{log.stem}.lock') for log in logs]
-    assert logs and [stat.S_IMODE(lock.stat().st_mode) for lock in locks] == [0o664] * len(logs)
+    assert logs and [stat.S_IMODE(lock.stat().st_mode) for lock in locks] == [0o660] * len(logs)
 
 
 def test_configured_glob_without_images_is_a_clear_error(tmp_path):

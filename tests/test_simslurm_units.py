@@ -173,7 +173,8 @@ def test_the_lock_waits_then_fails_in_one_line(tmp_path):
     path = str(tmp_path / 'lock' / 'simslurm.lock')
     held = simslurm.take_lock(path)
     try:
-        with pytest.raises(Failure, match=f"^another 'bin/simslurm up/down' has held {path} for 0.3 s; "):
+        with pytest.raises(Failure, match=f"^the lock of 'bin/simslurm up/down' {path} has been held by "
+                                          f"another process for 0.3 s; "):
             simslurm.take_lock(path, wait_s=0.3)
     finally:
         os.close(held)

@@ -82,9 +82,10 @@ def logging_config():
             'datefmt': '%FT%T%:z',     # completion times with their UTC offset
             'append': True,
             # sessions that share a perf log (a project directory) append whole lines, one at a time;
-            # the lock file (.<check>.lock beside the log) is group-writable as the directory is
+            # the lock file (.<check>.lock beside the log): its owner and group (who write the logs) can
+            # hold it, and no one else (flock needs only read access; issue 48)
             'locking_enable': True,
-            'locking_file_mode': '664',
+            'locking_file_mode': '660',
         }],
         'perflog_multiline': True,
     }]

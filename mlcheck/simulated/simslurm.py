@@ -46,7 +46,6 @@ Environment (same values must be used for up, status and down):
 # finding and stopping processes in processes.py, the machine's files in install.py and hosts.py,
 # the settings and config files in cluster.py. Standard library only.
 
-import fcntl
 import io
 import os
 import pwd
@@ -58,6 +57,7 @@ import subprocess
 import sys
 import time
 
+from mlcheck import locks
 from mlcheck.simulated import daemons, database, faults, hosts, install
 from mlcheck.simulated.fault_command import cmd_fault
 from mlcheck.simulated.cluster import settings_from_env
@@ -76,23 +76,16 @@ def take_lock(path=LOCK_FILE, wait_s=LOCK_WAIT_S):
     """The lock of up and down, held until we exit; waits for a concurrent up or down to finish.
     Its descriptor is not inherited: no daemon can hold it after us (munged keeps what it gets)."""
     os.makedirs(os.path.dirname(path), exist_ok=True)
-    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC | os.O_NOFOLLOW, 0o600)
+    try:
+        fd = locks.hold(path, wait_s, 0o600, "the lock of 'bin/simslurm up/down'")
+    except locks.LockBusy as err:
+        raise Failure(str(err)) from None
     info = os.fstat(fd)
     if info.st_uid != os.geteuid() or info.st_mode & 0o077:
         os.close(fd)
         raise Failure(f'the lock {path} is not ours alone (uid {info.st_uid}, mode '
                       f'{stat.S_IMODE(info.st_mode):o}): others could hold it; remove it')
-    deadline = time.monotonic() + wait_s
-    while True:
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            return fd
-        except BlockingIOError:
-            if time.monotonic() >= deadline:
-                os.close(fd)
-                raise Failure(f"another 'bin/simslurm up/down' has held {path} for {wait_s} s; "
-                              f"wait for it or stop it") from None
-            time.sleep(0.1)
+    return fd
 
 
 def check_prereqs():
