@@ -4,9 +4,11 @@ Node names, drain reasons, image names, failure reasons and session ids come fro
 results databases and Slurm, which colleagues and other users can write. Printed raw, an escape
 sequence in them can hide lines, move the cursor or set the terminal's clipboard (OSC 52), and a
 carriage return can overwrite a verdict. Everything the commands print or write as a report goes
-through here: `visible` for one value, `VisibleStream` for all of a command's output.
+through here: `visible` for one value, `shown_safely` for all of a command's output,
+`write_escaped` for its report files.
 """
 
+import contextlib
 import re
 import sys
 
@@ -42,9 +44,26 @@ class VisibleStream:
         return getattr(self._stream, name)
 
 
+@contextlib.contextmanager
 def shown_safely():
-    """sys.stdout and sys.stderr wrapped in VisibleStream (once), for a command's whole run."""
-    for name in ('stdout', 'stderr'):
-        stream = getattr(sys, name)
-        if not isinstance(stream, VisibleStream):
-            setattr(sys, name, VisibleStream(stream))
+    """sys.stdout and sys.stderr through VisibleStream for the block: every line a command prints
+    (mlcheck.commands.common.one_line_errors runs each command in it)."""
+    saved = sys.stdout, sys.stderr
+    sys.stdout, sys.stderr = (s if isinstance(s, VisibleStream) else VisibleStream(s) for s in saved)
+    try:
+        yield
+    finally:
+        sys.stdout, sys.stderr = saved
+
+
+def write_escaped(path, text):
+    """A report file (report.md, nodes.md) with `text`, its control characters escaped: it is
+    read with cat and less as the terminal output is."""
+    with open(path, 'w') as stream:
+        stream.write(visible(text, keep_lines=True))
+
+
+def control_characters(text):
+    """The control characters in `text` (line and paragraph separators among them: Python's
+    str.splitlines splits at eight more than newline), each as its escape; '' for none."""
+    return ''.join(dict.fromkeys(visible(c) for c in _ANY_CONTROL.findall(text)))
