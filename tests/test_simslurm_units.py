@@ -374,13 +374,37 @@ def test_nodes_the_hosts_file_lacks_are_added_at_loopback(tmp_path, monkeypatch)
     path = tmp_path / 'hosts'
     path.write_text('127.0.0.1 localhost\n10.1.2.3 nid002 # the site')
     inode = path.stat().st_ino
-    monkeypatch.setattr(hosts, 'resolve_ipv4', lambda name: '127.0.0.1')
+    # the machine's resolver: what the hosts file names (a site's nid002 taken as local here)
+    monkeypatch.setattr(hosts, 'resolve_ipv4', lambda name: '127.0.0.1' if name in hosts.named(path.read_text()) else None)
     hosts.ensure_hosts(str(path), 3)
     hosts.ensure_hosts(str(path), 3)
     assert path.read_text() == ('127.0.0.1 localhost\n10.1.2.3 nid002 # the site\n'
                                 '127.0.0.1 nid001   # added by bin/simslurm\n'
                                 '127.0.0.1 nid003   # added by bin/simslurm\n')
     assert path.stat().st_ino == inode
+
+
+def test_a_node_name_the_resolver_knows_gets_no_line_of_ours(tmp_path, monkeypatch):
+    """Issue 48 item 10: DNS names a real host nid001 (on 42e5ead `up` appended 127.0.0.1 nid001,
+    shadowing it for everyone on the machine while the cluster was up): no line, one error."""
+    path = tmp_path / 'hosts'
+    path.write_text('127.0.0.1 localhost\n')
+    monkeypatch.setattr(hosts, 'resolve_ipv4', {'nid001': '10.0.0.7'}.get)
+    with pytest.raises(ValueError, match="host name nid001 resolves to '10.0.0.7'"):
+        hosts.ensure_hosts(str(path), 1)
+    assert path.read_text() == '127.0.0.1 localhost\n'
+
+
+def test_a_configless_slurm_client_is_not_taken_over(tmp_path, etc_slurm, monkeypatch):
+    """Issue 48 item 10: a login node of a configless cluster has no /etc/slurm/slurm.conf but a
+    cached one in /run/slurm/conf; on 42e5ead `up` wrote /etc/slurm/slurm.conf, redirecting the
+    site's sbatch and srun to the simulated cluster."""
+    cache = tmp_path / 'run' / 'slurm.conf'
+    cache.parent.mkdir()
+    cache.write_text('ClusterName=site\n')
+    monkeypatch.setattr(install, 'CONFIGLESS_CACHE', str(cache), raising=False)
+    with pytest.raises(Failure, match='this machine is a node of a configless Slurm cluster'):
+        install.check_config_is_ours()
 
 
 def test_a_node_that_resolves_off_the_machine_is_named_with_the_file(tmp_path, monkeypatch):

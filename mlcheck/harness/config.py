@@ -6,14 +6,12 @@ so every site writes the same perf log format and keeps its results database the
 Environment variables:
   RFM_SQLITE_DB_FILE            ReFrame's own: the results database, instead of the site's default
   MLCHECK_REFERENCES_DIR        where <system>.yaml references are read (default: config/references)
-  MLCHECK_DRY_RUN_PERFLOG_DIR   where dry runs write their perf logs (default: under the temp dir)
+  MLCHECK_DRY_RUN_PERFLOG_DIR   where dry runs write their perf logs (default: ~/.cache/mlcheck/dry-run-perflogs)
 """
 
-import getpass
 import os
 import runpy
 import sys
-import tempfile
 
 from mlcheck import REPO
 
@@ -48,9 +46,11 @@ def invoked_as_dry_run(argv=None):
     return any(len(arg) >= 4 and '--dry-run'.startswith(arg) for arg in args)
 
 
-def dry_run_perflog_dir():
-    default = os.path.join(tempfile.gettempdir(), f'mlcheck-dry-run-{getpass.getuser()}', 'perflogs')
-    return os.environ.get('MLCHECK_DRY_RUN_PERFLOG_DIR') or default
+def dry_run_perflog_dir(environ=os.environ):
+    """The user's own cache ($XDG_CACHE_HOME, else ~/.cache), not a folder of a predictable name
+    in the shared /tmp, which another user could make first (issue 48)."""
+    cache = environ.get('XDG_CACHE_HOME') or os.path.join(os.path.expanduser('~'), '.cache')
+    return environ.get('MLCHECK_DRY_RUN_PERFLOG_DIR') or os.path.join(cache, 'mlcheck', 'dry-run-perflogs')
 
 
 def perflog_prefix(dry_run=None):

@@ -77,6 +77,42 @@ def _write(path, text):
 
 
 FAULT_PREFIX = 'mlcheck-fault'            # every fault's cgroup name starts with it
+SESSIONS = 'faults'                       # below the cluster's run directory: a file per live session
+_entered = []                             # this process's faults in place (they nest)
+
+
+@contextlib.contextmanager
+def in_place():
+    """While this process holds a fault in place, a file named by its pid in the cluster's run
+    directory: `up` (clear_leftovers) then leaves every fault alone, another session's being
+    live, not left over (issue 48)."""
+    try:
+        folder = os.path.join(cluster().path('RUN_DIR'), SESSIONS)
+        os.makedirs(folder, mode=0o755, exist_ok=True)
+        marker = os.path.join(folder, str(os.getpid()))
+    except (RuntimeError, OSError, ValueError):     # no cluster here: nothing to tell apart
+        marker = None
+    if marker and not _entered:
+        os.close(os.open(marker, os.O_WRONLY | os.O_CREAT | os.O_NOFOLLOW, 0o644))
+    _entered.append(marker)
+    try:
+        yield
+    finally:
+        _entered.pop()
+        if marker and not _entered:
+            with contextlib.suppress(FileNotFoundError):
+                os.remove(marker)
+
+
+def live_sessions(sim):
+    """The pids of the processes that hold faults of `sim`'s cluster in place now."""
+    folder = os.path.join(sim.path('RUN_DIR'), SESSIONS)
+    try:
+        names = os.listdir(folder)
+    except OSError:
+        return []
+    return sorted(int(name) for name in names
+                  if name.isdecimal() and os.path.exists(os.path.join(sim.proc, name)))
 
 
 @contextlib.contextmanager
@@ -104,7 +140,7 @@ def cpu_quota(node, share):
     cgroup = os.path.join(CPU_CGROUP, f'{FAULT_PREFIX}-{node}')
     os.makedirs(cgroup, exist_ok=True)
     try:
-        with sigterm_unwinds():
+        with sigterm_unwinds(), in_place():
             _write(os.path.join(cgroup, 'cpu.cfs_period_us'), CFS_PERIOD_US)
             _write(os.path.join(cgroup, 'cpu.cfs_quota_us'), max(1000, int(share * CFS_PERIOD_US)))
             # the cluster's weight kept (processes.PARTITION_WEIGHT): only the quota slows the node
@@ -169,13 +205,14 @@ def hidden_path(node, path):
     empty read-only tmpfs over `path`; restarted plainly afterwards."""
     old = slurmd_pid(node)
     hide = 'mount -t tmpfs -o ro,size=1m mlcheck-fault "$1" && shift && exec "$@"'
-    pid = _restart_slurmd(node, old, ['unshare', '--mount', '--propagation', 'private',
-                                      'sh', '-c', hide, 'hide', path])
-    try:
-        with sigterm_unwinds():
-            yield pid
-    finally:
-        _restart_slurmd(node, slurmd_pid(node), [])
+    with in_place():
+        pid = _restart_slurmd(node, old, ['unshare', '--mount', '--propagation', 'private',
+                                          'sh', '-c', hide, 'hide', path])
+        try:
+            with sigterm_unwinds():
+                yield pid
+        finally:
+            _restart_slurmd(node, slurmd_pid(node), [])
 
 
 @contextlib.contextmanager
@@ -190,12 +227,13 @@ def other_file(node, path, text):
         os.chmod(scratch, 0o755)
         os.chmod(copy, 0o644)
         bind = 'mount --bind -o ro "$1" "$2" && shift 2 && exec "$@"'
-        pid = _restart_slurmd(node, slurmd_pid(node), [
-            'unshare', '--mount', '--propagation', 'private', 'sh', '-c', bind, 'bind', copy, path])
-        try:
-            yield pid
-        finally:
-            _restart_slurmd(node, slurmd_pid(node), [])
+        with in_place():
+            pid = _restart_slurmd(node, slurmd_pid(node), [
+                'unshare', '--mount', '--propagation', 'private', 'sh', '-c', bind, 'bind', copy, path])
+            try:
+                yield pid
+            finally:
+                _restart_slurmd(node, slurmd_pid(node), [])
 
 
 def cgroup2_root(mounts='/proc/self/mounts'):
@@ -247,6 +285,7 @@ def slow_links(pairs, kbytes_per_s):
     nodes = sorted({n for a, b, _ in pairs for n in (a, b)})
     with contextlib.ExitStack() as undo:
         undo.enter_context(sigterm_unwinds())
+        undo.enter_context(in_place())
         groups = {}
         for node in nodes:
             pid = slurmd_pid(node)
@@ -264,7 +303,10 @@ def clear_leftovers(sim, cgroup_roots=None, table=LINK_TABLE, proc='/proc'):
     """Undo what faults of a killed process left (bin/simslurm up calls it): every fault cgroup
     below `cgroup_roots` (default: the cpu and cgroup v2 hierarchies), its processes moved to the
     hierarchy's root; the nftables `table`; a slurmd of `sim` in a mount namespace other than
-    ours (hidden_path's), stopped so that `up` starts it plainly. What it removed, one line each."""
+    ours (hidden_path's), stopped so that `up` starts it plainly. What it removed, one line each;
+    nothing while a session holds faults in place (live_sessions): they are not left over."""
+    if live_sessions(sim):
+        return []
     if cgroup_roots is None:
         cgroup_roots = [CPU_CGROUP]
         with contextlib.suppress(OSError, RuntimeError):

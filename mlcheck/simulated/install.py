@@ -20,6 +20,9 @@ SLURM_CONF_PATH = '/etc/slurm/slurm.conf'
 GRES_CONF_PATH = '/etc/slurm/gres.conf'
 # slurmdbd reads it from slurm.conf's directory
 SLURMDBD_CONF_PATH = '/etc/slurm/slurmdbd.conf'
+# where a configless Slurm client (slurmd --conf-server, sackd) keeps the config its controller
+# sent: a machine with one is a real cluster's node, whose commands a slurm.conf would take over
+CONFIGLESS_CACHE = '/run/slurm/conf/slurm.conf'
 
 
 def node_memory_mb(meminfo='/proc/meminfo'):
@@ -105,7 +108,12 @@ def written_by_us(path):
 
 
 def check_config_is_ours():
-    """Fail unless slurm.conf, slurmdbd.conf and gres.conf are absent or were written by bin/simslurm."""
+    """Fail unless slurm.conf, slurmdbd.conf and gres.conf are absent or were written by bin/simslurm,
+    and the machine is no configless Slurm client (CONFIGLESS_CACHE)."""
+    if os.path.exists(CONFIGLESS_CACHE) and not written_by_us(SLURM_CONF_PATH):
+        raise Failure(f'{CONFIGLESS_CACHE} exists: this machine is a node of a configless Slurm cluster, '
+                      f'whose commands {SLURM_CONF_PATH} would redirect to the simulated one; run bin/simslurm '
+                      'on a machine of its own')
     for conf in (SLURM_CONF_PATH, SLURMDBD_CONF_PATH, GRES_CONF_PATH):
         if written_by_us(conf) is False:
             raise Failure(f"{conf} exists and was not written by simslurm (no '{MARKER}' first line); refusing to "

@@ -196,7 +196,11 @@ def cmd_up(sim):
     check_prereqs()
     sim = install.claimed(sim, make=True)
     install.check_config_is_ours()
-    # a fault of a killed test session would make this "healthy" cluster slow or broken
+    # a fault of a killed test session would make this "healthy" cluster slow or broken; a live
+    # session's faults stay
+    live = faults.live_sessions(sim)
+    if live:
+        say(f"faults held in place by pid {', '.join(map(str, live))}: left alone")
     for removed in faults.clear_leftovers(sim):
         say(f'removed a leftover fault: {removed}')
     config = install.Config(sim, install.node_cpus(), install.node_memory_mb())
