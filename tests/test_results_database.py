@@ -127,17 +127,34 @@ def test_a_database_of_another_schema_is_refused_in_one_line(database, capsys):
     assert 'has schema version 2.0; this reader knows 1.0' in err
 
 
-def test_a_malformed_row_is_named_and_left_out(database, capsys):
-    """Item 7: the newest session's JSON cut short; the sweep before it is read, the bad row named."""
+@pytest.mark.parametrize('blob', [
+    '{"session_info": {"uuid": "',                                        # cut short
+    '{"session_info": {"uuid": "%s"}, "runs": [{"testcases": [7]}]}',     # JSON, not a report
+], ids=['cut-short', 'not-a-report'])
+def test_a_malformed_row_is_named_and_left_out(database, capsys, blob):
+    """Item 7: the newest session's row cannot be read; the sweep before it is, the bad row named."""
     path, _ = database
     broken = new_session()
     with sqlite3.connect(path) as db:
         db.execute('INSERT INTO sessions VALUES (?, ?, ?, ?, ?)',
-                   (broken, NOW, NOW + 1, '{"session_info": {"uuid": "', None))
+                   (broken, NOW, NOW + 1, blob.replace('%s', broken), None))
     code, out, err = run_main(capsys, nodes.main, 'latest', '--db', str(path), '-C', CONFIG)
     assert code in (0, 1), err        # a verdict, not bad input
     assert f'session {broken}: ' in err and 'left out' in err
     assert 'nid001' in out and 'nid002' in out
+
+
+def test_a_test_case_that_cannot_be_read_is_named_and_left_out(database, capsys):
+    """Item 7: a session whose one test case lacks its system: the others are judged."""
+    path, _ = database
+    with sqlite3.connect(path) as db:
+        (blob,) = db.execute('SELECT json_blob FROM sessions WHERE uuid = ?', (GOOD,)).fetchone()
+        changed = json.loads(blob)
+        del changed['runs'][0]['testcases'][0]['system']
+        db.execute('UPDATE sessions SET json_blob = ? WHERE uuid = ?', (json.dumps(changed), GOOD))
+    code, out, err = run_main(capsys, nodes.main, GOOD, '--db', str(path), '-C', CONFIG)
+    assert code in (0, 1) and f"test case '{GOOD}:0:0' left out: it cannot be read (KeyError" in err
+    assert 'nid002' in out
 
 
 def test_what_is_read_is_what_reframe_itself_describes(stored):

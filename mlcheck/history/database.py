@@ -120,7 +120,7 @@ class ResultsDatabase:
         try:
             report = json.loads(blob)
             info = report['session_info']
-            if info.get('uuid') != uuid or not isinstance(report.get('runs'), list):
+            if info.get('uuid') != uuid or not _runs_of_test_cases(report.get('runs')):
                 raise ValueError('its JSON is not the run report of that session')
         except (TypeError, ValueError, KeyError, AttributeError) as err:
             return self._skipped(row, f'session {uuid}: {visible(str(err))[:120]}')
@@ -180,31 +180,49 @@ class ResultsDatabase:
         return cases
 
 
+def _runs_of_test_cases(runs):
+    """Whether `runs` is a run report's list of runs, each holding a list of test cases (dicts)."""
+    return isinstance(runs, list) and all(
+        isinstance(run, dict) and isinstance(run.get('testcases'), list)
+        and all(isinstance(case, dict) for case in run['testcases']) for run in runs)
+
+
 def samples_of_testcases(testcases, with_failed=False):
     """The samples of stored test cases. One that failed before its performance stage is stored
-    with its variables and the value None (ReFrame 4.10.4); kept as such if `with_failed`."""
+    with its variables and the value None (ReFrame 4.10.4); kept as such if `with_failed`. A
+    test case that cannot be read is named on stderr and left out."""
     samples = []
     for case in testcases:
-        partition = f"{case['system']}:{case['partition']}"
-        for key, entry in (case.get('perfvalues') or {}).items():
-            value, ref, lower, upper, unit, *result = entry
-            if not isinstance(value, (int, float)) or not math.isfinite(value):
-                if not with_failed:
-                    continue
-                value = None
-            nodes = case.get('job_nodelist') or []
-            samples.append(Sample(
-                partition=partition, name=case['name'], image=str(case.get('image', '')),
-                num_nodes=int(case.get('num_nodes') or 0), var=key.split(':')[-1],
-                value=None if value is None else float(value), unit=unit or '', time=case.get('job_completion_time_unix') or 0.0,
-                jobid=str(case.get('jobid') or ''),
-                nodelist=nodes if isinstance(nodes, str) else ','.join(nodes),
-                reference=(ref, lower, upper), result=(result or [''])[0] or '',
-                source=case.get('session_uuid', ''), settings=recorded(case.get('run_settings')),
-                stack=recorded(case.get('software_stack')),
-                problem=failure_line(case.get('fail_phase'), case.get('fail_reason')),
-                num_tasks=int(case.get('num_tasks') or 0),
-                machine_speed=_speed(case.get('machine_speed'))))
+        try:
+            samples += _samples_of_testcase(case, with_failed)
+        except (KeyError, TypeError, ValueError, AttributeError) as err:
+            print(f'results database: test case {visible(repr(case.get("uuid")))} left out: it cannot '
+                  f'be read ({type(err).__name__}: {visible(str(err))[:80]})', file=sys.stderr)
+    return samples
+
+
+def _samples_of_testcase(case, with_failed):
+    samples = []
+    partition = f"{case['system']}:{case['partition']}"
+    for key, entry in (case.get('perfvalues') or {}).items():
+        value, ref, lower, upper, unit, *result = entry
+        if not isinstance(value, (int, float)) or not math.isfinite(value):
+            if not with_failed:
+                continue
+            value = None
+        nodes = case.get('job_nodelist') or []
+        samples.append(Sample(
+            partition=partition, name=case['name'], image=str(case.get('image', '')),
+            num_nodes=int(case.get('num_nodes') or 0), var=key.split(':')[-1],
+            value=None if value is None else float(value), unit=unit or '', time=case.get('job_completion_time_unix') or 0.0,
+            jobid=str(case.get('jobid') or ''),
+            nodelist=nodes if isinstance(nodes, str) else ','.join(nodes),
+            reference=(ref, lower, upper), result=(result or [''])[0] or '',
+            source=case.get('session_uuid', ''), settings=recorded(case.get('run_settings')),
+            stack=recorded(case.get('software_stack')),
+            problem=failure_line(case.get('fail_phase'), case.get('fail_reason')),
+            num_tasks=int(case.get('num_tasks') or 0),
+            machine_speed=_speed(case.get('machine_speed'))))
     return samples
 
 
