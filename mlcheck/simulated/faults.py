@@ -159,7 +159,7 @@ def _restart_slurmd(node, old, wrap):
     home = _cpu_home_of(old)    # the new one runs where the old one did (the cluster's cgroup)
     os.kill(old, signal.SIGTERM)
     _wait(lambda: not os.path.exists(f'/proc/{old}'), f'slurmd of {node} (pid {old}) to stop')
-    subprocess.run([*wrap, *sim.daemon_env(), 'slurmd', '-N', node], env={'PATH': DAEMON_PATH},
+    subprocess.run([*wrap, *sim.daemon_env(), *sim.slurmd_command(node)], env={'PATH': DAEMON_PATH},
                    check=True, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
                    stderr=subprocess.DEVNULL,
                    preexec_fn=home and (lambda: _write(os.path.join(home, 'cgroup.procs'), os.getpid())))

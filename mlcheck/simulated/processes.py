@@ -178,6 +178,10 @@ class Sim:
         return ['env', '-i', f'PATH={DAEMON_PATH}', 'HOME=/root', 'LANG=C.UTF-8',
                 f'SIMSLURM_DIR={self.dir}']
 
+    def slurmd_command(self, node):
+        """How `node`'s slurmd is started (after daemon_env), by `up` and by a fault's restart alike."""
+        return ['slurmd', '-N', node]
+
     def _read(self, pid, name, mode='r'):
         try:
             with open(f'{self.proc}/{pid}/{name}', mode) as f:
