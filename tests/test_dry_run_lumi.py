@@ -103,7 +103,7 @@ def test_environment_of_the_job(lumi_scripts, check):
     assert exports['MASTER_ADDR'] == '$(scontrol show hostnames "$SLURM_JOB_NODELIST" | head -n 1)'
     assert 'SLURM_JOB_ID' in exports['MASTER_PORT']
     assert exports['MLCHECK_VISIBLE_DEVICES_VARS'] == 'ROCR_VISIBLE_DEVICES'
-    assert exports['MLCHECK_MIOPEN_CACHE_ROOT'] == '/tmp'
+    assert exports['MLCHECK_MIOPEN_CACHE_ROOT'] == "'/tmp'"     # quoted in the script (issue 48)
     assert exports['OMP_NUM_THREADS'] == '7'
     assert exports['TORCH_NCCL_ASYNC_ERROR_HANDLING'] == '1'
     assert (exports['MLCHECK_RENDEZVOUS_TIMEOUT'], exports['MLCHECK_COLLECTIVE_TIMEOUT']) == ('180', '300')
