@@ -232,15 +232,15 @@ def test_a_planted_link_beside_the_file_is_not_followed(tmp_path, capsys):
 
 
 def test_the_file_keeps_its_mode_and_its_link(tmp_path, capsys):
-    """A group-writable references file, reached through a link, under a private umask: it is
-    replaced where the link points, the link stays, the mode stays 0664; no scratch file is left."""
-    shared = tmp_path / 'project'
-    shared.mkdir()
+    """A group-writable references file, reached through a link inside the references directory,
+    under a private umask: it is replaced where the link points, the link stays, the mode stays
+    0664; no scratch file is left."""
+    refs = tmp_path / 'refs'
+    shared = refs / 'project'
+    shared.mkdir(parents=True)
     (shared / 'sim.yaml').write_text(open(SIM_REFERENCES).read())
     (shared / 'sim.yaml').chmod(0o664)
-    refs = tmp_path / 'refs'
-    refs.mkdir()
-    (refs / 'sim.yaml').symlink_to(shared / 'sim.yaml')
+    (refs / 'sim.yaml').symlink_to('project/sim.yaml')
     old_umask = os.umask(0o077)
     try:
         assert record(refs, capsys, spec(BASELINE))[0] == 0
@@ -250,6 +250,55 @@ def test_the_file_keeps_its_mode_and_its_link(tmp_path, capsys):
     assert stat.S_IMODE((shared / 'sim.yaml').stat().st_mode) == 0o664
     assert entry_of(shared / 'sim.yaml')['samples_per_s'][0] == entry_of(refs / 'sim.yaml')['samples_per_s'][0]
     assert sorted(p.name for p in shared.iterdir()) == ['sim.yaml']
+
+
+@pytest.mark.parametrize('target', ['home/.bash_aliases', 'home/.bashrc'], ids=['dangling', 'existing'])
+def test_a_references_link_out_of_the_directory_is_refused(tmp_path, capsys, target):
+    """Issue 48 item 3 (failed on 42e5ead: the write went through a co-writer's link and created
+    or replaced the runner's ~/.bash_aliases with keys from the perf log)."""
+    home = tmp_path / 'home'
+    home.mkdir()
+    (home / '.bashrc').write_text('mine\n')
+    refs = tmp_path / 'refs'
+    refs.mkdir()
+    (refs / 'sim.yaml').symlink_to(tmp_path / target)
+    code, out, err = record(refs, capsys, spec(BASELINE))
+    assert code == 2 and f'references file {refs / "sim.yaml"} is a link to {tmp_path / target}' in err
+    assert sorted(p.name for p in home.iterdir()) == ['.bashrc'] and (home / '.bashrc').read_text() == 'mine\n'
+
+
+def test_a_link_to_nothing_inside_the_directory_creates_nothing(tmp_path, capsys):
+    refs = tmp_path / 'refs'
+    refs.mkdir()
+    (refs / 'sim.yaml').symlink_to('elsewhere.yaml')
+    code, _, err = record(refs, capsys, spec(BASELINE))
+    assert code == 2 and 'which is no file: no file is created through a link' in err
+    assert sorted(p.name for p in refs.iterdir()) == ['sim.yaml']
+
+
+def test_a_test_that_is_not_one_of_the_checks_writes_nothing(tmp_path, capsys):
+    """Its name would become a top-level key of the references file (item 3)."""
+    log = write_perflog(tmp_path / 'stranger.log', [
+        dataclasses.replace(s, name=s.name.replace(s.check, 'Stranger')) for s in samples(BASELINE)])
+    refs = tmp_path / 'refs'
+    code, _, err = record(refs, capsys, log)
+    assert code == 2 and "test 'Stranger' of the selection is not one of the checks" in err
+    assert not refs.exists() or not list(refs.iterdir())
+
+
+def test_a_lock_held_too_long_is_named(tmp_path, capsys, monkeypatch):
+    """Item 6: a wait with a deadline, one line naming the lock (it waited for ever, silently)."""
+    refs = tmp_path / 'refs'
+    refs.mkdir()
+    lock = os.open(refs / '.sim.yaml.lock', os.O_RDWR | os.O_CREAT)
+    fcntl.flock(lock, fcntl.LOCK_EX)
+    monkeypatch.setattr(baseline, 'LOCK_WAIT_S', 0.3)
+    try:
+        code, _, err = record(refs, capsys, spec(BASELINE))
+    finally:
+        os.close(lock)
+    assert code == 2 and f'the references lock {refs / ".sim.yaml.lock"} has been held by another process' in err
+    assert stat.S_IMODE(os.stat(refs / '.sim.yaml.lock').st_mode) == 0o660
 
 
 def test_a_concurrent_baseline_waits_for_the_lock(tmp_path, capsys):

@@ -233,3 +233,42 @@ def test_rank_that_timed_nothing_fails(sim):
                       change=lambda f: {**f, 'samples': 0} if f['epoch'] == 1 else f)
     found = judged(sim, text, epochs=3, loss_must_fall=True)
     assert found == ['rank 1 reported throughput for epochs [2, 3], expected 1-3']
+
+
+def unblock_a_reader(fifo, done):
+    """Open `fifo` for writing once a reader waits in open() (42e5ead's reader did: without this,
+    the test would hang as every rank hung), then close it: that reader reads nothing."""
+    while not done.wait(0.1):
+        try:
+            os.close(os.open(fifo, os.O_WRONLY | os.O_NONBLOCK))
+        except OSError:
+            continue
+
+
+@pytest.mark.parametrize('kind', ['fifo', 'link', 'too large'])
+def test_a_dataset_file_that_would_hang_or_fill_memory_is_refused(staged, tmp_path, kind, monkeypatch):
+    """Issue 48 item 7 (on 42e5ead a FIFO hung every rank, a link was followed anywhere, to
+    /dev/zero too, filling the rank's memory, and a file was read whole before any check):
+    one line, nothing read."""
+    import shutil
+    import threading
+    root = tmp_path / 'data'
+    shutil.copytree(staged, root)
+    meta = root / 'cifar-100-python' / 'meta'
+    shutil.move(meta, tmp_path / 'meta')
+    done = threading.Event()
+    if kind == 'fifo':
+        os.mkfifo(meta, 0o644)
+        threading.Thread(target=unblock_a_reader, args=(str(meta), done), daemon=True).start()
+    elif kind == 'link':     # to the very file it should be, outside the dataset directory
+        meta.symlink_to(tmp_path / 'meta')
+    else:
+        with open(meta, 'wb') as f:
+            f.truncate(64_001)
+    program = load_program('cifar/cifar_data.py')
+    monkeypatch.delenv(program.TRUST_VARIABLE, raising=False)
+    try:
+        with pytest.raises(SystemExit, match=f'^CIFAR-100 file {meta} (is not a regular file|cannot be opened)'):
+            program.StagedCIFAR100(str(root), train=False)
+    finally:
+        done.set()

@@ -121,6 +121,21 @@ def test_setup_makes_activate_export_the_entry_point_once(tmp_path):
     assert activate.read_text().startswith('VIRTUAL_ENV=/x\nexport VIRTUAL_ENV\n')
 
 
+def test_the_activate_line_is_quoted_for_any_checkout_path(tmp_path):
+    """Issue 48 item 10: a checkout under '/tmp/a b/it's' (on 42e5ead the line was unquoted: the
+    sourced activate failed or exported the wrong path)."""
+    activate = tmp_path / 'bin' / 'activate'
+    activate.parent.mkdir()
+    activate.write_text('')
+    function = subprocess.run(['sed', '-n', '/^export_config_in_activate()/,/^}/p',
+                               os.path.join(REPO, 'bin', 'setup')], capture_output=True, text=True).stdout
+    repo = "/tmp/a b/it's"
+    script = (f'say() {{ :; }}\n{function}\nvenv={tmp_path}\nrepo="{repo}"\nexport_config_in_activate\n'
+              f'. {activate}\necho "$RFM_CONFIG_FILES"')
+    done = subprocess.run(['bash', '-euc', script], capture_output=True, text=True)
+    assert done.stdout == f'{repo}/config/all.py\n', done.stderr
+
+
 # Loaded as ReFrame loads a site config, in a process of its own, watched by an audit hook: every
 # file opened for writing, every directory made or file renamed, every process started.
 WATCHED_LOAD = '''
@@ -173,3 +188,12 @@ def test_every_system_writes_under_its_own_prefix_whatever_the_directory(tmp_pat
     home = os.path.expanduser('~')
     assert prefixes and all(p == os.path.join(home, '.local', 'share', 'mlcheck', name)
                             for name, p in prefixes.items()), prefixes
+
+
+def test_dry_run_perf_logs_go_to_the_users_own_cache(monkeypatch):
+    """Issue 48 item 10: /tmp/mlcheck-dry-run-$USER, a name another user could make first."""
+    from mlcheck.harness.config import dry_run_perflog_dir
+    assert dry_run_perflog_dir({'XDG_CACHE_HOME': '/home/u/.cache'}) == '/home/u/.cache/mlcheck/dry-run-perflogs'
+    monkeypatch.setenv('HOME', '/home/u')
+    assert dry_run_perflog_dir({}) == '/home/u/.cache/mlcheck/dry-run-perflogs'
+    assert dry_run_perflog_dir({'MLCHECK_DRY_RUN_PERFLOG_DIR': '/x'}) == '/x'

@@ -111,6 +111,16 @@ def test_container_engine_writes_the_edf_into_the_stage_directory(tmp_path):
     }
 
 
+def test_an_emoji_in_an_image_path_keeps_the_edf_valid_toml(tmp_path):
+    """Issue 48 item 10: json.dumps wrote '\\ud83d\\ude00' for it, a surrogate pair TOML refuses
+    (on 42e5ead tomllib could not read the EDF)."""
+    image = '/images/torch-\U0001f600.sqsh'
+    platform = configured('ContainerEngine', image=image, env={'NOTE': 'caf\u00e9 \U0001f680'})
+    platform.launch_command(str(tmp_path))
+    edf = tomllib.loads((tmp_path / 'rfm_env.toml').read_text())
+    assert edf['image'] == image and edf['env'] == {'NOTE': 'caf\u00e9 \U0001f680'}
+
+
 def test_container_engine_without_tables_writes_none():
     platform = configured('ContainerEngine', mount_points=[], workdir=None, mount_stagedir=None)
     assert platform.environment_definition('/s') == (

@@ -103,7 +103,7 @@ def test_environment_of_the_job(lumi_scripts, check):
     assert exports['MASTER_ADDR'] == '$(scontrol show hostnames "$SLURM_JOB_NODELIST" | head -n 1)'
     assert 'SLURM_JOB_ID' in exports['MASTER_PORT']
     assert exports['MLCHECK_VISIBLE_DEVICES_VARS'] == 'ROCR_VISIBLE_DEVICES'
-    assert exports['MLCHECK_MIOPEN_CACHE_ROOT'] == '/tmp'
+    assert exports['MLCHECK_MIOPEN_CACHE_ROOT'] == "'/tmp'"     # quoted in the script (issue 48)
     assert exports['OMP_NUM_THREADS'] == '7'
     assert exports['TORCH_NCCL_ASYNC_ERROR_HANDLING'] == '1'
     assert (exports['MLCHECK_RENDEZVOUS_TIMEOUT'], exports['MLCHECK_COLLECTIVE_TIMEOUT']) == ('180', '300')
@@ -140,11 +140,11 @@ def test_dry_run_keeps_out_of_the_perf_logs(lumi_scripts):
 
 def test_perf_log_lines_are_written_under_reframes_lock(lumi_scripts):
     """Sessions sharing a perf log append under ReFrame's lock file beside it, which colleagues
-    of the group can take too."""
+    of the group can take too, and no one else (issue 48)."""
     _, tmp, _ = lumi_scripts
     logs = sorted((tmp / 'rfm' / 'dry-run-perflogs').rglob('*.log'))
     locks = [log.with_name(f'.{log.stem}.lock') for log in logs]
-    assert logs and [stat.S_IMODE(lock.stat().st_mode) for lock in locks] == [0o664] * len(logs)
+    assert logs and [stat.S_IMODE(lock.stat().st_mode) for lock in locks] == [0o660] * len(logs)
 
 
 def test_configured_glob_without_images_is_a_clear_error(tmp_path):

@@ -56,7 +56,7 @@ def test_frontier_loads_rocm_and_the_plugin_then_runs_the_conda_python_under_sru
     env = exports(script)
     assert env['NCCL_SOCKET_IFNAME'] == 'hsn0,hsn1,hsn2,hsn3'
     assert env['MLCHECK_VISIBLE_DEVICES_VARS'] == 'ROCR_VISIBLE_DEVICES'
-    assert env['MLCHECK_MIOPEN_CACHE_ROOT'] == '/tmp' and env['OMP_NUM_THREADS'] == '7'
+    assert env['MLCHECK_MIOPEN_CACHE_ROOT'] == "'/tmp'" and env['OMP_NUM_THREADS'] == '7'
     # the modules come before anything that runs Python
     assert script.index('module load rccl-net-plugin') < script.index('srun ')
     srun = srun_line(script)

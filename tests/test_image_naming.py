@@ -58,5 +58,5 @@ def test_missing_variables_and_files_are_named(tmp_path):
 @pytest.mark.parametrize('given', ['/images/a|b/torch-2.14.1', '/images/torch\n2.14.1', 'torch|x'])
 def test_an_image_that_would_break_a_perf_log_line_is_refused_at_setup(sim, given):
     """-P image=... goes into the perf log unescaped: a '|' or a newline would corrupt the line."""
-    with pytest.raises(ConfigError, match=re.escape("a '|' or a line break in an image cannot be logged")):
+    with pytest.raises(ConfigError, match=re.escape("a '|', a line break or a control character cannot be logged")):
         sim.resolve_image(image_parameter(given))

@@ -48,6 +48,17 @@ def lumi_env(lumi, task, tmp_path, **kw):
     return rank_environment(settings, partition_env, task, tmp_path, **kw)
 
 
+def test_the_miopen_cache_root_is_exported_quoted(lumi, tmp_path):
+    """Issue 48 item 10: a cache root with a space (on 42e5ead `export MLCHECK_MIOPEN_CACHE_ROOT=/a b`
+    exported '/a' and tried to run 'b')."""
+    root = tmp_path / 'node local'
+    root.mkdir()
+    settings = lumi.__class__(**{**lumi.__dict__, 'miopen_cache_root': str(root)})
+    env = rank_environment(settings, [], (0, 0), tmp_path)
+    assert env['MLCHECK_MIOPEN_CACHE_ROOT'] == str(root)
+    assert env['MIOPEN_USER_DB_PATH'].startswith(f'{root}/miopen-uid')
+
+
 def test_lumi_rank_gets_layout_gpu_and_network_settings(lumi, tmp_path):
     env = lumi_env(lumi, (1, 3), tmp_path, extra={'WITH_CONDA': 'export CONDA_ACTIVATED=yes'})
     assert (env['RANK'], env['LOCAL_RANK'], env['WORLD_SIZE']) == ('11', '3', '16')

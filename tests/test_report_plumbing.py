@@ -38,6 +38,7 @@ def stored(tmp_path, *uuids):
         db.execute('CREATE TABLE sessions (uuid TEXT, session_start_unix REAL)')
         db.execute('CREATE TABLE testcases (uuid TEXT)')
         db.execute('CREATE TABLE metadata (schema_version TEXT)')
+        db.execute("INSERT INTO metadata VALUES ('1.0')")
         db.executemany('INSERT INTO sessions VALUES (?, ?)', [(u, i) for i, u in enumerate(uuids)])
     return ResultsDatabase(str(path), os.path.join(REPO, 'config', 'simulated.py'))
 

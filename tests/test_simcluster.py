@@ -24,7 +24,7 @@ PASSWORD = 'examplepassword0123456789abcd'
 CASES = {
     '2nodes': dict(cpus=2, memory_mb=1024),
     '4nodes': dict(cpus=8, memory_mb=512, nodes=4, directory='/tmp/sim4', ctld_port=7817,
-                   slurmd_port_base=18001, dbd_port=7819),
+                   slurmd_port_base=18001, dbd_port=7819, groups=('root', 'staff')),
 }
 
 
@@ -49,7 +49,7 @@ def test_the_script_writes_them_with_the_systems_python_alone(tmp_path):
     c = CASES['4nodes']
     subprocess.run([sys.executable, '-I', SCRIPT, 'generate', str(out), '--nodes', '4', '--dir', c['directory'],
                     '--ctld-port', '7817', '--slurmd-port-base', '18001', '--dbd-port', '7819',
-                    '--cpus', '8', '--memory-mb', '512', '--db-password-file', str(tmp_path / 'pw')],
+                    '--cpus', '8', '--memory-mb', '512', '--allow-groups', 'root,staff', '--db-password-file', str(tmp_path / 'pw')],
                    check=True, cwd=tmp_path, env={'PATH': os.environ['PATH']})
     for name in os.listdir(out):
         assert (out / name).read_text() == golden('4nodes', name), name

@@ -8,6 +8,7 @@ and a stand-in slurmd, so it leaves a running cluster and its faults alone."""
 import os
 import pathlib
 import re
+import shutil
 import signal
 import stat
 import subprocess
@@ -32,8 +33,8 @@ def cpu_root():
     yield root
     for name in os.listdir(root):
         if os.path.isdir(os.path.join(root, name)):
-            faults._move_back(os.path.join(root, name), faults.CPU_CGROUP)
-    faults._move_back(root, faults.CPU_CGROUP)
+            faults.empty_and_remove(os.path.join(root, name), faults.CPU_CGROUP)
+    faults.empty_and_remove(root, faults.CPU_CGROUP)
 
 
 def sleeper():
@@ -75,6 +76,26 @@ def test_up_removes_fault_cgroups_the_link_table_and_a_hidden_path_slurmd(tmp_pa
         throttled.kill()
         hidden.kill()
         subprocess.run(['nft', 'delete', 'table', 'inet', table], capture_output=True)
+
+
+@needs_root
+def test_up_leaves_the_faults_of_a_live_session_alone(tmp_path, cpu_root):
+    """Issue 48 item 10: a concurrent session's fault in place is not a leftover (on 42e5ead
+    `up` removed it under that session's running jobs)."""
+    sim = sim_in(tmp_path)
+    cgroup = os.path.join(cpu_root, 'mlcheck-fault-nid001')
+    os.mkdir(cgroup)
+    fake_process(sim, 4242, 'python3', ['python3', '-m', 'pytest'])      # the session, alive
+    os.makedirs(f'{sim.proc}/self/ns')
+    os.symlink('mnt:[4026531841]', f'{sim.proc}/self/ns/mnt')
+    os.makedirs(os.path.join(sim.path('RUN_DIR'), faults.SESSIONS))
+    pathlib.Path(sim.path('RUN_DIR'), faults.SESSIONS, '4242').touch()
+    assert faults.live_sessions(sim) == [4242]
+    assert faults.clear_leftovers(sim, [cpu_root], f'mlcheck_test_links_{os.getpid()}', proc=sim.proc) == []
+    assert os.path.isdir(cgroup)
+    shutil.rmtree(os.path.join(sim.proc, '4242'))                        # it was killed
+    assert faults.clear_leftovers(sim, [cpu_root], f'mlcheck_test_links_{os.getpid()}', proc=sim.proc) == \
+        [f'cgroup {cgroup}']
 
 
 @needs_root
@@ -224,7 +245,8 @@ def test_setup_disables_the_packaged_daemons_and_says_so(tmp_path):
         'if [ "$1" = is-enabled ]; then [ "$2" = slurmd ] && echo disabled || echo enabled; fi\n')
     (fake / 'systemctl').chmod(0o755)
     calls = tmp_path / 'calls'
-    done = subprocess.run(['bash', '-c', 'source bin/setup && disable_packaged_services'], cwd=REPO,
+    done = subprocess.run(['bash', '-c', 'source bin/setup && installed_now=(slurm-wlm slurmdbd mariadb-server munge) '
+                                         '&& disable_packaged_services'], cwd=REPO,
                           capture_output=True, text=True,
                           env={**os.environ, 'PATH': f"{fake}:{os.environ['PATH']}", 'CALLS': str(calls)})
     assert done.returncode == 0, done.stderr
@@ -232,6 +254,24 @@ def test_setup_disables_the_packaged_daemons_and_says_so(tmp_path):
     assert disabled == ['slurmctld', 'slurmdbd', 'mariadb', 'munge']
     assert done.stdout == ('setup: disabled the packaged services slurmctld slurmdbd mariadb munge at boot: '
                            'bin/simslurm runs its own daemons, and these would start on its config\n')
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason='bin/setup disables services only as root')
+def test_setup_leaves_the_services_of_packages_it_did_not_install(tmp_path):
+    """Issue 48 item 10 (on 42e5ead it disabled a MariaDB and munge the machine had enabled before):
+    only the services of the packages this run installed (here Slurm's) are disabled."""
+    fake = tmp_path / 'bin'
+    fake.mkdir()
+    (fake / 'systemctl').write_text('#!/bin/sh\necho "$*" >>"$CALLS"\n[ "$1" = is-enabled ] && echo enabled\nexit 0\n')
+    (fake / 'systemctl').chmod(0o755)
+    calls = tmp_path / 'calls'
+    calls.touch()
+    done = subprocess.run(['bash', '-c', 'source bin/setup && installed_now=(slurm-wlm slurmdbd) '
+                                         '&& disable_packaged_services'], cwd=REPO, capture_output=True, text=True,
+                          env={**os.environ, 'PATH': f"{fake}:{os.environ['PATH']}", 'CALLS': str(calls)})
+    assert done.returncode == 0, done.stderr
+    disabled = [line.split()[-1] for line in calls.read_text().splitlines() if line.startswith('disable')]
+    assert disabled == ['slurmctld', 'slurmd', 'slurmdbd']
 
 
 def test_the_default_state_directory_is_where_only_root_can_make_it():

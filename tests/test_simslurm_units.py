@@ -19,15 +19,28 @@ REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 GOLDEN = os.path.join(REPO, 'tests', 'data', 'simslurm')
 
 
+DAEMONS = ('slurmctld', 'slurmd', 'slurmdbd', 'mariadbd')
+
+
 def sim_in(tmp_path, root=True, **env):
+    """A Sim of a /proc tree, daemon binaries and users under tmp_path: this test's user stands
+    for root and mysql."""
     settings = cluster.settings_from_env({'SIMSLURM_DIR': str(tmp_path / 'sim'), **env})
-    return Sim(settings, proc=str(tmp_path / 'proc'), root=root)
+    binaries = tmp_path / 'sbin'
+    binaries.mkdir(exist_ok=True)
+    for name in DAEMONS:
+        (binaries / name).touch(mode=0o755)
+    return Sim(settings, proc=str(tmp_path / 'proc'), root=root, bin_path=str(binaries),
+               uids={'root': os.getuid(), 'mysql': os.getuid()})
 
 
-def fake_process(sim, pid, comm, argv, directory=None):
-    """A /proc/PID of `comm` with command line `argv`, started for SIMSLURM_DIR `directory`."""
+def fake_process(sim, pid, comm, argv, directory=None, exe=None):
+    """A /proc/PID of `comm` with command line `argv`, started for SIMSLURM_DIR `directory`, from
+    `exe` (default: the daemon's binary of `sim`, else /bin/`comm`)."""
     entry = os.path.join(sim.proc, str(pid))
     os.makedirs(entry)
+    binary = os.path.join(sim.bin_path, comm)
+    os.symlink(exe or (binary if os.path.exists(binary) else f'/bin/{comm}'), os.path.join(entry, 'exe'))
     with open(os.path.join(entry, 'comm'), 'w') as f:
         f.write(comm + '\n')
     with open(os.path.join(entry, 'cmdline'), 'wb') as f:
@@ -160,7 +173,8 @@ def test_the_lock_waits_then_fails_in_one_line(tmp_path):
     path = str(tmp_path / 'lock' / 'simslurm.lock')
     held = simslurm.take_lock(path)
     try:
-        with pytest.raises(Failure, match=f"^another 'bin/simslurm up/down' has held {path} for 0.3 s; "):
+        with pytest.raises(Failure, match=f"^the lock of 'bin/simslurm up/down' {path} has been held by "
+                                          f"another process for 0.3 s; "):
             simslurm.take_lock(path, wait_s=0.3)
     finally:
         os.close(held)
@@ -217,7 +231,7 @@ def test_up_passes_its_settings_to_the_generator(tmp_path, monkeypatch):
     """With the 4-node golden's SIMSLURM_* settings and measurements, `up` generates that golden's
     files."""
     sim = sim_in(tmp_path, SIMSLURM_NODES='4', SIMSLURM_DIR='/tmp/sim4', SIMSLURM_CTLD_PORT='7817',
-                 SIMSLURM_SLURMD_PORT_BASE='18001', SIMSLURM_DBD_PORT='7819')
+                 SIMSLURM_SLURMD_PORT_BASE='18001', SIMSLURM_DBD_PORT='7819', SUDO_GID='50')
     monkeypatch.setattr(install, 'read_password', {'/tmp/sim4/db/slurmdbd.password': 'examplepassword0123456789abcd'}.get)
     files = install.Config(sim, 8, 512).files()
     assert sorted(files) == sorted(os.listdir(os.path.join(GOLDEN, '4nodes')))
@@ -325,7 +339,8 @@ def test_the_command_line():
     errors of an unknown command and a bad setting."""
     assert run_simslurm('--help').stdout == simslurm.__doc__
     env = run_simslurm('env', SIMSLURM_DIR='/tmp/x y')
-    assert (env.returncode, env.stdout) == (0, 'export SIMSLURM_DIR=/tmp/x y\nexport SLURM_CONF=/etc/slurm/slurm.conf\n')
+    # quoted for the shell that evaluates it (issue 48 item 10: it read `export SIMSLURM_DIR=/tmp/x y`)
+    assert (env.returncode, env.stdout) == (0, "export SIMSLURM_DIR='/tmp/x y'\nexport SLURM_CONF=/etc/slurm/slurm.conf\n")
     bad = run_simslurm('bogus')
     assert bad.returncode == 1 and bad.stderr.endswith(
         "simslurm: error: unknown command 'bogus'; use one of: up status down purge env fault\n")
@@ -359,13 +374,37 @@ def test_nodes_the_hosts_file_lacks_are_added_at_loopback(tmp_path, monkeypatch)
     path = tmp_path / 'hosts'
     path.write_text('127.0.0.1 localhost\n10.1.2.3 nid002 # the site')
     inode = path.stat().st_ino
-    monkeypatch.setattr(hosts, 'resolve_ipv4', lambda name: '127.0.0.1')
+    # the machine's resolver: what the hosts file names (a site's nid002 taken as local here)
+    monkeypatch.setattr(hosts, 'resolve_ipv4', lambda name: '127.0.0.1' if name in hosts.named(path.read_text()) else None)
     hosts.ensure_hosts(str(path), 3)
     hosts.ensure_hosts(str(path), 3)
     assert path.read_text() == ('127.0.0.1 localhost\n10.1.2.3 nid002 # the site\n'
                                 '127.0.0.1 nid001   # added by bin/simslurm\n'
                                 '127.0.0.1 nid003   # added by bin/simslurm\n')
     assert path.stat().st_ino == inode
+
+
+def test_a_node_name_the_resolver_knows_gets_no_line_of_ours(tmp_path, monkeypatch):
+    """Issue 48 item 10: DNS names a real host nid001 (on 42e5ead `up` appended 127.0.0.1 nid001,
+    shadowing it for everyone on the machine while the cluster was up): no line, one error."""
+    path = tmp_path / 'hosts'
+    path.write_text('127.0.0.1 localhost\n')
+    monkeypatch.setattr(hosts, 'resolve_ipv4', {'nid001': '10.0.0.7'}.get)
+    with pytest.raises(ValueError, match="host name nid001 resolves to '10.0.0.7'"):
+        hosts.ensure_hosts(str(path), 1)
+    assert path.read_text() == '127.0.0.1 localhost\n'
+
+
+def test_a_configless_slurm_client_is_not_taken_over(tmp_path, etc_slurm, monkeypatch):
+    """Issue 48 item 10: a login node of a configless cluster has no /etc/slurm/slurm.conf but a
+    cached one in /run/slurm/conf; on 42e5ead `up` wrote /etc/slurm/slurm.conf, redirecting the
+    site's sbatch and srun to the simulated cluster."""
+    cache = tmp_path / 'run' / 'slurm.conf'
+    cache.parent.mkdir()
+    cache.write_text('ClusterName=site\n')
+    monkeypatch.setattr(install, 'CONFIGLESS_CACHE', str(cache), raising=False)
+    with pytest.raises(Failure, match='this machine is a node of a configless Slurm cluster'):
+        install.check_config_is_ours()
 
 
 def test_a_node_that_resolves_off_the_machine_is_named_with_the_file(tmp_path, monkeypatch):

@@ -13,7 +13,6 @@ the same system waits for.
 
 import contextlib
 import dataclasses
-import fcntl
 import os
 import re
 import tempfile
@@ -24,15 +23,18 @@ from datetime import datetime
 
 import yaml
 
+from mlcheck import locks
 from mlcheck.commands.common import (add_source_arguments, argument_parser, config_file, one_line_errors,
                                     open_database, parse_fraction, text_table)
 from mlcheck.errors import InputError
 from mlcheck.figures.directions import HIGHER, LOWER, better
 from mlcheck.history.database import system_names
+from mlcheck.history.recorded_defaults import RECORDED_DEFAULTS
 from mlcheck.history.samples import NOT_RECORDED, group
 from mlcheck.history.selection import load, parse_selection
 from mlcheck.harness.config import references_dir
 from mlcheck.judging.references import MACHINE_SPEED, at_recorded_speed
+from mlcheck.visible import visible
 
 INDEX = ['$partition', 'image', 'num_nodes']
 # Totals over the run, which grow with its length (-S epochs): recorded only when named. Every
@@ -84,22 +86,50 @@ SYSTEM_NAME = re.compile(r'[A-Za-z0-9][A-Za-z0-9_.-]*')
 
 def references_path(directory, system):
     """<directory>/<system>.yaml; an InputError for a system that is no plain name
-    (a perf log whose partition is '/some/path/x:cluster' must not write /some/path/x.yaml)."""
+    (a perf log whose partition is '/some/path/x:cluster' must not write /some/path/x.yaml),
+    and for a link that leads out of the directory (written_file)."""
     if not SYSTEM_NAME.fullmatch(system):
         raise InputError(f'system {system!r} of the selection is not a plain name: '
                          'no references written')
-    return os.path.join(directory, f'{system}.yaml')
+    path = os.path.join(directory, f'{system}.yaml')
+    written_file(path)
+    return path
+
+
+def written_file(path):
+    """The file that writing the references file `path` replaces: `path`, or where it is a
+    symbolic link, the existing file it resolves to inside the references directory. A link
+    out of it (a co-writer's, to ~/.bash_aliases) or to nothing is refused in one line: the
+    write would create or replace a file the runner owns anywhere."""
+    if not os.path.islink(path):
+        return path
+    directory = os.path.realpath(os.path.dirname(os.path.abspath(path)))
+    target = os.path.realpath(path)
+    if os.path.commonpath([directory, target]) != directory:
+        raise InputError(f'references file {path} is a link to {target}, outside {directory}: not '
+                         'followed, no references written; replace the link with the file')
+    if not os.path.isfile(target):
+        raise InputError(f'references file {path} is a link to {target}, which is no file: no file '
+                         'is created through a link; replace the link with the file')
+    return target
+
+
+# how long a baseline waits for a concurrent one of the same system (a baseline takes seconds)
+LOCK_WAIT_S = 120
 
 
 @contextlib.contextmanager
 def locked(path):
-    """Hold the lock of the references file `path` (.<name>.lock beside it): a second baseline of
-    the same system reads the file only after the first one has replaced it."""
+    """Hold the lock of the references file `path` (.<name>.lock beside it, 0660: the group that
+    writes the references, and no one else, can hold it): a second baseline of the same system
+    reads the file only after the first one has replaced it, and says so after LOCK_WAIT_S."""
     directory, name = os.path.split(os.path.abspath(path))
     os.makedirs(directory, exist_ok=True)
-    fd = os.open(os.path.join(directory, f'.{name}.lock'), os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o666)
     try:
-        fcntl.flock(fd, fcntl.LOCK_EX)
+        fd = locks.hold(os.path.join(directory, f'.{name}.lock'), LOCK_WAIT_S, 0o660, 'the references lock')
+    except locks.LockBusy as err:
+        raise InputError(str(err)) from None
+    try:
         yield
     finally:
         os.close(fd)
@@ -296,8 +326,9 @@ def write(path, references, data):
 def replace_file(path, text):
     """Replace `path` with `text` in one step: a private temporary file beside it (mkstemp, so no
     planted name or link is followed), its mode that of the old file (new files: as open() makes
-    them), synced, renamed over. A symbolic link keeps pointing at the file it names, now new."""
-    target = os.path.realpath(path)
+    them), synced, renamed over. A symbolic link to a file in the same directory (or below) keeps
+    pointing at it, now new; any other link is refused (written_file)."""
+    target = written_file(path)     # checked again at the write: a co-writer may swap the link
     directory = os.path.dirname(target)
     try:
         mode = os.stat(target).st_mode & 0o7777
@@ -349,6 +380,11 @@ def record(args):
     else:
         described = args.selection
     medians(samples)         # runs of two settings are refused before any file is touched
+    # a check's name becomes a top-level key of the file: only the checks of checks/ write one
+    strangers = sorted({s.check for s in samples} - set(RECORDED_DEFAULTS))
+    if strangers:
+        raise InputError(f'test {visible(strangers[0])!r} of the selection is not one of the checks '
+                         f'({", ".join(sorted(RECORDED_DEFAULTS))}): no references written')
     systems = sorted({s.system for s in samples})
     paths = {system: references_path(directory, system) for system in systems}
     # references are read by a config's system: one the config lacks is a record from elsewhere

@@ -13,6 +13,7 @@ from mlcheck import REPO
 from mlcheck.errors import InputError
 from mlcheck.history.database import ResultsDatabase, database_of
 from mlcheck.history.selection import SELECTION_FORMS
+from mlcheck.visible import shown_safely, visible
 
 DEFAULT_CONFIG = os.path.join(REPO, 'config', 'simulated.py')
 EXIT_REGRESSION, EXIT_BAD_INPUT, EXIT_INTERNAL = 1, 2, 3
@@ -80,17 +81,19 @@ def text_table(header, body):
 
 def one_line_errors(command, run):
     """run() with its errors as one line on stderr and an exit code that is never the
-    regression code: a crash must not read as a verdict."""
-    try:
-        return run()
-    except InputError as err:
-        print(f'{command}: error: {err}', file=sys.stderr)
-        return EXIT_BAD_INPUT
-    except Exception as err:   # noqa: BLE001 - anything else is a bug, said in one line
-        where = err.__traceback__
-        while where.tb_next:
-            where = where.tb_next
-        print(f'{command}: internal error: {type(err).__name__}: {err} '
-              f'({os.path.basename(where.tb_frame.f_code.co_filename)}:{where.tb_lineno})',
-              file=sys.stderr)
-        return EXIT_INTERNAL
+    regression code: a crash must not read as a verdict. All it prints has its control
+    characters escaped (data from others must not drive the terminal: mlcheck.visible)."""
+    with shown_safely():
+        try:
+            return run()
+        except InputError as err:
+            print(f'{command}: error: {visible(str(err))}', file=sys.stderr)
+            return EXIT_BAD_INPUT
+        except Exception as err:   # noqa: BLE001 - anything else is a bug, said in one line
+            where = err.__traceback__
+            while where.tb_next:
+                where = where.tb_next
+            print(f'{command}: internal error: {type(err).__name__}: {visible(str(err))} '
+                  f'({os.path.basename(where.tb_frame.f_code.co_filename)}:{where.tb_lineno})',
+                  file=sys.stderr)
+            return EXIT_INTERNAL

@@ -30,6 +30,7 @@ from mlcheck.commands.common import (EXIT_BAD_INPUT, EXIT_INTERNAL, EXIT_REGRESS
                                      add_source_arguments, argument_parser, one_line_errors,
                                      open_database, parse_fraction, text_table)
 from mlcheck.errors import InputError
+from mlcheck.visible import write_escaped
 from mlcheck.history import hostlist, node_records, nodes
 from mlcheck.history.selection import load, parse_selection
 from mlcheck.judging.peers import MIN_FOR_SPREAD
@@ -252,8 +253,7 @@ def write_summary(directory, args, sweep, rule, notes=()):
     for verdict, name in node_plots.plot_all(directory, sweep.figures):
         text += [f'### {verdict.figure.label}', '', f'![{verdict.figure.label}]({name})', '']
     path = os.path.join(directory, 'nodes.md')
-    with open(path, 'w') as stream:
-        stream.write('\n'.join(text))
+    write_escaped(path, '\n'.join(text))
     return path
 
 

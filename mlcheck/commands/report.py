@@ -26,6 +26,7 @@ from mlcheck.commands.common import (add_source_arguments, argument_parser, one_
                          parse_fraction, text_table)
 from mlcheck.commands.common import EXIT_BAD_INPUT, EXIT_INTERNAL, EXIT_REGRESSION  # noqa: F401 - its documented codes
 from mlcheck.errors import InputError
+from mlcheck.visible import write_escaped
 from mlcheck.history import causes, compare
 from mlcheck.figures import stack
 from mlcheck.history import settings as recorded_settings, trial_runs
@@ -217,8 +218,7 @@ def write_report(directory, args, before, after, comparisons, rule, likely=()):
     for title, name in plot_all(directory, args.plot_var, before, after):
         text += [f'## {title}', '', f'![{title}]({name})', '']
     path = os.path.join(directory, 'report.md')
-    with open(path, 'w') as stream:
-        stream.write('\n'.join(text))
+    write_escaped(path, '\n'.join(text))
     return path
 
 

@@ -25,6 +25,7 @@ from mlcheck.errors import ConfigError
 from mlcheck.figures import stack
 from mlcheck.harness.knobs import Knob, declare_knobs
 from mlcheck.placement import launch
+from mlcheck.site.images import check_loggable
 
 KNOBS = {
     'compare_with': Knob('', "an image to compare the test's image with: rounds of short steps of "
@@ -70,6 +71,8 @@ class ABRounds(rfm.RegressionTestPlugin):
                               'of two images or of two host layers')
         if self.ab_steps is None:
             raise ConfigError(f'-S {self.comparison}: {type(self).__name__} has no A/B steps')
+        for knob in COMPARISONS:     # logged as the run's comparison, unescaped
+            check_loggable(getattr(self, knob), f'-S {knob}')
         if self.compare_layers:
             return ((rounds.A, image, self.settings),
                     (rounds.B, image, self.settings.with_host_layer(self.compare_layers)))

@@ -6,14 +6,12 @@ so every site writes the same perf log format and keeps its results database the
 Environment variables:
   RFM_SQLITE_DB_FILE            ReFrame's own: the results database, instead of the site's default
   MLCHECK_REFERENCES_DIR        where <system>.yaml references are read (default: config/references)
-  MLCHECK_DRY_RUN_PERFLOG_DIR   where dry runs write their perf logs (default: under the temp dir)
+  MLCHECK_DRY_RUN_PERFLOG_DIR   where dry runs write their perf logs (default: ~/.cache/mlcheck/dry-run-perflogs)
 """
 
-import getpass
 import os
 import runpy
 import sys
-import tempfile
 
 from mlcheck import REPO
 
@@ -48,9 +46,11 @@ def invoked_as_dry_run(argv=None):
     return any(len(arg) >= 4 and '--dry-run'.startswith(arg) for arg in args)
 
 
-def dry_run_perflog_dir():
-    default = os.path.join(tempfile.gettempdir(), f'mlcheck-dry-run-{getpass.getuser()}', 'perflogs')
-    return os.environ.get('MLCHECK_DRY_RUN_PERFLOG_DIR') or default
+def dry_run_perflog_dir(environ=os.environ):
+    """The user's own cache ($XDG_CACHE_HOME, else ~/.cache), not a folder of a predictable name
+    in the shared /tmp, which another user could make first (issue 48)."""
+    cache = environ.get('XDG_CACHE_HOME') or os.path.join(os.path.expanduser('~'), '.cache')
+    return environ.get('MLCHECK_DRY_RUN_PERFLOG_DIR') or os.path.join(cache, 'mlcheck', 'dry-run-perflogs')
 
 
 def perflog_prefix(dry_run=None):
@@ -82,9 +82,10 @@ def logging_config():
             'datefmt': '%FT%T%:z',     # completion times with their UTC offset
             'append': True,
             # sessions that share a perf log (a project directory) append whole lines, one at a time;
-            # the lock file (.<check>.lock beside the log) is group-writable as the directory is
+            # the lock file (.<check>.lock beside the log): its owner and group (who write the logs) can
+            # hold it, and no one else (flock needs only read access; issue 48)
             'locking_enable': True,
-            'locking_file_mode': '664',
+            'locking_file_mode': '660',
         }],
         'perflog_multiline': True,
     }]

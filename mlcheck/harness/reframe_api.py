@@ -35,18 +35,9 @@ class ExpectedSanityFailure:
         return self.sanity_failure_expected()
 
 
-def is_session_uuid(text):
-    return _reporting().is_uuid(text)
-
-
 def time_period(text):
     """(start, end) in Unix seconds of a ReFrame period such as `now-1w:now`; raises on a bad one."""
     return _reporting().parse_time_period(text)
-
-
-def check_query(text):
-    """Raises unless `text` is a query ReFrame's --performance-compare would take."""
-    _reporting().parse_query_spec(text)
 
 
 def stored_testcases(period, name_pattern, test_filter):

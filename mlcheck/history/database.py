@@ -1,11 +1,12 @@
 """ReFrame's results database, only ever read, and its stored test cases turned into Samples.
 
-Every reading of it is here, through ReFrame's own storage code: from a command (the report, the
-baseline) by asking reframe after checking the file read-only (ResultsDatabase), and from inside a
+Every reading of it is here: from a command (the report, the baseline, the node sweep) in Python,
+the file opened read-only and nothing of it handed to reframe (ResultsDatabase), and from inside a
 running ReFrame session (scaling efficiency) through that session's storage backend
 (session_testcases). Where the database is comes from the site config (database_of).
 """
 
+import contextlib
 import json
 import math
 import os
@@ -13,12 +14,15 @@ import pathlib
 import re
 import socket
 import sqlite3
-import subprocess
 import sys
-import tempfile
 
 from mlcheck.errors import InputError
+from mlcheck.visible import visible
 from mlcheck.history.samples import Sample, recorded
+
+
+# a session's id as ReFrame makes it (str(uuid.uuid4())): the only stored id this reader takes
+SESSION_UUID = re.compile(r'[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}')
 
 
 def database_of(config, system=None):
@@ -66,12 +70,20 @@ def _detected(systems):
 
 
 class ResultsDatabase:
-    """ReFrame's results database: checked read-only here, queried through reframe itself."""
+    """ReFrame's results database (reframe-hpc 4.10.4's sqlite layout), read here in Python and
+    never handed to reframe: ReFrame reads `[PERIOD]?EXPR` in a query as a session filter and
+    eval()s EXPR, so a stored session id or a typed selection would run as code. The file is
+    opened read-only (`mode=ro`: no index, lock file or journal is written into it, and no other
+    process's lock is waited on beyond sqlite's own short timeout); sessions are selected by
+    parameters, never by text pasted into SQL, and their JSON decoded here. A row that cannot be
+    read (not a UUID, not JSON) is named on stderr and left out, as bad perf log lines are; a
+    layout this reader does not know is refused in one line."""
 
     TABLES = {'sessions', 'testcases', 'metadata'}
+    SCHEMA_VERSION = '1.0'          # metadata.schema_version of ReFrame 4.10.4's storage
+    DATA_VERSIONS = ('4.2',)        # session_info.data_version of its run reports
 
     def __init__(self, path, config, system=None):
-        # absolute: reframe runs in a scratch directory, where a relative path means nothing
         self.path, self.config, self.system = path, os.path.abspath(config), system
         if not os.path.isfile(path):
             raise InputError(f'results database not found: {path}')
@@ -80,28 +92,64 @@ class ResultsDatabase:
         if not self.TABLES <= tables:
             raise InputError(f'{path} is not a ReFrame results database '
                              f'(no table {", ".join(sorted(self.TABLES - tables))})')
+        versions = {version for (version,) in self._query('SELECT schema_version FROM metadata')}
+        if versions != {self.SCHEMA_VERSION}:
+            raise InputError(f'results database {path} has schema version '
+                             f'{", ".join(sorted(map(visible, map(str, versions)))) or "none"}; '
+                             f'this reader knows {self.SCHEMA_VERSION} (ReFrame 4.10.4)')
 
-    def _query(self, sql):
+    def _query(self, sql, parameters=()):
         uri = pathlib.Path(os.path.abspath(self.path)).as_uri() + '?mode=ro'
         try:
             connection = sqlite3.connect(uri, uri=True)
             try:
-                return connection.execute(sql).fetchall()
+                return connection.execute(sql, parameters).fetchall()
             finally:
                 connection.close()
         except sqlite3.Error as err:
             raise InputError(f'{self.path} is not a ReFrame results database ({err})') from None
 
+    def _skipped(self, row, why):
+        print(f'results database {self.path}: session row {row} left out: {why}', file=sys.stderr)
+
+    def _report(self, row, uuid, blob):
+        """The decoded run report of the session in `row`, None (said on stderr) where it cannot be
+        read; an InputError where its data version is one this reader does not know."""
+        if not isinstance(uuid, str) or not SESSION_UUID.fullmatch(uuid):
+            return self._skipped(row, f'its id {visible(repr(uuid))} is not a UUID')
+        try:
+            report = json.loads(blob)
+            info = report['session_info']
+            if info.get('uuid') != uuid or not _runs_of_test_cases(report.get('runs')):
+                raise ValueError('its JSON is not the run report of that session')
+        except (TypeError, ValueError, KeyError, AttributeError) as err:
+            return self._skipped(row, f'session {uuid}: {visible(str(err))[:120]}')
+        if info.get('data_version') not in self.DATA_VERSIONS:
+            raise InputError(f'results database {self.path}, session {uuid}: run report data '
+                             f'version {visible(repr(info.get("data_version")))}, this reader knows '
+                             f'{", ".join(self.DATA_VERSIONS)} (ReFrame 4.10.4)')
+        return report
+
+    def _sessions(self, where='', parameters=()):
+        """(uuid, report) of each readable session the SQL condition `where` selects, newest first."""
+        for row, uuid, blob in self._query(f'SELECT rowid, uuid, json_blob FROM sessions {where} '
+                                           'ORDER BY session_start_unix DESC', parameters):
+            report = self._report(row, uuid, blob)
+            if report is not None:
+                yield uuid, report
+
     def latest_session(self):
-        rows = self._query('SELECT uuid FROM sessions ORDER BY session_start_unix DESC LIMIT 1')
-        if not rows:
-            raise InputError(f'results database {self.path} holds no session')
-        return rows[0][0]
+        found = next(self._sessions(), None)
+        if found is None:
+            raise InputError(f'results database {self.path} holds no readable session')
+        return found[0]
 
     def session_uuid(self, prefix):
         """The stored session whose UUID is `prefix` or begins with it (the tables show 8
-        characters); an InputError that says how to list them where none or several do."""
-        found = [uuid for (uuid,) in self._query('SELECT uuid FROM sessions') if uuid.startswith(prefix)]
+        characters); an InputError that says how to list them where none or several do. Stored
+        ids that are not UUIDs are never candidates."""
+        found = [uuid for (uuid,) in self._query('SELECT uuid FROM sessions')
+                 if isinstance(uuid, str) and SESSION_UUID.fullmatch(uuid) and uuid.startswith(prefix)]
         if len(found) == 1:
             return found[0]
         if not found:
@@ -111,52 +159,70 @@ class ResultsDatabase:
                          f'({", ".join(sorted(found)[:4])}): give more of it')
 
     def testcases(self, query):
-        """The stored test cases of a query (session UUID or period), as reframe describes them."""
-        command = [os.path.join(os.path.dirname(sys.executable), 'reframe'), '-C', self.config,
-                   '--describe-stored-testcases', query]
-        env = {**os.environ, 'RFM_ENABLE_RESULTS_STORAGE': 'y',
-               'RFM_SQLITE_DB_FILE': os.path.abspath(self.path),
-               'RFM_COLORIZE': 'n', 'RFM_SAVE_LOG_FILES': 'n',
-               **({'RFM_SYSTEM': self.system} if self.system else {})}
-        env.pop('RFM_CONFIG_FILES', None)
-        with tempfile.TemporaryDirectory() as scratch:   # for reframe's own log file
-            done = subprocess.run(command, capture_output=True, text=True, env=env, cwd=scratch)
-        if done.returncode != 0:
-            said = [line for line in (done.stdout + done.stderr).splitlines() if line.strip()]
-            reason = said[-1].removeprefix('ERROR: ') if said else f'exit code {done.returncode}'
-            raise InputError(f'results database {self.path}, selection {query!r}: {reason}')
-        try:
-            return json.loads(done.stdout)
-        except ValueError:
-            raise InputError(f'results database {self.path}: reframe answered no JSON for '
-                             f'{query!r}: {done.stdout[:200]!r}') from None
+        """The stored test cases of a query, as ReFrame's --describe-stored-testcases gives them:
+        of a session (its UUID), every test case of its runs; of a period (start, end: Unix
+        seconds), each test case completed in it, oldest first."""
+        if isinstance(query, str):
+            return [case for _, report in self._sessions('WHERE uuid = ?', (query,))
+                    for run in report['runs'] for case in run.get('testcases', [])]
+        rows = self._query('SELECT uuid FROM testcases WHERE job_completion_time_unix >= ? AND '
+                           'job_completion_time_unix < ? ORDER BY job_completion_time_unix', query)
+        places = [parts for (case_uuid,) in rows for parts in [str(case_uuid).split(':')]
+                  if len(parts) == 3 and SESSION_UUID.fullmatch(parts[0])
+                  and parts[1].isdecimal() and parts[2].isdecimal()]
+        reports = {}
+        for session in dict.fromkeys(session for session, _, _ in places):
+            reports.update(self._sessions('WHERE uuid = ?', (session,)))
+        cases = []
+        for session, run, index in places:
+            with contextlib.suppress(KeyError, IndexError, TypeError):
+                cases.append(reports[session]['runs'][int(run)]['testcases'][int(index)])
+        return cases
+
+
+def _runs_of_test_cases(runs):
+    """Whether `runs` is a run report's list of runs, each holding a list of test cases (dicts)."""
+    return isinstance(runs, list) and all(
+        isinstance(run, dict) and isinstance(run.get('testcases'), list)
+        and all(isinstance(case, dict) for case in run['testcases']) for run in runs)
 
 
 def samples_of_testcases(testcases, with_failed=False):
     """The samples of stored test cases. One that failed before its performance stage is stored
-    with its variables and the value None (ReFrame 4.10.4); kept as such if `with_failed`."""
+    with its variables and the value None (ReFrame 4.10.4); kept as such if `with_failed`. A
+    test case that cannot be read is named on stderr and left out."""
     samples = []
     for case in testcases:
-        partition = f"{case['system']}:{case['partition']}"
-        for key, entry in (case.get('perfvalues') or {}).items():
-            value, ref, lower, upper, unit, *result = entry
-            if not isinstance(value, (int, float)) or not math.isfinite(value):
-                if not with_failed:
-                    continue
-                value = None
-            nodes = case.get('job_nodelist') or []
-            samples.append(Sample(
-                partition=partition, name=case['name'], image=str(case.get('image', '')),
-                num_nodes=int(case.get('num_nodes') or 0), var=key.split(':')[-1],
-                value=None if value is None else float(value), unit=unit or '', time=case.get('job_completion_time_unix') or 0.0,
-                jobid=str(case.get('jobid') or ''),
-                nodelist=nodes if isinstance(nodes, str) else ','.join(nodes),
-                reference=(ref, lower, upper), result=(result or [''])[0] or '',
-                source=case.get('session_uuid', ''), settings=recorded(case.get('run_settings')),
-                stack=recorded(case.get('software_stack')),
-                problem=failure_line(case.get('fail_phase'), case.get('fail_reason')),
-                num_tasks=int(case.get('num_tasks') or 0),
-                machine_speed=_speed(case.get('machine_speed'))))
+        try:
+            samples += _samples_of_testcase(case, with_failed)
+        except (KeyError, TypeError, ValueError, AttributeError) as err:
+            print(f'results database: test case {visible(repr(case.get("uuid")))} left out: it cannot '
+                  f'be read ({type(err).__name__}: {visible(str(err))[:80]})', file=sys.stderr)
+    return samples
+
+
+def _samples_of_testcase(case, with_failed):
+    samples = []
+    partition = f"{case['system']}:{case['partition']}"
+    for key, entry in (case.get('perfvalues') or {}).items():
+        value, ref, lower, upper, unit, *result = entry
+        if not isinstance(value, (int, float)) or not math.isfinite(value):
+            if not with_failed:
+                continue
+            value = None
+        nodes = case.get('job_nodelist') or []
+        samples.append(Sample(
+            partition=partition, name=case['name'], image=str(case.get('image', '')),
+            num_nodes=int(case.get('num_nodes') or 0), var=key.split(':')[-1],
+            value=None if value is None else float(value), unit=unit or '', time=case.get('job_completion_time_unix') or 0.0,
+            jobid=str(case.get('jobid') or ''),
+            nodelist=nodes if isinstance(nodes, str) else ','.join(nodes),
+            reference=(ref, lower, upper), result=(result or [''])[0] or '',
+            source=case.get('session_uuid', ''), settings=recorded(case.get('run_settings')),
+            stack=recorded(case.get('software_stack')),
+            problem=failure_line(case.get('fail_phase'), case.get('fail_reason')),
+            num_tasks=int(case.get('num_tasks') or 0),
+            machine_speed=_speed(case.get('machine_speed'))))
     return samples
 
 

@@ -11,6 +11,10 @@ _BRACKET = re.compile(r'\[([^\[\]]*)\]')
 # or Slurm reads as syntax gets through.
 HOST_NAME = re.compile(r'[A-Za-z0-9][A-Za-z0-9._-]{0,63}')
 _NUMBERED = re.compile(r'(.*?)(\d+)(\D*)')
+_DIGITS = re.compile(r'[0-9]{1,9}')      # ASCII digits: int() also reads '²' or '٣'
+# the most hosts a list may name: the largest machines have about 10,000 nodes; a list from data
+# naming nid[0-999999999] would take minutes and gigabytes to expand (issue 48)
+MAX_HOSTS = 100_000
 
 
 def checked(name, where):
@@ -46,15 +50,24 @@ def compress(names):
 
 def expand(text):
     """The host names of a Slurm host list, in its order, duplicates dropped; an InputError
-    naming the bad part. Ranges keep their zero padding (nid[008-010]: nid008 nid009 nid010)."""
-    names = []
+    naming the bad part, or saying it names more than MAX_HOSTS. Ranges keep their zero padding
+    (nid[008-010]: nid008 nid009 nid010)."""
+    names = {}
     for part in _split_top_level(text.strip()):
-        for name in _expand_one(part, text):
-            if name not in names:
-                names.append(name)
+        if _count(part, text) + len(names) > MAX_HOSTS:
+            raise InputError(f'host list {text[:80]!r}: names more than {MAX_HOSTS} hosts')
+        names.update(dict.fromkeys(_expand_one(part, text)))
     if not names:
         raise InputError(f'host list {text!r} names no host')
-    return names
+    return list(names)
+
+
+def _count(part, whole):
+    """How many names `part` expands to, counted without expanding it."""
+    count = 1
+    for ranges in _BRACKET.findall(part):
+        count *= sum(high - low + 1 for low, high, _ in _ranges(ranges, whole))
+    return count
 
 
 def _split_top_level(text):
@@ -83,15 +96,19 @@ def _expand_one(part, whole):
             for name in _expand_one(head + number + tail, whole)]
 
 
-def _numbers(ranges, whole):
+def _ranges(ranges, whole):
+    """[(low, high, zero-padded width)] of a bracket's N and N-M items."""
     found = []
     for item in ranges.split(','):
         low, _, high = item.strip().partition('-')
-        if not low.isdigit() or (high and not high.isdigit()):
-            raise InputError(f'host list {whole!r}: bad range {item.strip()!r} (expected N or N-M)')
+        if not _DIGITS.fullmatch(low) or (high and not _DIGITS.fullmatch(high)):
+            raise InputError(f'host list {whole[:80]!r}: bad range {item.strip()!r} (expected N or N-M)')
         high = high or low
         if int(high) < int(low):
-            raise InputError(f'host list {whole!r}: range {item.strip()!r} runs backwards')
-        width = len(low) if low.startswith('0') else 0
-        found += [str(n).zfill(width) for n in range(int(low), int(high) + 1)]
+            raise InputError(f'host list {whole[:80]!r}: range {item.strip()!r} runs backwards')
+        found.append((int(low), int(high), len(low) if low.startswith('0') else 0))
     return found
+
+
+def _numbers(ranges, whole):
+    return [str(n).zfill(width) for low, high, width in _ranges(ranges, whole) for n in range(low, high + 1)]

@@ -56,7 +56,10 @@ def read_perflog(path, period=None, with_failed=False, left_out=None):
     its file:line appended to `left_out`: one such line must not hide the rest of the log."""
     try:
         with open(path, errors='replace') as stream:
-            lines = stream.read().splitlines()
+            # at newlines only: str.splitlines() also splits at \x1c-\x1e, \x85, \u2028 ... (issue 48)
+            lines = stream.read().split('\n')
+            if lines[-1] == '':
+                lines.pop()
     except OSError as err:
         raise InputError(f'cannot read perf log {path}: {err.strerror}') from None
     if not lines:

@@ -9,8 +9,8 @@ from dataclasses import dataclass
 
 
 from mlcheck.errors import InputError
-from mlcheck.harness.reframe_api import check_query, is_session_uuid, time_period
-from mlcheck.history.database import failure_line, samples_of_testcases
+from mlcheck.harness.reframe_api import time_period
+from mlcheck.history.database import SESSION_UUID, failure_line, samples_of_testcases
 from mlcheck.history.perflog import perflog_files, read_perflog
 
 LATEST = 'latest'
@@ -19,7 +19,7 @@ SESSION_PREFIX = re.compile(r'[0-9a-f]{8}[0-9a-f-]*')
 SELECTION_FORMS = """\
   SESSION-UUID      that session, from the results database (or its first 8 characters)
   START:END         every stored test case completed in that period, in ReFrame's syntax
-                    (20261120, 20261120T0930, now-1d:now, ...); START:END?FILTER selects sessions
+                    (20261120, 20261120T0930, now-1d:now, ...)
   latest            the most recent stored session
   PATH[@START:END]  a perf log file, or a directory of them, optionally only a period
 """
@@ -30,7 +30,7 @@ class Selection:
     spec: str
     kind: str             # 'session', 'period', 'latest' (results database) or 'perflog'
     path: str = ''        # perf log file or directory
-    period: tuple = None  # (start, end) Unix seconds, for perf logs
+    period: tuple = None  # (start, end) Unix seconds, of a period or a perf log's @START:END
 
     @property
     def stored(self):
@@ -54,16 +54,18 @@ def parse_selection(spec):
             except ValueError as err:
                 raise InputError(f'selection {spec!r}: {err}') from None
         return Selection(spec, 'perflog', path=path, period=period or None)
-    if is_session_uuid(spec):
+    if SESSION_UUID.fullmatch(spec):
         return Selection(spec, 'session')
+    if '?' in spec:     # ReFrame's session filter: Python it would eval(), so never taken
+        raise InputError(f'selection {spec!r}: a session filter (?FILTER) is not taken; give a '
+                         f'session UUID, a period START:END, {LATEST!r} or a perf log path')
     try:
-        check_query(spec)
+        return Selection(spec, 'period', period=time_period(spec))
     except ValueError as err:
         if SESSION_PREFIX.fullmatch(spec):
             return Selection(spec, 'session')       # resolved against the stored sessions
         raise InputError(f'selection {spec!r} is not a session UUID, a period START:END, '
                          f'{LATEST!r} or a perf log path ({err})') from None
-    return Selection(spec, 'period')
 
 
 class AllFailed(InputError):
@@ -89,7 +91,7 @@ def load(selection, database=None, with_failed=False):
         elif selection.kind == 'session':
             query = database.session_uuid(selection.spec)     # a UUID, or its first characters
         else:
-            query = selection.spec
+            query = selection.period
         cases = database.testcases(query)
         samples = samples_of_testcases(cases, with_failed)
         where = f'results database {database.path}'

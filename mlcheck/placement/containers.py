@@ -144,16 +144,23 @@ class ContainerEngine(ContainerPlatform):
         return ' '.join([shlex.quote(f'--environment={path}'), *self.options, self.command or ''])
 
     def environment_definition(self, stagedir):
-        """The EDF's text: TOML basic strings (JSON's escapes are TOML's)."""
-        mounts = ', '.join(json.dumps(f'{src}:{dst}') for src, dst in binds(self, stagedir))
-        lines = [f'image = {json.dumps(self.image)}', f'mounts = [{mounts}]']
+        """The EDF's text: TOML basic strings (toml_string)."""
+        mounts = ', '.join(toml_string(f'{src}:{dst}') for src, dst in binds(self, stagedir))
+        lines = [f'image = {toml_string(self.image)}', f'mounts = [{mounts}]']
         if self.workdir:
-            lines.append(f'workdir = {json.dumps(self.workdir)}')
+            lines.append(f'workdir = {toml_string(self.workdir)}')
         for table, entries in (('env', self.env), ('annotations', self.annotations)):
             if entries:
-                lines += ['', f'[{table}]', *(f'{key} = {json.dumps(value)}'
+                lines += ['', f'[{table}]', *(f'{key} = {toml_string(value)}'
                                               for key, value in entries.items())]
         return '\n'.join(lines) + '\n'
+
+
+def toml_string(value):
+    """`value` as a TOML basic string: JSON's escapes are TOML's, but not its \\ud83d\\ude00 for a
+    character beyond the BMP (an emoji in an image path: TOML takes no surrogates), so such
+    characters stay as they are; DEL, which TOML refuses raw, is escaped."""
+    return json.dumps(str(value), ensure_ascii=False).replace('\x7f', '\\u007f')
 
 
 PLATFORMS = {cls.__name__.lower(): cls for cls in (Charliecloud, Shifter, Pyxis, ContainerEngine)}   # names as ReFrame's: any case

@@ -144,7 +144,7 @@ def job_exports(settings, layout, waits=Waits(), image_path=None):
         # the reason, instead of leaving it blocked on the GPU
         env['TORCH_NCCL_ASYNC_ERROR_HANDLING'] = '1'
     if vendor['miopen_cache']:
-        env['MLCHECK_MIOPEN_CACHE_ROOT'] = settings.miopen_cache_root
+        env['MLCHECK_MIOPEN_CACHE_ROOT'] = shell_quote(settings.miopen_cache_root)
     if settings.trusts_dataset_writers:     # read by the CIFAR-100 program (cifar_data.py)
         env['MLCHECK_TRUSTS_DATASET_WRITERS'] = '1'
     prelude = settings.rank_prelude_for(image_path)

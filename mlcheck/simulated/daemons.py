@@ -103,7 +103,7 @@ def start_slurmds(sim):
         if sim.daemon_pid('slurmctld'):
             fail_jobs_of_crashed_node(sim, node)
         sim.start_daemon(f'slurmd {node}', 'slurmd', node, sim.path('SLURMD_LOG', node),
-                         ['slurmd', '-N', node])
+                         sim.slurmd_command(node))
 
 
 def node_states():

@@ -80,7 +80,11 @@ def cmd_fault(argv, environ=os.environ):
         return 0
     argv, command = (argv[:argv.index('--')], argv[argv.index('--') + 1:]) if '--' in argv \
         else (argv, [])
-    fault, said = fault_of(node_names(running_nodes(environ)), argv)   # enters nothing yet
+    try:    # the state directory claimed as every subcommand claims it (its nodes file is read)
+        sim = faults.cluster(environ)
+    except RuntimeError as err:
+        raise Failure(f'fault: {err}') from None
+    fault, said = fault_of(node_names(running_nodes({'SIMSLURM_DIR': sim.dir})), argv)   # enters nothing yet
     if os.geteuid() != 0:
         raise Failure('fault: must run as root (it moves slurmd into cgroups and namespaces); '
                       'rerun with sudo')

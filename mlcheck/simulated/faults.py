@@ -31,8 +31,8 @@ import subprocess
 import threading
 import time
 
-from mlcheck.simulated.cluster import DEFAULT_DIR, paths
-from mlcheck.simulated.processes import alive, cgroup_roots
+from mlcheck.simulated.cluster import settings_from_env
+from mlcheck.simulated.processes import DAEMON_PATH, Sim, alive, cgroup_roots, empty_and_remove
 
 CPU_CGROUP = '/sys/fs/cgroup/cpu'
 NFT_CGROUP_ROOT = '/sys/fs/cgroup'      # nftables names a cgroup v2 group relative to this
@@ -42,15 +42,23 @@ CFS_PERIOD_US = 100_000
 WAIT_S = 20
 
 
-def slurmd_pid(node, directory=None):
-    """The pid of `node`'s slurmd, from its pid file; a RuntimeError when it is not running."""
-    path = paths(directory or os.environ.get('SIMSLURM_DIR') or DEFAULT_DIR)['SLURMD_PIDFILE']
-    path = path.replace('%n', node)
-    try:
-        pid = int(open(path).read().split()[0])
-        os.kill(pid, 0)
-    except (OSError, ValueError, IndexError):
-        raise RuntimeError(f'no slurmd running for {node} (pid file {path})') from None
+def cluster(environ=None):
+    """The running cluster of SIMSLURM_DIR (bin/simslurm's settings), its state directory
+    claimed as every subcommand claims it; a RuntimeError where there is none."""
+    from mlcheck.simulated.install import claimed
+    sim = claimed(Sim(settings_from_env(os.environ if environ is None else environ)))
+    if sim is None:
+        raise RuntimeError('no simulated cluster: SIMSLURM_DIR does not exist')
+    return sim
+
+
+def slurmd_pid(node, sim=None):
+    """The pid of `node`'s slurmd: root's own, from the slurmd binary, started for the cluster
+    (Sim.daemon_pid; a pid file alone names nothing); a RuntimeError when it is not running."""
+    sim = sim or cluster()
+    pid = sim.daemon_pid('slurmd', node)
+    if pid is None:
+        raise RuntimeError(f"no slurmd running for {node} (pid file {sim.path('SLURMD_PIDFILE', node)})")
     return pid
 
 
@@ -68,29 +76,43 @@ def _write(path, text):
         stream.write(str(text))
 
 
-def _procs(cgroup):
-    with open(os.path.join(cgroup, 'cgroup.procs')) as stream:
-        return [int(line) for line in stream if line.strip()]
-
-
-def _move_back(cgroup, home):
-    """Every process still in `cgroup` (the slurmd, steps that outlived the block) back to
-    `home`, and `cgroup` removed."""
-    for _ in range(50):
-        try:
-            left = _procs(cgroup)
-        except FileNotFoundError:
-            return
-        for proc in left:
-            with contextlib.suppress(OSError):   # a process that ended meanwhile
-                _write(os.path.join(home, 'cgroup.procs'), proc)
-        with contextlib.suppress(OSError):
-            os.rmdir(cgroup)
-            return
-        time.sleep(0.1)
-
-
 FAULT_PREFIX = 'mlcheck-fault'            # every fault's cgroup name starts with it
+SESSIONS = 'faults'                       # below the cluster's run directory: a file per live session
+_entered = []                             # this process's faults in place (they nest)
+
+
+@contextlib.contextmanager
+def in_place():
+    """While this process holds a fault in place, a file named by its pid in the cluster's run
+    directory: `up` (clear_leftovers) then leaves every fault alone, another session's being
+    live, not left over (issue 48)."""
+    try:
+        folder = os.path.join(cluster().path('RUN_DIR'), SESSIONS)
+        os.makedirs(folder, mode=0o755, exist_ok=True)
+        marker = os.path.join(folder, str(os.getpid()))
+    except (RuntimeError, OSError, ValueError):     # no cluster here: nothing to tell apart
+        marker = None
+    if marker and not _entered:
+        os.close(os.open(marker, os.O_WRONLY | os.O_CREAT | os.O_NOFOLLOW, 0o644))
+    _entered.append(marker)
+    try:
+        yield
+    finally:
+        _entered.pop()
+        if marker and not _entered:
+            with contextlib.suppress(FileNotFoundError):
+                os.remove(marker)
+
+
+def live_sessions(sim):
+    """The pids of the processes that hold faults of `sim`'s cluster in place now."""
+    folder = os.path.join(sim.path('RUN_DIR'), SESSIONS)
+    try:
+        names = os.listdir(folder)
+    except OSError:
+        return []
+    return sorted(int(name) for name in names
+                  if name.isdecimal() and os.path.exists(os.path.join(sim.proc, name)))
 
 
 @contextlib.contextmanager
@@ -118,7 +140,7 @@ def cpu_quota(node, share):
     cgroup = os.path.join(CPU_CGROUP, f'{FAULT_PREFIX}-{node}')
     os.makedirs(cgroup, exist_ok=True)
     try:
-        with sigterm_unwinds():
+        with sigterm_unwinds(), in_place():
             _write(os.path.join(cgroup, 'cpu.cfs_period_us'), CFS_PERIOD_US)
             _write(os.path.join(cgroup, 'cpu.cfs_quota_us'), max(1000, int(share * CFS_PERIOD_US)))
             # the cluster's weight kept (processes.PARTITION_WEIGHT): only the quota slows the node
@@ -126,26 +148,26 @@ def cpu_quota(node, share):
             _write(os.path.join(cgroup, 'cgroup.procs'), pid)
             yield cgroup
     finally:
-        _move_back(cgroup, home)
+        empty_and_remove(cgroup, home)
 
 
 def _restart_slurmd(node, old, wrap):
-    """Stop `node`'s slurmd (pid `old`) and start it again with the same command line and
-    environment, inside `wrap` (a command prefix); the new pid."""
-    argv = open(f'/proc/{old}/cmdline', 'rb').read().split(b'\0')[:-1]
-    env = dict(item.split(b'=', 1) for item in open(f'/proc/{old}/environ', 'rb').read().split(b'\0')
-               if b'=' in item)
+    """Stop `node`'s slurmd (pid `old`) and start it again inside `wrap` (a command prefix),
+    rebuilt from the cluster's own settings as `up` starts it (never from the old process's
+    command line or environment: a pid file could name anything); the new pid."""
+    sim = cluster()
     home = _cpu_home_of(old)    # the new one runs where the old one did (the cluster's cgroup)
     os.kill(old, signal.SIGTERM)
     _wait(lambda: not os.path.exists(f'/proc/{old}'), f'slurmd of {node} (pid {old}) to stop')
-    subprocess.run([*wrap, *argv], env=env, check=True, stdin=subprocess.DEVNULL,
-                   stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+    subprocess.run([*wrap, *sim.daemon_env(), *sim.slurmd_command(node)], env={'PATH': DAEMON_PATH},
+                   check=True, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                   stderr=subprocess.DEVNULL,
                    preexec_fn=home and (lambda: _write(os.path.join(home, 'cgroup.procs'), os.getpid())))
     new = {}
 
     def started():
         try:
-            new['pid'] = slurmd_pid(node)
+            new['pid'] = slurmd_pid(node, sim)
         except RuntimeError:
             return False
         return new['pid'] != old
@@ -183,13 +205,14 @@ def hidden_path(node, path):
     empty read-only tmpfs over `path`; restarted plainly afterwards."""
     old = slurmd_pid(node)
     hide = 'mount -t tmpfs -o ro,size=1m mlcheck-fault "$1" && shift && exec "$@"'
-    pid = _restart_slurmd(node, old, ['unshare', '--mount', '--propagation', 'private',
-                                      'sh', '-c', hide, 'hide', path])
-    try:
-        with sigterm_unwinds():
-            yield pid
-    finally:
-        _restart_slurmd(node, slurmd_pid(node), [])
+    with in_place():
+        pid = _restart_slurmd(node, old, ['unshare', '--mount', '--propagation', 'private',
+                                          'sh', '-c', hide, 'hide', path])
+        try:
+            with sigterm_unwinds():
+                yield pid
+        finally:
+            _restart_slurmd(node, slurmd_pid(node), [])
 
 
 @contextlib.contextmanager
@@ -204,12 +227,13 @@ def other_file(node, path, text):
         os.chmod(scratch, 0o755)
         os.chmod(copy, 0o644)
         bind = 'mount --bind -o ro "$1" "$2" && shift 2 && exec "$@"'
-        pid = _restart_slurmd(node, slurmd_pid(node), [
-            'unshare', '--mount', '--propagation', 'private', 'sh', '-c', bind, 'bind', copy, path])
-        try:
-            yield pid
-        finally:
-            _restart_slurmd(node, slurmd_pid(node), [])
+        with in_place():
+            pid = _restart_slurmd(node, slurmd_pid(node), [
+                'unshare', '--mount', '--propagation', 'private', 'sh', '-c', bind, 'bind', copy, path])
+            try:
+                yield pid
+            finally:
+                _restart_slurmd(node, slurmd_pid(node), [])
 
 
 def cgroup2_root(mounts='/proc/self/mounts'):
@@ -261,12 +285,13 @@ def slow_links(pairs, kbytes_per_s):
     nodes = sorted({n for a, b, _ in pairs for n in (a, b)})
     with contextlib.ExitStack() as undo:
         undo.enter_context(sigterm_unwinds())
+        undo.enter_context(in_place())
         groups = {}
         for node in nodes:
             pid = slurmd_pid(node)
             home, group = cgroup2_of(pid, root), os.path.join(root, f'{FAULT_PREFIX}-link-{node}')
             os.makedirs(group, exist_ok=True)
-            undo.callback(_move_back, group, home)
+            undo.callback(empty_and_remove, group, home)
             _write(os.path.join(group, 'cgroup.procs'), pid)
             groups[node] = group
         subprocess.run(['nft', '-f', '-'], input=link_rules(pairs, groups), text=True, check=True)
@@ -278,7 +303,10 @@ def clear_leftovers(sim, cgroup_roots=None, table=LINK_TABLE, proc='/proc'):
     """Undo what faults of a killed process left (bin/simslurm up calls it): every fault cgroup
     below `cgroup_roots` (default: the cpu and cgroup v2 hierarchies), its processes moved to the
     hierarchy's root; the nftables `table`; a slurmd of `sim` in a mount namespace other than
-    ours (hidden_path's), stopped so that `up` starts it plainly. What it removed, one line each."""
+    ours (hidden_path's), stopped so that `up` starts it plainly. What it removed, one line each;
+    nothing while a session holds faults in place (live_sessions): they are not left over."""
+    if live_sessions(sim):
+        return []
     if cgroup_roots is None:
         cgroup_roots = [CPU_CGROUP]
         with contextlib.suppress(OSError, RuntimeError):
@@ -288,7 +316,7 @@ def clear_leftovers(sim, cgroup_roots=None, table=LINK_TABLE, proc='/proc'):
         with contextlib.suppress(FileNotFoundError):
             for name in sorted(os.listdir(root)):
                 if name.startswith(FAULT_PREFIX) and os.path.isdir(os.path.join(root, name)):
-                    _move_back(os.path.join(root, name), root)
+                    empty_and_remove(os.path.join(root, name), root)
                     removed.append(f'cgroup {os.path.join(root, name)}')
     if shutil.which('nft') and subprocess.run(['nft', 'list', 'table', 'inet', table],
                                               capture_output=True).returncode == 0:

@@ -1,8 +1,10 @@
 """/etc/hosts for the simulated cluster: every node's name resolves to a loopback address.
 
 Jobs use the node names as host names (`scontrol show hostnames` gives PyTorch's MASTER_ADDR), so
-each must resolve; a name the machine does not know gets a line `127.0.0.1 NAME` marked as ours,
-and a name that resolves off the machine is an error naming the file to fix.
+each must resolve; a name the machine does not know (the resolver is asked first: DNS included)
+gets a line `127.0.0.1 NAME` marked as ours, and a name that resolves off the machine is an error
+naming the file to fix: a line of ours would shadow a real host of that name while the cluster
+is up (issue 48).
 """
 
 import socket
@@ -39,7 +41,8 @@ def ensure_hosts(path, nodes, check_only=False):
     if not check_only:
         with open(path, 'r+') as f:
             text = f.read()
-            missing = [name for name in node_names(nodes) if name not in named(text)]
+            missing = [name for name in node_names(nodes)
+                       if name not in named(text) and resolve_ipv4(name) is None]
             if missing and text and not text.endswith('\n'):
                 f.write('\n')
             f.write(''.join(f'127.0.0.1 {name}   {HOSTS_MARK}\n' for name in missing))

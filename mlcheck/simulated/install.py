@@ -14,12 +14,15 @@ import socket
 import stat
 
 from mlcheck.simulated.cluster import GPU_DEVICES, MARKER, Settings, config_files, read_password
-from mlcheck.simulated.processes import Failure, Sim, output_of, say, write_new
+from mlcheck.simulated.processes import Failure, output_of, say, write_new
 
 SLURM_CONF_PATH = '/etc/slurm/slurm.conf'
 GRES_CONF_PATH = '/etc/slurm/gres.conf'
 # slurmdbd reads it from slurm.conf's directory
 SLURMDBD_CONF_PATH = '/etc/slurm/slurmdbd.conf'
+# where a configless Slurm client (slurmd --conf-server, sackd) keeps the config its controller
+# sent: a machine with one is a real cluster's node, whose commands a slurm.conf would take over
+CONFIGLESS_CACHE = '/run/slurm/conf/slurm.conf'
 
 
 def node_memory_mb(meminfo='/proc/meminfo'):
@@ -57,7 +60,7 @@ class Config:
         return config_files(Settings(
             cpus=self.cpus, memory_mb=self.memory_mb, db_password=read_password(self.sim.path('DB_PASSWORD_FILE')),
             nodes=s['NODES'], directory=s['DIR'], ctld_port=s['CTLD_PORT'], slurmd_port_base=s['PORT_BASE'],
-            dbd_port=s['DBD_PORT']))
+            dbd_port=s['DBD_PORT'], groups=s['GROUPS']))
 
     def _current(self, paths):
         files, where = self.files(), installed_files(self.sim)
@@ -105,7 +108,12 @@ def written_by_us(path):
 
 
 def check_config_is_ours():
-    """Fail unless slurm.conf, slurmdbd.conf and gres.conf are absent or were written by bin/simslurm."""
+    """Fail unless slurm.conf, slurmdbd.conf and gres.conf are absent or were written by bin/simslurm,
+    and the machine is no configless Slurm client (CONFIGLESS_CACHE)."""
+    if os.path.exists(CONFIGLESS_CACHE) and not written_by_us(SLURM_CONF_PATH):
+        raise Failure(f'{CONFIGLESS_CACHE} exists: this machine is a node of a configless Slurm cluster, '
+                      f'whose commands {SLURM_CONF_PATH} would redirect to the simulated one; run bin/simslurm '
+                      'on a machine of its own')
     for conf in (SLURM_CONF_PATH, SLURMDBD_CONF_PATH, GRES_CONF_PATH):
         if written_by_us(conf) is False:
             raise Failure(f"{conf} exists and was not written by simslurm (no '{MARKER}' first line); refusing to "
@@ -121,7 +129,7 @@ def check_no_other_cluster(sim):
                           if line.startswith('# simslurm-dir: ')), '')
     except OSError:
         return
-    if other and other != sim.dir and Sim({**sim.settings, 'DIR': other}, sim.proc, sim.root).daemon_pid('slurmctld'):
+    if other and other != sim.dir and sim.at(other).daemon_pid('slurmctld'):
         raise Failure(f'a simslurm cluster with SIMSLURM_DIR={other} is running; stop it first: '
                       f'SIMSLURM_DIR={other} bin/simslurm down')
 
@@ -147,28 +155,48 @@ def make_dirs(sim, owner=None):
         write_new(password, re.sub('[^A-Za-z0-9]', '', base64.b64encode(os.urandom(24)).decode()), 0o600)
 
 
-def claim_state_dir(directory):
-    """SIMSLURM_DIR made if missing, then required to be root's alone: a directory, not a link,
-    owned by root and writable by no one else, below directories that only root can change
-    (writable by others only with the sticky bit, as /var/tmp). Whoever prepared it otherwise
-    could have root write through links in it, hand files to munge and mysql, or swap MariaDB's
-    config. lstat throughout: a link is judged as itself, never by what it points at."""
+def claim_state_dir(directory, make=True):
+    """SIMSLURM_DIR made if missing (with `make`; else None where it is missing), then required to
+    be root's alone: a directory, not a link, owned by root and writable by no one else, below
+    directories that only root can change (writable by others only with the sticky bit, as
+    /var/tmp). Whoever prepared it otherwise could have root write through links in it, hand files
+    to munge and mysql, swap MariaDB's config, or name a process of theirs in a pid file for root
+    to restart. The path returned is the one checked: its real path (links of the folders above
+    resolved), which the cluster then uses; lstat throughout, so the directory itself is judged
+    as itself, a link refused, never by what it points at."""
     path = os.path.abspath(directory)
-    os.makedirs(path, mode=0o755, exist_ok=True)
-    ancestors = [os.path.dirname(path)]
+    if make:
+        os.makedirs(path, mode=0o755, exist_ok=True)
+    elif not os.path.lexists(path):
+        return None
+    if stat.S_ISLNK(os.lstat(path).st_mode):
+        raise Failure(f'{path} is a symbolic link: SIMSLURM_DIR={path} is not root\'s alone, so the '
+                      'cluster is not used there; set SIMSLURM_DIR to a directory that only root can write')
+    real = os.path.realpath(path)
+    ancestors = [os.path.dirname(real)]
     while ancestors[-1] != '/':
         ancestors.append(os.path.dirname(ancestors[-1]))
-    for folder in [path, *ancestors]:
+    for folder in [real, *ancestors]:
         info = os.lstat(folder)
-        sticky = folder != path and info.st_mode & stat.S_ISVTX
-        problem = ('is a symbolic link' if stat.S_ISLNK(info.st_mode) and folder == path else
-                   f'is owned by uid {info.st_uid}, not root' if info.st_uid != 0 else
+        sticky = folder != real and info.st_mode & stat.S_ISVTX
+        problem = (f'is owned by uid {info.st_uid}, not root' if info.st_uid != 0 else
                    f'is writable by others (mode {stat.S_IMODE(info.st_mode):o})'
-                   if info.st_mode & 0o022 and not sticky and not stat.S_ISLNK(info.st_mode) else '')
+                   if info.st_mode & 0o022 and not sticky else
+                   'is not a directory' if not stat.S_ISDIR(info.st_mode) else '')
         if problem:
             raise Failure(f'{folder} {problem}: SIMSLURM_DIR={path} is not root\'s alone, so the cluster '
-                          'is not started there; remove it (or fix its owner and mode) or set SIMSLURM_DIR '
+                          'is not used there; remove it (or fix its owner and mode) or set SIMSLURM_DIR '
                           'to a directory that only root can write')
+    return real
+
+
+def claimed(sim, make=False):
+    """`sim` at its claimed state directory's real path (claim_state_dir), or None where the
+    directory is missing and not `make`. Every subcommand of bin/simslurm starts here."""
+    real = claim_state_dir(sim.dir, make)
+    if real is None:
+        return None
+    return sim.at(real)
 
 
 def purge(sim, hosts_file, devices=GPU_DEVICES):

@@ -1,16 +1,22 @@
 """The simulated cluster's processes: which daemons are ours, starting and stopping them, and who
 holds a port (bin/simslurm, through mlcheck.simulated.simslurm).
 
-A daemon is ours when it runs with SIMSLURM_DIR=<our directory> in its environment, the mark its
-clean environment (Sim.daemon_env) gives it: pid files may be stale or missing, the environment
-is not. Only root can read another process's environment; other users (`status`) skip that check.
-Standard library only: bin/simslurm runs this with the system's python3.
+A daemon is ours when /proc shows it run by its user (root; mysql for mariadbd), from its own
+binary (/proc/PID/exe is the slurmd, slurmctld, slurmdbd or mariadbd that the daemons' PATH
+finds), with SIMSLURM_DIR=<our directory> in its environment, the mark its clean environment
+(Sim.daemon_env) gives it: pid files may be stale, missing or planted, and any local user can
+start a process called slurmd with that variable set; only root can start one of root's from the
+slurmd binary (issue 48). Only root can read another process's environment and executable; other
+users (`status`) check the owner and name alone. Standard library only: bin/simslurm runs this with
+the system's python3.
 """
 
 import contextlib
+import dataclasses
 import os
 import pwd
 import re
+import shutil
 import signal
 import subprocess
 import sys
@@ -20,6 +26,10 @@ from dataclasses import dataclass, field
 from mlcheck.simulated.cluster import node_names, node_ports, paths
 
 MUNGE_PIDFILE = '/run/munge/munged.pid'
+# the PATH of every daemon (Sim.daemon_env), where its binary is found
+DAEMON_PATH = '/usr/sbin:/usr/bin:/sbin:/bin'
+# who runs each daemon but munged (a system service: see Sim.daemon_pid)
+DAEMON_USERS = {'slurmctld': 'root', 'slurmd': 'root', 'slurmdbd': 'root', 'mariadbd': 'mysql'}
 
 # The cluster's daemons, and so every job their slurmd start, run in a cgroup of their own that
 # weighs 100 times any other process of the machine: a compute node's cores belong to its job,
@@ -135,10 +145,18 @@ class Sim:
     settings: dict
     proc: str = '/proc'
     root: bool = field(default_factory=lambda: os.geteuid() == 0)
+    # where the daemons' binaries are found, and {user name: uid} of who runs them (a test's
+    # /proc tree and binaries are its own)
+    bin_path: str = DAEMON_PATH
+    uids: dict = field(default_factory=dict)
 
     @property
     def dir(self):
         return self.settings['DIR']
+
+    def at(self, directory):
+        """The same cluster's settings and /proc, at state directory `directory`."""
+        return dataclasses.replace(self, settings={**self.settings, 'DIR': directory})
 
     @property
     def paths(self):
@@ -157,8 +175,12 @@ class Sim:
     def daemon_env(self):
         """The command prefix of every daemon: nothing from the caller's shell (venvs, an
         enclosing job's SLURM_* variables) leaks into it, and SIMSLURM_DIR marks it as ours."""
-        return ['env', '-i', 'PATH=/usr/sbin:/usr/bin:/sbin:/bin', 'HOME=/root', 'LANG=C.UTF-8',
+        return ['env', '-i', f'PATH={DAEMON_PATH}', 'HOME=/root', 'LANG=C.UTF-8',
                 f'SIMSLURM_DIR={self.dir}']
+
+    def slurmd_command(self, node):
+        """How `node`'s slurmd is started (after daemon_env), by `up` and by a fault's restart alike."""
+        return ['slurmd', '-N', node]
 
     def _read(self, pid, name, mode='r'):
         try:
@@ -167,12 +189,37 @@ class Sim:
         except OSError:
             return None
 
+    def _uid(self, user):
+        if user not in self.uids:
+            try:
+                self.uids[user] = pwd.getpwnam(user).pw_uid
+            except KeyError:
+                self.uids[user] = None
+        return self.uids[user]
+
+    def _runs_binary(self, pid, name):
+        """True if `pid`'s executable is the `name` binary the daemons' PATH finds (also one
+        replaced since it started, as a package upgrade does)."""
+        binary = shutil.which(name, path=self.bin_path)
+        try:
+            exe = os.readlink(f'{self.proc}/{pid}/exe').removesuffix(' (deleted)')
+        except OSError:
+            return False
+        return binary is not None and exe == os.path.realpath(binary)
+
     def is_our_daemon(self, pid, name, node=''):
-        """True if `pid` is a live `name` daemon started for this SIMSLURM_DIR (and, given
-        `node`, one whose command line names that node as a word)."""
+        """True if `pid` is a live `name` daemon started for this SIMSLURM_DIR by root (and,
+        given `node`, one whose command line names that node as a word)."""
         comm = self._read(pid, 'comm')
         if comm is None or comm.rstrip('\n') != name:
             return False
+        if name in DAEMON_USERS:
+            try:
+                owner = os.stat(f'{self.proc}/{pid}').st_uid
+            except OSError:
+                return False
+            if owner != self._uid(DAEMON_USERS[name]) or (self.root and not self._runs_binary(pid, name)):
+                return False
         if self.root and name != 'munged':     # munged: see daemon_pid
             environ = self._read(pid, 'environ', 'rb')
             if environ is None or f'SIMSLURM_DIR={self.dir}'.encode() not in environ.split(b'\0'):
@@ -255,19 +302,54 @@ def cgroup_roots(mounts='/proc/self/mounts'):
     return roots
 
 
-def partition_cgroup(mounts='/proc/self/mounts'):
+def partition_cgroup(mounts='/proc/self/mounts', enable=True):
     """The cluster's cgroup: in the cgroup v1 `cpu` hierarchy where one is mounted, else in the
-    cgroup v2 one whose root offers the cpu controller; None where neither is (the jobs then
-    share the cores with the machine's other work as any process does)."""
+    cgroup v2 one whose root offers the cpu controller (turned on for its children, with
+    `enable`); None where neither is (the jobs then share the cores with the machine's other work
+    as any process does)."""
     roots = cgroup_roots(mounts)
     if 'v1' in roots:
         return os.path.join(roots['v1'], PARTITION_CGROUP)
     with contextlib.suppress(OSError):
         if 'v2' in roots and 'cpu' in open(os.path.join(roots['v2'], 'cgroup.controllers')).read().split():
-            with open(os.path.join(roots['v2'], 'cgroup.subtree_control'), 'w') as stream:
-                stream.write('+cpu')
+            if enable:
+                with open(os.path.join(roots['v2'], 'cgroup.subtree_control'), 'w') as stream:
+                    stream.write('+cpu')
             return os.path.join(roots['v2'], PARTITION_CGROUP)
     return None
+
+
+def cgroup_procs(cgroup):
+    with open(os.path.join(cgroup, 'cgroup.procs')) as stream:
+        return [int(line) for line in stream if line.strip()]
+
+
+def empty_and_remove(cgroup, home):
+    """Every process still in `cgroup` moved to `home`, and `cgroup` removed (tried for 5 s:
+    a process may be forking meanwhile). True if it is gone."""
+    for _ in range(50):
+        try:
+            left = cgroup_procs(cgroup)
+        except FileNotFoundError:
+            return True
+        for proc in left:
+            with contextlib.suppress(OSError):   # a process that ended meanwhile
+                with open(os.path.join(home, 'cgroup.procs'), 'w') as stream:
+                    stream.write(str(proc))
+        with contextlib.suppress(OSError):
+            os.rmdir(cgroup)
+            return True
+        time.sleep(0.1)
+    return False
+
+
+def remove_partition_cgroup(mounts='/proc/self/mounts'):
+    """The cluster's cgroup removed (bin/simslurm down): its weight is for the cluster's daemons
+    alone, and a process left in it would keep it. What was removed, or None."""
+    cgroup = partition_cgroup(mounts, enable=False)
+    if cgroup is None or not os.path.isdir(cgroup):
+        return None
+    return cgroup if empty_and_remove(cgroup, os.path.dirname(cgroup)) else None
 
 
 def give_the_cores_to(pid, mounts='/proc/self/mounts'):

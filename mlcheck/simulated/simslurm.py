@@ -46,23 +46,28 @@ Environment (same values must be used for up, status and down):
 # finding and stopping processes in processes.py, the machine's files in install.py and hosts.py,
 # the settings and config files in cluster.py. Standard library only.
 
-import fcntl
 import io
 import os
 import pwd
+import shlex
 import shutil
 import signal
+import stat
 import subprocess
 import sys
 import time
 
+from mlcheck import locks
 from mlcheck.simulated import daemons, database, faults, hosts, install
 from mlcheck.simulated.fault_command import cmd_fault
 from mlcheck.simulated.cluster import settings_from_env
-from mlcheck.simulated.processes import Failure, Sim, check_ports, give_the_cores_to, say, write_new
+from mlcheck.simulated.processes import (Failure, Sim, check_ports, give_the_cores_to, remove_partition_cgroup, say,
+                                         write_new)
 
-# up and down of any SIMSLURM_DIR share /etc/slurm/slurm.conf: serialize them
-LOCK_FILE = '/run/lock/simslurm.lock'
+# up and down of any SIMSLURM_DIR share /etc/slurm/slurm.conf: serialize them. In /run, which
+# only root can write, and mode 0600: anyone who can open a lock file can hold it (flock needs no
+# write access), and /run/lock, where it was, lets every user make files
+LOCK_FILE = '/run/mlcheck-simslurm.lock'
 LOCK_WAIT_S = 300
 HOSTS_FILE = '/etc/hosts'
 
@@ -71,18 +76,16 @@ def take_lock(path=LOCK_FILE, wait_s=LOCK_WAIT_S):
     """The lock of up and down, held until we exit; waits for a concurrent up or down to finish.
     Its descriptor is not inherited: no daemon can hold it after us (munged keeps what it gets)."""
     os.makedirs(os.path.dirname(path), exist_ok=True)
-    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC, 0o644)
-    deadline = time.monotonic() + wait_s
-    while True:
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            return fd
-        except BlockingIOError:
-            if time.monotonic() >= deadline:
-                os.close(fd)
-                raise Failure(f"another 'bin/simslurm up/down' has held {path} for {wait_s} s; "
-                              f"wait for it or stop it") from None
-            time.sleep(0.1)
+    try:
+        fd = locks.hold(path, wait_s, 0o600, "the lock of 'bin/simslurm up/down'")
+    except locks.LockBusy as err:
+        raise Failure(str(err)) from None
+    info = os.fstat(fd)
+    if info.st_uid != os.geteuid() or info.st_mode & 0o077:
+        os.close(fd)
+        raise Failure(f'the lock {path} is not ours alone (uid {info.st_uid}, mode '
+                      f'{stat.S_IMODE(info.st_mode):o}): others could hold it; remove it')
+    return fd
 
 
 def check_prereqs():
@@ -180,7 +183,8 @@ def record_nodes(sim):
 
 def already_up(sim):
     record_nodes(sim)
-    # daemons started before the cluster had a cgroup of its own (an older checkout) join it
+    # daemons started before the cluster had a cgroup of its own (an older checkout) join it:
+    # our_pids finds root's own daemons only, so no other process gains the weight
     for name in ('slurmctld', 'slurmdbd', 'slurmd'):
         for pid in sim.our_pids(name):
             give_the_cores_to(pid)
@@ -190,9 +194,13 @@ def already_up(sim):
 
 def cmd_up(sim):
     check_prereqs()
-    install.claim_state_dir(sim.dir)
+    sim = install.claimed(sim, make=True)
     install.check_config_is_ours()
-    # a fault of a killed test session would make this "healthy" cluster slow or broken
+    # a fault of a killed test session would make this "healthy" cluster slow or broken; a live
+    # session's faults stay
+    live = faults.live_sessions(sim)
+    if live:
+        say(f"faults held in place by pid {', '.join(map(str, live))}: left alone")
     for removed in faults.clear_leftovers(sim):
         say(f'removed a leftover fault: {removed}')
     config = install.Config(sim, install.node_cpus(), install.node_memory_mb())
@@ -230,14 +238,27 @@ def cmd_up(sim):
     return print_status(sim)
 
 
+def cmd_status(sim):
+    claimed = install.claimed(sim)
+    if claimed is None:
+        print(f'no simulated cluster: {sim.dir} (SIMSLURM_DIR) does not exist')
+        return False
+    return print_status(claimed)
+
+
 def cmd_down(sim):
     if os.geteuid() != 0:
         raise Failure('must run as root to stop the daemons; rerun with sudo')
     take_lock()
-    daemons.cancel_jobs(sim)
-    daemons.stop_slurm_daemons(sim)
-    database.stop_accounting(sim)
-    daemons.stop_our_munged(sim)
+    claimed = install.claimed(sim)
+    if claimed is not None:
+        daemons.cancel_jobs(claimed)
+        daemons.stop_slurm_daemons(claimed)
+        database.stop_accounting(claimed)
+        daemons.stop_our_munged(claimed)
+    removed = remove_partition_cgroup()
+    if removed:
+        say(f'removed the cluster\'s cgroup {removed}')
     say(f"cluster is down (logs and the accounting database kept in {sim.dir}; munged is stopped only if 'up' "
         f"started it)")
     return True
@@ -254,12 +275,12 @@ def cmd_purge(sim):
 
 
 def cmd_env(sim):
-    print(f'export SIMSLURM_DIR={sim.dir}')
-    print(f'export SLURM_CONF={install.SLURM_CONF_PATH}')
+    print(f'export SIMSLURM_DIR={shlex.quote(sim.dir)}')
+    print(f'export SLURM_CONF={shlex.quote(install.SLURM_CONF_PATH)}')
     return True
 
 
-COMMANDS = {'up': cmd_up, 'status': print_status, 'down': cmd_down, 'purge': cmd_purge, 'env': cmd_env}
+COMMANDS = {'up': cmd_up, 'status': cmd_status, 'down': cmd_down, 'purge': cmd_purge, 'env': cmd_env}
 
 
 def main(argv=None, environ=None):

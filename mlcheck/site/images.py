@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 
 from mlcheck.data.unbuilt import unbuilt_reason
 from mlcheck.errors import ConfigError
+from mlcheck.visible import control_characters, visible
 
 HOST_IMAGE = 'host'   # the image name of "no container": the partition's own Python
 IMAGE_SUFFIXES = ('.sif', '.sqfs', '.squashfs', '.sqsh', '.img')
@@ -20,6 +21,18 @@ EDF_RUNTIME = 'ContainerEngine'   # the container platform that reads extras.mlc
 def reads_edf(container_runtime):
     """Whether a partition of this container platform (ReFrame's name; None: none) reads an EDF."""
     return (container_runtime or '').lower() == EDF_RUNTIME.lower()
+
+
+def check_loggable(text, what):
+    """A ConfigError unless `text` (an image, -S compare_with or compare_layers) can go into a
+    perf log line as it is: ReFrame logs it unescaped, '|' splits the line's fields and a line
+    break starts another line; a control character (the line separators that Python's
+    splitlines() also splits at among them) is refused too: the report prints it (issue 48)."""
+    found = control_characters(str(text))
+    if '|' in str(text) or found:
+        raise ConfigError(f"{what} {visible(repr(str(text)))}: a '|', a line break or a control character "
+                          f"cannot be logged (perf log fields are separated by |, lines by newlines)"
+                          + (f'; it holds {found}' if found else ''))
 
 
 class ImageUnavailable(ConfigError):
@@ -83,10 +96,7 @@ class ImageSettings:
         None for the partition's own Python."""
         where = f'partition {self.partition}'
         given = image_given_by_path(image)
-        # the image goes into perf log lines unescaped: '|' splits them, a newline starts another
-        if any(c in (given or image) for c in '|\n\r'):
-            raise ConfigError(f"image {given or image!r}: a '|' or a line break in an image "
-                              'cannot be logged (perf log fields are separated by |, lines by newlines)')
+        check_loggable(given or image, 'image')
         known = self.image_paths()
         if given is None and image in known:
             path = known[image]

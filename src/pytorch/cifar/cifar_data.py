@@ -18,6 +18,7 @@ import io
 import itertools
 import os
 import pickle
+import stat
 import sys
 import time
 
@@ -36,6 +37,10 @@ PUBLISHED_MD5 = {**dict(datasets.CIFAR100.train_list + datasets.CIFAR100.test_li
                  datasets.CIFAR100.meta['filename']: datasets.CIFAR100.meta['md5']}
 STAND_IN_MD5 = {'train': 'afb718cf16b0fd193670a26bb8ce00d1', 'test': '1342bd60820effb8c01949219984ab88',
                 'meta': '223f53c88f4ac78dc6654682bc4dc603'}
+# The most bytes each file may have: the published one's pixels (50,000 and 10,000 images of 3,072
+# bytes) and labels, with room for its names; the stand-in is smaller. Nothing is read past this:
+# a dataset file that is /dev/zero or grows without end must not fill every rank's memory.
+MAX_BYTES = {'train': 160_000_000, 'test': 32_000_000, 'meta': 64_000}
 # set in the job script where the site config trusts the dataset's other writers
 # (extras.mlcheck.trusts_dataset_writers: a group-writable project directory)
 TRUST_VARIABLE = 'MLCHECK_TRUSTS_DATASET_WRITERS'
@@ -56,20 +61,34 @@ class CIFARUnpickler(pickle.Unpickler):
 
 
 def read_cifar_file(path, trusted=None):
-    """The data of one CIFAR-100 file, read once: refused (SystemExit, one line) if others than its
+    """The data of one CIFAR-100 file, read once: refused (SystemExit, one line) if it is not a
+    regular file (a link, a FIFO, a device) or larger than MAX_BYTES, if others than its
     owner, root or this user can write it (unless `trusted`, default: $MLCHECK_TRUSTS_DATASET_WRITERS),
     if its MD5 is neither the published file's nor the stand-in's, or if it names anything
     but the format's types."""
     if trusted is None:
         trusted = bool(os.environ.get(TRUST_VARIABLE))
-    with open(path, 'rb') as stream:
-        info = os.fstat(stream.fileno())       # of the file read, whatever the name points at later
-        content = stream.read()
+    name = os.path.basename(path)
+    # not through a link (to /dev/zero, say), and never waiting on a FIFO: every rank would hang
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+    except OSError as err:
+        sys.exit(f'CIFAR-100 file {path} cannot be opened ({err.strerror}; a link is not followed): '
+                 'stage it again')
+    with open(fd, 'rb') as stream:
+        info = os.fstat(fd)       # of the file read, whatever the name points at later
+        if not stat.S_ISREG(info.st_mode) or info.st_size > MAX_BYTES.get(name, 0):
+            sys.exit(f'CIFAR-100 file {path} is not a regular file of at most '
+                     f'{MAX_BYTES.get(name, 0)} bytes (mode {info.st_mode:o}, {info.st_size} bytes): '
+                     'not read; stage it again')
+        content = stream.read(info.st_size + 1)
+    if len(content) > info.st_size:
+        sys.exit(f'CIFAR-100 file {path} grew while it was read: not read; stage it again')
     if not trusted and (info.st_uid not in (0, os.getuid()) or info.st_mode & 0o022):
         sys.exit(f'CIFAR-100 file {path} can be written by others (owner uid {info.st_uid}, '
                  f'mode {info.st_mode & 0o777:o}): not read; stage it privately, or set '
                  'extras.mlcheck.trusts_dataset_writers if the site trusts them')
-    name, digest = os.path.basename(path), hashlib.md5(content, usedforsecurity=False).hexdigest()
+    digest = hashlib.md5(content, usedforsecurity=False).hexdigest()
     if digest not in (PUBLISHED_MD5.get(name), STAND_IN_MD5.get(name)):
         sys.exit(f'CIFAR-100 file {path} is neither the published file nor the generated stand-in '
                  f'(MD5 {digest}): stage it again')
