@@ -32,7 +32,7 @@ from pathlib import Path
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), 'tests'))
 from mlcheck.commands import nodes as command  # noqa: E402
-from mlcheck.history import node_plots, nodes  # noqa: E402
+from mlcheck.history import node_plots, nodes, slurm_states  # noqa: E402
 from mlcheck.history.samples import Sample  # noqa: E402
 from mlcheck.history.selection import load, parse_selection  # noqa: E402
 from mlcheck.judging.peers import below_peers  # noqa: E402
@@ -67,7 +67,8 @@ def scale(runs):
                 found = load(parse_selection(log), with_failed=True)
                 middle = time.perf_counter()
                 sweep = nodes.judge(found)
-                command.report_lines(sweep, nodes.Rule())     # the verdict as printed
+                plan = slurm_states.resume_plan(sweep.healthy, None, 'not read')
+                command.report_lines(sweep, nodes.Rule(), plan)     # the verdict as printed
                 end = time.perf_counter()
                 both.append(end - start)
                 judged.append(end - middle)
