@@ -1023,3 +1023,13 @@ def test_no_resume_line_names_a_node_that_failed_missed_the_sweep_or_is_drained_
             said = f'{node_records.short(test)} failed'
             assert not [ln for ln in drain if said in ln], (test, len(failing), out[:3000])
             assert f'{said} on {len(failing)} of {len(plan.nodes)} nodes: a partition-wide' in out
+
+
+def test_name_chooses_the_figures_judged_and_never_hides_another_tests_failure(tmp_path, capsys):
+    """As --var (case 4): `-n MNIST` judges MNIST's figures; nid005's failed interconnect run
+    still drains it."""
+    found = appended(run_of_sweep(NODES16, NOV[24]), run_of_sweep(
+        NODES16, NOV[24] + 5000, name=LINKS, failed={('nid005', 0)},
+        figures=(('allreduce_busbw', 'GB/s', 80.0),)))
+    code, out, _ = run(capsys, write_perflog(tmp_path / 'sweep.log', found), '-n', 'MNIST')
+    assert code == 1 and drained(out) == ['nid005'] and 'allreduce_busbw' not in out, out

@@ -8,9 +8,10 @@ SELECTION is a session UUID, a period START:END, 'latest', or a perf log file or
 an optional @START:END (as for mlcheck-report), of one-node runs such as
 `reframe -c checks/ -r -P num_nodes=1 --distribute=all`, and of the node-pair sweep (the
 interconnect check over the nodes). Only the latest sweep of each partition is judged (runs
-whose ends leave no gap longer than --sweep-gap); earlier ones are history. A node is drained when a figure is worse than its peers'
-better quartile (upper for a rate, lower for a time) by more than --threshold and --spread-factor
-times their spread, when its latest run of a check failed, or when its every node pair was slow;
+whose ends leave no gap longer than --sweep-gap); earlier ones are history. A node is drained
+when a figure is worse than its peers' better quartile (upper for a rate, lower for a time) by
+more than --threshold and --spread-factor times their spread, when any repetition of a check
+failed, or when its every node pair was slow;
 not judged when the evidence cannot say (too few peers, a figure too noisy to tell nodes apart,
 past the threshold but within the peers' noise, only some of its partition's tests, a failed
 multi-node run over it, a failure shared by most nodes); healthy otherwise; not vetted when
@@ -20,7 +21,8 @@ shows drained or down for mlcheck's reason or --resume-reason; a pair slow only 
 listed as a slow link.
 
 Exit status: 0 every expected node judged healthy; 1 a node drained, not judged or not vetted,
-a link named or a multi-node run failed; 2 bad input (one line); 3 internal error.
+a link named, a multi-node run or a test on most nodes failed; 2 bad input (one line: a node
+named ALL or like a partition too); 3 internal error.
 """
 
 import os
@@ -56,9 +58,12 @@ def parse_args(argv):
     parser.add_argument('--spread-factor', type=float, default=nodes.Rule.spread_factor,
                         help="and by more than this many of the peers' standard deviations "
                              '(default: %(default)s)')
-    parser.add_argument('-n', '--name', default='', help='only tests whose name contains this text')
+    parser.add_argument('-n', '--name', default='',
+                        help="judge only the figures of tests whose name contains this text "
+                             "(another test's failure still counts)")
     parser.add_argument('--var', action='append', default=[], metavar='VARIABLE',
-                        help='judge only this performance variable (repeatable; default: all)')
+                        help='judge only this performance variable (repeatable; default: all; '
+                             'a failed run still counts)')
     parser.add_argument('--max-age', metavar='AGE',
                         help='leave out runs that ended more than AGE ago (30m, 12h, 7d), '
                              'saying how many')
@@ -103,13 +108,11 @@ def vet(args):
                      f'{node_records.stamp(since)} left out')
         if not found:
             raise InputError(f'no record of {args.selection} is newer than {args.max_age}')
-    if args.name:
-        found = [s for s in found if args.name in s.name]
-        if not found:
-            raise InputError(f'no test named like {args.name!r} in {args.selection}')
+    if args.name and not any(args.name in s.name for s in found):
+        raise InputError(f'no test named like {args.name!r} in {args.selection}')
     if args.var and not any(s.var in args.var for s in found):
         raise InputError(f'no variable {", ".join(args.var)} in {args.selection}')
-    sweep = nodes.judge(found, rule, expected, args.var, gap, known, partitions)
+    sweep = nodes.judge(found, rule, expected, args.var, gap, known, partitions, args.name)
     plan = slurm_states.resume_plan(sweep.healthy, states, why_unread, resume_reason)
     # the files first: a reader that stops reading (| head) must not cost them
     summary = write_summary(args.output, args, sweep, rule, plan, notes) if args.output else None

@@ -1,8 +1,11 @@
-"""A partition sweep judged node by node: each figure of each check (the same check, image,
-settings and variable) on every node against the same figure on its partition's peers, by the one
-peer rule (mlcheck.judging.peers.below_peers); nodes whose latest run failed; nodes expected but
-never vetted; nodes that cannot be judged on the evidence (too few peers, a figure too noisy to
-tell nodes apart, only some of their partition's tests, a failed multi-node run over them).
+"""A partition sweep judged node by node: the latest sweep of each partition (latest_sweeps;
+earlier ones are history), each figure of each check (the same check, image, settings and
+variable) on every node against the same figure on its partition's peers, by the one peer rule
+(mlcheck.judging.peers.below_peers); nodes that failed a repetition of a check, unless most
+nodes failed it (the partition's failure); nodes expected, or in an earlier sweep, but not
+vetted in the latest; nodes that cannot be judged on the evidence (too few peers, a figure too
+noisy to tell nodes apart, only some of their partition's tests, a failed multi-node run over
+them).
 
 Every node of the sweep gets one verdict: healthy, drained, not judged or not vetted.
 
@@ -101,11 +104,12 @@ def higher_is_better(var, unit):
 
 
 def judge(found, rule=Rule(), expected=(), variables=(), gap=SWEEP_GAP, known=None,
-          partitions=()):
+          partitions=(), name=''):
     """The Sweep of the latest sweep of each partition in the records `found` (Samples, failed
     ones with value None), with the nodes `expected` (host names) that must each have run their
-    partition's checks. `variables`: the figures judged (default: all; a failure is never left
-    out). Node names are checked by node_names against `known` and `partitions`."""
+    partition's checks. `variables`, `name`: the figures judged (default: all), by variable
+    and by text in the test's name; a failure is never left out. Node names are checked by
+    node_names against `known` and `partitions`."""
     placed = [(node_of(s), s) for s in found]
     check = functools.partial(node_names.checked, partitions=_partition_names(found, partitions),
                               known=known)
@@ -125,7 +129,7 @@ def judge(found, rule=Rule(), expected=(), variables=(), gap=SWEEP_GAP, known=No
     placed = [(n, s) for n, s in placed if s.var not in SAME_AT_ONE_NODE]
     failed, partition_wide, wide_nodes = failed_runs(placed)
     valued = [(n, s) for n, s in placed if s.value is not None
-              and (not variables or s.var in variables)]
+              and (not variables or s.var in variables) and name in s.name]
     by_figure = history.group(valued, lambda ns: figure_of(ns[1]))
     ran = history.group(placed, lambda ns: figure_of(ns[1]))     # failed runs included
     figures = [judge_figure(figure, node_values, rule, len({n for n, _ in ran[figure]}))
