@@ -1033,3 +1033,14 @@ def test_name_chooses_the_figures_judged_and_never_hides_another_tests_failure(t
         figures=(('allreduce_busbw', 'GB/s', 80.0),)))
     code, out, _ = run(capsys, write_perflog(tmp_path / 'sweep.log', found), '-n', 'MNIST')
     assert code == 1 and drained(out) == ['nid005'] and 'allreduce_busbw' not in out, out
+
+
+def test_a_node_of_an_earlier_sweep_that_slurm_no_longer_lists_is_not_to_vet(tmp_path, capsys):
+    """nid016 left the partition after Nov 20: not in Slurm's list, not in the Nov 24 sweep;
+    neither refused (it is in no printed command) nor not vetted."""
+    (tmp_path / 'states.txt').write_text(slurm_states(NODES16[:15], {
+        n: ('IDLE+DRAIN', 'mlcheck: an earlier sweep') for n in NODES16[:15]}))
+    found = appended(run_of_sweep(NODES16, NOV[20], seed=2), run_of_sweep(NODES16[:15], NOV[24]))
+    code, out, err = run(capsys, write_perflog(tmp_path / 'sweep.log', found),
+                         '--slurm-states', str(tmp_path / 'states.txt'))
+    assert code == 0 and resume_names(out) == 'nid[001-015]' and 'nid016' not in out, out + err

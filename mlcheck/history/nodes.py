@@ -111,13 +111,18 @@ def judge(found, rule=Rule(), expected=(), variables=(), gap=SWEEP_GAP, known=No
     and by text in the test's name; a failure is never left out. Node names are checked by
     node_names against `known` and `partitions`."""
     placed = [(node_of(s), s) for s in found]
-    check = functools.partial(node_names.checked, partitions=_partition_names(found, partitions),
-                              known=known)
-    for node, s in {node: s for node, s in placed if node is not None}.items():
-        check(node, where(s) + ' (its node)')
+    partitions = _partition_names(found, partitions)
+    check = functools.partial(node_names.checked, partitions=partitions, known=known)
     for node in expected:
         check(node, '--expect')
     placed, history_of = latest_sweeps(placed, gap)
+    for node, s in {node: s for node, s in placed if node is not None}.items():
+        check(node, where(s) + ' (its node)')
+    for last_runs in history_of.nodes.values():
+        for node in list(last_runs):   # a node of an earlier sweep: named, never in a command
+            node_names.checked(node, 'an earlier sweep', partitions)
+            if known is not None and node not in known:
+                del last_runs[node]    # no longer one of the partition's nodes: not to vet
     multi_node = [s for node, s in placed if node is None]
     placed = [(node, s) for node, s in placed if node is not None]
     if not placed:
