@@ -156,7 +156,11 @@ def test_only_multi_node_records_are_bad_input(tmp_path, capsys):
 @pytest.mark.parametrize('argv, says', [
     (['--expect', 'nid[3-1]'], "range '3-1' runs backwards"),
     (['--threshold', '10'], 'expected a fraction'),
-    (['--spread-factor', '-1'], 'must be 0 or more')])
+    (['--spread-factor', '-1'], 'must be 0 or more'),
+    (['--sweep-gap', 'an hour'], "--sweep-gap 'an hour': expected a number"),
+    (['--resume-reason', 'upgrade ('], "--resume-reason 'upgrade (': not a regular expression"),
+    (['--slurm-states', '/nonexistent/states.txt'], '--slurm-states /nonexistent/states.txt: No such'),
+    (['--expect', 'ALL'], "--expect: 'ALL' is Slurm's name for every node")])
 def test_bad_arguments_are_one_line_and_exit_2(tmp_path, capsys, argv, says):
     log = write_perflog(tmp_path / 'sweep.log', sweep(4))
     code, _, err = run(capsys, log, *argv)
