@@ -61,7 +61,7 @@ def test_the_sweep_names_exactly_the_slowed_node_the_broken_one_and_the_slow_lin
     [pair_case] = report_cases(tmp_path / 'pairs')
     # after the sweep, as after a maintenance: nid001 still drained for it, nid004 drained by an
     # admin for a ticket meanwhile; the RESUME line, checked against Slurm, names nid001 only
-    with drained({'nid001': MAINTENANCE, 'nid004': TICKET}):
+    with drained_in_slurm({'nid001': MAINTENANCE, 'nid004': TICKET}):
         code = command.main(['-C', os.path.join(REPO, 'config', 'simulated.py'),
                              '--db', str(tmp_path / 'results.db'),
                              f'{start}:{utc_now(round_up=True)}', '--expect', 'nid[001-004]',
@@ -92,7 +92,7 @@ MAINTENANCE, TICKET = 'upgrade 2026-11', 'RMA DIMM ticket 4411'
 
 
 @contextlib.contextmanager
-def drained(reasons):
+def drained_in_slurm(reasons):
     """The nodes {node: reason} drained in Slurm while the block runs, resumed afterwards."""
     try:
         for node, reason in reasons.items():
