@@ -2,7 +2,7 @@
 """What mlcheck-nodes costs and how often it is wrong.
 
 Scale: perf logs of N one-node runs of 3 checks (2 figures each, a rate and a time) at 1,024,
-2,048 and 4,096 nodes; the seconds to read and judge them (mlcheck.history.nodes.judge, as the
+2,048 and 4,096 nodes (--sweeps K: K such sweeps appended, two days apart, the latest judged); the seconds to read and judge them (mlcheck.history.nodes.judge, as the
 command does, with its printed report, without plots), and to write the plots, the median of --runs runs.
 
 False alarms: healthy partitions of n nodes whose figure is normal with a relative standard
@@ -16,10 +16,11 @@ Stability (issue 36, item 6): two independent draws of one partition of 16-4,096
 mlcheck-nodes: the share of healthy nodes named in one draw and not the other, and of slow nodes
 named in both.
 
-    PYTHONPATH=. .venv/bin/python bench/node_sweep.py [--runs 5] [--trials 400]
+    PYTHONPATH=. .venv/bin/python bench/node_sweep.py [--runs 5] [--trials 400] [--sweeps 1]
 """
 
 import argparse
+import dataclasses
 from dataclasses import astuple
 import os
 import random
@@ -32,7 +33,7 @@ from pathlib import Path
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), 'tests'))
 from mlcheck.commands import nodes as command  # noqa: E402
-from mlcheck.history import node_plots, nodes  # noqa: E402
+from mlcheck.history import node_plots, nodes, slurm_states  # noqa: E402
 from mlcheck.history.samples import Sample  # noqa: E402
 from mlcheck.history.selection import load, parse_selection  # noqa: E402
 from mlcheck.judging.peers import below_peers  # noqa: E402
@@ -42,7 +43,13 @@ from perflogs import write_perflog  # noqa: E402
 CHECKS = ('MNISTDistributedCheck', 'CifarCheck', 'InterconnectCheck')
 
 
-def records(n, rng):
+def records(n, rng, sweeps=1):
+    """The records of `sweeps` sweeps of n nodes appended to one perf log, two days apart."""
+    return [dataclasses.replace(s, time=s.time - 2 * 86400 * (sweeps - 1 - k))
+            for k in range(sweeps) for s in one_sweep(n, rng)]
+
+
+def one_sweep(n, rng):
     found = []
     for c, check in enumerate(CHECKS):
         name = f'{check} %image=host %num_nodes=1'
@@ -55,27 +62,31 @@ def records(n, rng):
     return found
 
 
-def scale(runs):
+def scale(runs, sweeps=1):
     rng = random.Random(1)
     with tempfile.TemporaryDirectory() as scratch:
-        print('nodes  records  read+judge s (median)  judge+report s  plots s')
+        print(f'{sweeps} sweep(s) in the perf log, the latest judged')
+        print('nodes  records  read+judge s (median)  judge+report s  plots s  read+judge CPU s')
         for n in (1024, 2048, 4096):
-            log = write_perflog(Path(scratch) / f'{n}.log', records(n, rng))
-            both, judged, plotted = [], [], []
+            log = write_perflog(Path(scratch) / f'{n}.log', records(n, rng, sweeps))
+            both, judged, plotted, cpu = [], [], [], []
             for _ in range(runs):
-                start = time.perf_counter()
+                start, cpu_start = time.perf_counter(), time.process_time()
                 found = load(parse_selection(log), with_failed=True)
                 middle = time.perf_counter()
                 sweep = nodes.judge(found)
-                command.report_lines(sweep, nodes.Rule())     # the verdict as printed
+                plan = slurm_states.resume_plan(sweep.healthy, None, 'not read')
+                command.report_lines(sweep, nodes.Rule(), plan)     # the verdict as printed
                 end = time.perf_counter()
+                cpu.append(time.process_time() - cpu_start)    # steadier on a shared machine
                 both.append(end - start)
                 judged.append(end - middle)
             start = time.perf_counter()
             node_plots.plot_all(scratch, sweep.figures)
             plotted.append(time.perf_counter() - start)
             print(f'{n:5d}  {len(found):7d}  {statistics.median(both):21.2f}  '
-                  f'{statistics.median(judged):7.2f}  {plotted[0]:7.2f}')
+                  f'{statistics.median(judged):7.2f}  {plotted[0]:7.2f}  '
+                  f'{statistics.median(cpu):7.2f}')
 
 
 def mad_named(values):
@@ -130,6 +141,7 @@ def stability(trials, sizes=(16, 64, 512, 4096), noises=(0.01, 0.03, 0.05), repe
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split('\n')[0])
     parser.add_argument('--runs', type=int, default=5)
+    parser.add_argument('--sweeps', type=int, default=1, help='scale: sweeps appended to the log')
     parser.add_argument('--trials', type=int, default=400)
     parser.add_argument('--only', choices=('scale', 'false-alarms', 'stability'))
     parser.add_argument('--nodes', type=int, action='append', help='stability: these sizes only')
@@ -137,7 +149,7 @@ def main():
     parser.add_argument('--repeats', type=int, default=1, help='stability: runs per node')
     args = parser.parse_args()
     if args.only in (None, 'scale'):
-        scale(args.runs)
+        scale(args.runs, args.sweeps)
     if args.only in (None, 'false-alarms'):
         false_alarms(args.trials)
     if args.only in (None, 'stability'):

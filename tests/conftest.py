@@ -38,6 +38,32 @@ def four_nodes(cluster):
         subprocess.run([SIMSLURM, 'up'], env=env, capture_output=True, text=True, timeout=300)
 
 
+def fake_scontrol(directory, states=None):
+    """A `scontrol` in `directory` that prints `states` (saved `scontrol show node --oneliner`
+    lines) for `show node`, or, without them, fails as scontrol does where no slurmctld answers."""
+    directory.mkdir(exist_ok=True)
+    script = directory / 'scontrol'
+    if states is None:
+        script.write_text('#!/bin/sh\necho "slurm_load_node error: Unable to contact slurm '
+                          'controller (connect failure)" >&2\nexit 1\n')
+    else:
+        (directory / 'states.txt').write_text(states)
+        script.write_text(f'#!/bin/sh\ncat {directory / "states.txt"}\n')
+    script.chmod(0o755)
+    return directory
+
+
+@pytest.fixture(autouse=True)
+def no_slurm_here(request, tmp_path_factory, monkeypatch):
+    """Tests that need no simulated cluster never read the machine's own Slurm (the cluster may
+    be up, with other nodes than a test's sweep): `scontrol` fails as where no slurmctld answers."""
+    if request.node.get_closest_marker('cluster'):
+        return None
+    found = fake_scontrol(tmp_path_factory.mktemp('no-slurm'))
+    monkeypatch.setenv('PATH', f'{found}:{os.environ["PATH"]}')
+    return found
+
+
 def pytest_collection_modifyitems(items):
     """The tier of each test, in one place: a test that needs the simulated cluster, through
     the `cluster` fixture or a fixture that uses it, is marked `cluster` (bin/run-tests --quick

@@ -62,3 +62,69 @@ def draw_pairs(n, noise, slow_count, pairs, seed, repeats=1):
         found.slow += len(slow)
         found.unsure += len(set(first.not_judged) - set(slow)) + len(set(second.not_judged) - set(slow))
     return found
+
+
+# --- sweeps as Slurm runs them, appended to one perf log (issue 47) ---------------------------
+# Written from how a sweep runs, not from the rule that judges it: `reframe --distribute=idle
+# --repeat R` makes one job per idle node, test and repetition; Slurm starts them as ReFrame's
+# max_jobs slots free up (ReFrame submits them in its order: test by test, node by node, each
+# repetition after the one before), so a job ends when its slot's previous job ended plus its own
+# run time; a node drained before the sweep is not idle and runs nothing. The sweeps of one
+# partition are days apart (maintenance to maintenance) and appended to the same perf log.
+
+MAX_JOBS = 8
+TESTS = ('MNISTDistributedCheck %image=host %num_nodes=1',
+         'CIFAR100ResNetCheck %image=host %num_nodes=1')
+FIGURES = (('samples_per_s', 'samples/s', 970.0), ('epoch_time', 's', 12.0))
+
+
+@dataclass
+class PlannedSweep:
+    """What happens in one sweep: the nodes that run it, the (node, test, repetition) runs that
+    fail (a flaky GPU, a broken node), the tests whose data is missing on most nodes, the slow
+    nodes {node: fraction}."""
+    nodes: list
+    repeats: int
+    failing: set
+    broken_tests: dict          # {test: the nodes it fails on}
+    slow: dict
+
+
+def plan_sweep(rng, all_nodes, unavailable, repeats, tests):
+    """A sweep over the idle nodes: a few flaky nodes fail one repetition of one test (any one),
+    a few broken nodes fail every run, sometimes a test fails on most nodes (its data moved)."""
+    idle = [n for n in all_nodes if n not in unavailable]
+    failing = set()
+    for node in rng.sample(idle, min(len(idle), rng.randint(0, 4))):      # flaky
+        failing.add((node, rng.choice(tests), rng.randrange(repeats)))
+    for node in rng.sample(idle, min(len(idle), rng.randint(0, 2))):      # broken
+        failing.update((node, test, r) for test in tests for r in range(repeats))
+    broken_tests = {}
+    if rng.random() < 0.4:
+        test, share = rng.choice(tests), rng.uniform(0.6, 1.0)
+        broken_tests[test] = {n for n in idle if rng.random() < share}
+        failing.update((n, test, r) for n in broken_tests[test] for r in range(repeats))
+    slow = {n: rng.uniform(0.2, 0.5) for n in rng.sample(idle, min(len(idle), rng.randint(0, 3)))}
+    return PlannedSweep(idle, repeats, failing, broken_tests, slow)
+
+
+def run_sweep(rng, plan, start, tests, partition='sim:cluster', first_job=1):
+    """The perf log records of `plan` run from `start`: jobs in ReFrame's order, ended as Slurm's
+    MAX_JOBS slots run them (each run 60-600 s, times the node's slowness)."""
+    slots = [start] * MAX_JOBS
+    found, job = [], first_job
+    for test in tests:
+        for node in plan.nodes:
+            for rep in range(plan.repeats):
+                slot = min(range(MAX_JOBS), key=slots.__getitem__)
+                factor = 1 - plan.slow.get(node, 0)
+                slots[slot] += rng.uniform(60, 600) / factor
+                job += 1
+                fails = (node, test, rep) in plan.failing
+                conditions = rng.gauss(1, 0.02)
+                for var, unit, base in FIGURES:
+                    value = base * conditions * (factor if unit != 's' else 1 / factor)
+                    found.append(Sample(partition, test, 'host', 1, var, None if fails else value,
+                                        unit, slots[slot], jobid=str(job), nodelist=node,
+                                        result='fail' if fails else 'pass'))
+    return sorted(found, key=lambda s: s.time), job

@@ -1,9 +1,11 @@
 """End to end: a sweep of a 4-node simulated partition with faults injected at the nodes (a CPU
 quota on one node's slurmd, the dataset hidden from another's, another torchvision version on a
 third's) and the node-pair sweep with one link slowed (nftables), judged together by
-mlcheck-nodes."""
+mlcheck-nodes; a healthy node drained by an admin for a ticket is left out of its RESUME line."""
 
+import contextlib
 import os
+import subprocess
 
 import pytest
 
@@ -57,9 +59,13 @@ def test_the_sweep_names_exactly_the_slowed_node_the_broken_one_and_the_slow_lin
         pairs = run_reframe('simulated', tmp_path / 'pairs', '-r', *PAIR_SWEEP,
                             env={'RFM_SQLITE_DB_FILE': str(tmp_path / 'results.db')})
     [pair_case] = report_cases(tmp_path / 'pairs')
-    code = command.main(['-C', os.path.join(REPO, 'config', 'simulated.py'),
-                         '--db', str(tmp_path / 'results.db'), f'{start}:{utc_now(round_up=True)}',
-                         '--expect', 'nid[001-004]', *JUDGED, '-o', str(tmp_path / 'sweep')])
+    # after the sweep, as after a maintenance: nid001 still drained for it, nid004 drained by an
+    # admin for a ticket meanwhile; the RESUME line, checked against Slurm, names nid001 only
+    with drained_in_slurm({'nid001': MAINTENANCE, 'nid004': TICKET}):
+        code = command.main(['-C', os.path.join(REPO, 'config', 'simulated.py'),
+                             '--db', str(tmp_path / 'results.db'),
+                             f'{start}:{utc_now(round_up=True)}', '--expect', 'nid[001-004]',
+                             *JUDGED, '--resume-reason', MAINTENANCE, '-o', str(tmp_path / 'sweep')])
     out = capsys.readouterr().out
     drained = sorted(line.split()[2] for line in out.splitlines()
                      if line.startswith('scontrol') and 'State=DRAIN' in line)
@@ -71,6 +77,8 @@ def test_the_sweep_names_exactly_the_slowed_node_the_broken_one_and_the_slow_lin
     # nid004 passed, its stack unlike its peers' (read from its jobs' own rank lines)
     assert f'  nid004: torchvision {OTHER_TORCHVISION}, ' in out, out
     assert 'healthy (2): nid[001,004]' in out, out
+    assert "\nscontrol update NodeName=nid001 State=RESUME\n" in out, out
+    assert f"  left alone (drained for another reason): nid004 '{TICKET}'" in out, out
     links = [line for line in out.splitlines() if line.startswith('  link ')]
     assert links and all(line.startswith('  link nid001 <-> nid003: ') for line in links), \
         out + pairs.stdout[-2000:] + str(pair_case['fail_reason'])
@@ -78,6 +86,22 @@ def test_the_sweep_names_exactly_the_slowed_node_the_broken_one_and_the_slow_lin
     said = open(job_file(case)).read() + open(job_file(case, 'rfm_job.err')).read()
     assert DATA in said, said[-3000:]      # the node's job could not read the hidden dataset
     print(out)
+
+
+MAINTENANCE, TICKET = 'upgrade 2026-11', 'RMA DIMM ticket 4411'
+
+
+@contextlib.contextmanager
+def drained_in_slurm(reasons):
+    """The nodes {node: reason} drained in Slurm while the block runs, resumed afterwards."""
+    try:
+        for node, reason in reasons.items():
+            subprocess.run(['scontrol', 'update', f'NodeName={node}', 'State=DRAIN',
+                            f'Reason={reason}'], check=True, timeout=30)
+        yield
+    finally:
+        for node in reasons:
+            subprocess.run(['scontrol', 'update', f'NodeName={node}', 'State=RESUME'], timeout=30)
 
 
 def test_a_multi_node_check_under_distribute_is_skipped_in_one_line(cluster, tmp_path):

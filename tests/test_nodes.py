@@ -4,15 +4,16 @@ Slurm host lists of --expect. Perf logs in ReFrame's format, written from sample
 import random
 
 import pytest
-from hypothesis import given, settings, strategies as st
+from hypothesis import HealthCheck, given, settings, strategies as st
 
 from mlcheck.commands import nodes as command
 from mlcheck.errors import InputError
-from mlcheck.history import hostlist, multi_node, nodes
+from mlcheck.history import hostlist, multi_node, node_records, nodes
 from mlcheck.history.samples import Sample
 from mlcheck.judging import collectives, sanity
 from mlcheck.judging.rank_lists import rank_list, ranks_of
 from mlcheck.judging.sentences import NODE, Sentence
+from conftest import fake_scontrol
 from perflogs import write_perflog
 
 MNIST = 'MNISTDistributedCheck %image=host %num_nodes=1'
@@ -107,7 +108,7 @@ def test_the_node_is_read_from_distributes_parameter_and_multi_node_jobs_are_lef
     found = [Sample(**{**s.__dict__, 'name': f'{s.name} %.nid={s.nodelist}', 'nodelist': ''})
              for s in found]
     pair = Sample('sim:cluster', 'Pair %num_nodes=2', 'host', 2, 'samples_per_s', 1.0,
-                  'samples/s', 0, nodelist='n1,n2')
+                  'samples/s', 1.79e9, nodelist='n1,n2')
     result = nodes.judge(found + [pair])
     assert result.nodes == [f'n{i}' for i in range(1, 9)] and result.unplaced == 1
     assert [v.figure.test for v in result.figures] == [MNIST] * 2   # ReFrame's parameters dropped
@@ -132,7 +133,11 @@ def test_only_multi_node_records_are_bad_input(tmp_path, capsys):
 @pytest.mark.parametrize('argv, says', [
     (['--expect', 'nid[3-1]'], "range '3-1' runs backwards"),
     (['--threshold', '10'], 'expected a fraction'),
-    (['--spread-factor', '-1'], 'must be 0 or more')])
+    (['--spread-factor', '-1'], 'must be 0 or more'),
+    (['--sweep-gap', 'an hour'], "--sweep-gap 'an hour': expected a number"),
+    (['--resume-reason', 'upgrade ('], "--resume-reason 'upgrade (': not a regular expression"),
+    (['--slurm-states', '/nonexistent/states.txt'], '--slurm-states /nonexistent/states.txt: No such'),
+    (['--expect', 'ALL'], "--expect: 'ALL' is Slurm's name for every node")])
 def test_bad_arguments_are_one_line_and_exit_2(tmp_path, capsys, argv, says):
     log = write_perflog(tmp_path / 'sweep.log', sweep(4))
     code, _, err = run(capsys, log, *argv)
@@ -333,7 +338,7 @@ def test_the_pair_sweep_drains_a_node_slow_with_every_partner_and_lists_a_slow_l
     assert list(result.drain) == ['nid002'] and list(result.slow_links) == [('nid001', 'nid003')]
     assert result.drain['nid002'][0].said.startswith(
         'InterconnectCheck[image=host,num_nodes=4]: node nid002 is slow: every pair with it')
-    said = '\n'.join(command.report_lines(result, nodes.Rule()))
+    said = '\n'.join(command.report_lines(result, nodes.Rule(), unchecked(result)))
     assert drained(said) == ['nid002'] and '0 to drain' not in said, said
     assert '  link nid001 <-> nid003: InterconnectCheck[image=host,num_nodes=4]: node pair ' \
            'nid001 <-> nid003: 0.25 GB/s' in said
@@ -437,8 +442,14 @@ def multi_node_run(problem='', value=None, nodelist='nid[001-008]', num_tasks=64
                   source=source, problem=problem, num_tasks=num_tasks)
 
 
+def unchecked(result):
+    """The RESUME plan where Slurm cannot be read."""
+    from mlcheck.history import slurm_states
+    return slurm_states.resume_plan(result.healthy, None, 'no scontrol here')
+
+
 def said(result):
-    return '\n'.join(command.report_lines(result, nodes.Rule()))
+    return '\n'.join(command.report_lines(result, nodes.Rule(), unchecked(result)))
 
 
 def test_a_failed_multi_node_run_names_its_nodes_and_maps_the_ranks_that_never_reported_in():
@@ -488,15 +499,18 @@ def test_each_partition_is_judged_against_its_own_peers_and_its_own_tests(tmp_pa
     assert 'healthy (16): cpu[01-08],nid[001-008]' in out and 'not vetted (' not in out
 
 
-def test_the_latest_run_of_a_test_counts_a_repaired_node_is_healthy(tmp_path, capsys):
-    """Case 3: nid033 failed, was repaired, passed its re-run an hour later."""
+def test_a_re_run_in_a_later_sweep_is_history_and_judges_only_what_it_ran(tmp_path, capsys):
+    """nid033 failed, was repaired, and passed its re-run two hours later: a sweep of its own,
+    the latest, which says so; one node has no peers to judge it by, and the nodes it left out
+    are not vetted (their runs are an earlier sweep's), so nothing is resumed (issue 47)."""
     first = sweep(64, failed={'nid033'})
-    rerun = replaced([s for s in sweep(64, seed=2) if s.nodelist == 'nid033'], time=1.79e9 + 3600)
+    rerun = replaced([s for s in sweep(64, seed=2) if s.nodelist == 'nid033'], time=1.79e9 + 7200)
     code, out, _ = run(capsys, write_perflog(tmp_path / 'sweep.log', first + rerun),
                        '--expect', 'nid[001-064]')
-    assert code == 0 and drained(out) == [], out
-    assert ('  nid033: MNISTDistributedCheck[image=host] passed on re-run at 2026-09-21T15:13Z '
-            'after failing at 2026-09-21T14:13Z') in out
+    assert code == 1 and drained(out) == [] and 'State=RESUME' not in out, out
+    assert ('  nid033: MNISTDistributedCheck[image=host] passed on re-run at 2026-09-21T16:13Z '
+            '(the latest sweep) after failing at 2026-09-21T14:13Z (an earlier sweep)') in out
+    assert '0 healthy, 0 drained, 1 not judged, 63 not vetted' in out, out
 
 
 def test_a_node_that_passed_and_then_failed_is_drained_by_its_latest_run():
@@ -649,7 +663,7 @@ def test_the_printed_lines_run_nothing_but_scontrol_with_the_reasons_as_written(
                      name=f'MNISTDistributedCheck %image={evil} %num_nodes=1', source=SESSION)
     found = [replaced([s], problem=f'sanity: {evil}')[0] if s.value is None else s for s in found]
     result = nodes.judge(found)
-    lines = command.drain_lines(result) + [command.resume_line(result)]
+    lines = command.drain_lines(result) + [command.resume_line(unchecked(result))]
     script = '\n'.join(lines) + '\n'
     assert subprocess.run(['bash', '-n'], input=script, text=True).returncode == 0
     bin_dir = tmp_path / 'bin'
@@ -666,3 +680,348 @@ def test_the_printed_lines_run_nothing_but_scontrol_with_the_reasons_as_written(
         ['update', 'NodeName=nid[001-003,005-008,010-016]', 'State=RESUME']]
     assert evil in calls[1][3] and calls[1][3].startswith('Reason=mlcheck: ')
     assert sorted(p.name for p in tmp_path.iterdir()) == ['argv', 'bin']
+
+
+# --- the sweep as one unit: every printed line safe to paste (issue 47) ---
+# Perf logs as ReFrame appends them: `reframe ... --distribute=all --repeat N` writes one line per
+# variable per job, the node in job_nodelist (the perf log's name keeps no %.nid nor %.repeat_no),
+# one job per node and repetition, each completing a few minutes after the one before.
+
+NOV = {day: 1795507200 + (day - 24) * 86400 for day in (18, 20, 22, 24)}   # 08:00Z, Nov 2026
+CIFAR = 'CIFAR100ResNetCheck %image=host %num_nodes=1'
+LINKS = 'InterconnectCheck %image=host %num_nodes=1'
+
+
+def appended(*sweeps):
+    return [s for one in sweeps for s in one]
+
+
+def run_of_sweep(nodes_, when, repeats=1, failed=(), slower=None, name=MNIST, figures=FIGURES,
+                 seed=1, every_s=120, first_job=1000):
+    """One sweep of `name` over `nodes_` as `--distribute=all --repeat repeats` runs it: a job per
+    node and repetition (the repetitions of a node one after the other), `failed` holding the
+    (node, repetition) pairs that failed before their figures (null values), `slower` {node:
+    fraction} slower in every repetition."""
+    rng = random.Random(seed)
+    found, job = [], first_job
+    for host in nodes_:
+        for rep in range(repeats):
+            job += 1
+            factor = 1 - (slower or {}).get(host, 0)
+            fails = (host, rep) in failed
+            for var, unit, base in figures:
+                value = base * rng.gauss(1, 0.02)
+                value = value * factor if unit != 's' else value / factor
+                found.append(Sample('sim:cluster', name, 'host', 1, var, None if fails else value,
+                                    unit, when + every_s * (job - first_job), jobid=str(job),
+                                    nodelist=host, result='fail' if fails else 'pass',
+                                    settings='epochs=3'))
+    return found
+
+
+NODES16 = [f'nid{i:03d}' for i in range(1, 17)]
+
+
+def test_case1_a_node_that_failed_its_first_repetition_of_three_is_drained(tmp_path, capsys):
+    """Case 1: --repeat 3, nid005 fails repetition 1 and passes 2 and 3 of the same sweep: a
+    flaky node, drained, whichever repetition failed; not 'passed on re-run'."""
+    for rep in (0, 2):
+        found = run_of_sweep(NODES16, NOV[24], repeats=3, failed={('nid005', rep)})
+        code, out, _ = run(capsys, write_perflog(tmp_path / 'sweep.log', found))
+        assert code == 1 and drained(out) == ['nid005'], out
+        assert 'failed 1 of 3 repetitions' in out and 'passed on re-run' not in out, out
+        assert 'nid005' not in hostlist.expand(resume_names(out) or 'x'), out
+
+
+def resume_names(out):
+    """The host list of the printed RESUME line, '' where there is none."""
+    line = next((ln for ln in out.splitlines() if 'State=RESUME' in ln), '')
+    return line.split()[2].strip("'").removeprefix('NodeName=') if line else ''
+
+
+def test_case2_older_sweeps_in_the_perf_log_never_outvote_the_latest(tmp_path, capsys):
+    """Case 2: nid005 healthy on Nov 18 and 20, 35 % slow in the Nov 24 sweep: drained."""
+    found = appended(run_of_sweep(NODES16, NOV[18], seed=1), run_of_sweep(NODES16, NOV[20], seed=2),
+                     run_of_sweep(NODES16, NOV[24], slower={'nid005': 0.35}, seed=3))
+    code, out, _ = run(capsys, write_perflog(tmp_path / 'sweep.log', found))
+    assert code == 1 and drained(out) == ['nid005'], out
+    assert 'nid005' not in hostlist.expand(resume_names(out)), out
+
+
+def test_case3_a_node_missing_from_the_latest_sweep_is_not_vetted_never_resumed(tmp_path, capsys):
+    """Case 3: nid007, drained on Nov 22 for a hardware ticket, is not in the Nov 24 sweep of 15
+    nodes: not vetted, out of the RESUME line, exit 1, with no --max-age to guess."""
+    found = appended(run_of_sweep(NODES16, NOV[20], seed=2),
+                     run_of_sweep([n for n in NODES16 if n != 'nid007'], NOV[24], seed=3))
+    code, out, _ = run(capsys, write_perflog(tmp_path / 'sweep.log', found))
+    assert code == 1 and drained(out) == [], out
+    assert 'not vetted (1)' in out and '  nid007: not in the latest sweep' in out, out
+    assert 'nid007' not in hostlist.expand(resume_names(out)), out
+
+
+def test_case4_var_never_hides_a_failed_run(tmp_path, capsys):
+    """Case 4: nid005's interconnect run failed its value check; --var chooses the training
+    figures to judge, and the failure still drains nid005."""
+    found = appended(run_of_sweep(NODES16, NOV[24], figures=(
+        ('samples_per_s', 'samples/s', 970.0), ('images_per_s', 'images/s', 970.0))),
+        run_of_sweep(NODES16, NOV[24] + 5000, name=LINKS, failed={('nid005', 0)},
+                     figures=(('allreduce_busbw', 'GB/s', 80.0),)))
+    code, out, _ = run(capsys, write_perflog(tmp_path / 'sweep.log', found),
+                       '--var', 'samples_per_s', '--var', 'images_per_s')
+    assert code == 1 and drained(out) == ['nid005'], out
+    assert 'InterconnectCheck[image=host] failed' in out, out
+
+
+def test_case5_a_test_failing_on_every_node_is_one_partition_wide_line_and_no_drain(tmp_path, capsys):
+    """Case 5: the upgrade moved CIFAR-100's data path: it fails on all 16 nodes, MNIST passes."""
+    found = appended(run_of_sweep(NODES16, NOV[24]),
+                     run_of_sweep(NODES16, NOV[24] + 3000, name=CIFAR,
+                                  failed={(n, 0) for n in NODES16}))
+    code, out, _ = run(capsys, write_perflog(tmp_path / 'sweep.log', found))
+    assert code == 1 and drained(out) == [], out
+    assert ('CIFAR100ResNetCheck[image=host] failed on 16 of 16 nodes: a partition-wide failure '
+            "(configuration, data, image), not a node's") in out, out
+    assert 'State=RESUME' not in out, out
+
+
+@pytest.mark.parametrize('name', ['ALL', 'all', 'All'])
+def test_case6_a_node_named_all_is_refused_and_no_line_names_it(tmp_path, capsys, name):
+    """Case 6: `scontrol update NodeName=ALL State=DRAIN` drains the whole cluster."""
+    found = [s if s.nodelist != 'nid003' else replaced([s], nodelist=name)[0]
+             for s in run_of_sweep(NODES16, NOV[24], slower={'nid003': 0.4})]
+    code, out, err = run(capsys, write_perflog(tmp_path / 'sweep.log', found),
+                         '--expect', 'nid[001-016]')
+    assert code == 2 and err.count('\n') == 1 and f'{name!r}' in err and 'sweep.log' in err, err
+    assert 'scontrol' not in out, out
+
+
+def closed_pipe_run(argv, cwd):
+    """`python -m argv...` with its stdout a pipe whose reader has already left (`| head -1`
+    once head has exited): every write fails with EPIPE, as in the new user's trial, without
+    the race of a real head. (exit status, stderr)"""
+    import os
+    import subprocess
+    import sys
+    from mlcheck import REPO
+    read, write = os.pipe()
+    os.close(read)
+    try:
+        done = subprocess.run([sys.executable, '-m', *argv], stdout=write, stderr=subprocess.PIPE,
+                              text=True, cwd=cwd, env={**os.environ, 'PYTHONPATH': REPO})
+    finally:
+        os.close(write)
+    return done.returncode, done.stderr
+
+
+def test_a_closed_pipe_keeps_the_exit_status_and_the_files_of_nodes_and_baseline(tmp_path):
+    """The new user's `mlcheck-nodes ... | head -1` exited 3 (internal error: BrokenPipeError)
+    and mostly wrote no nodes.md; `mlcheck-baseline ... | head` exited 1."""
+    log = write_perflog(tmp_path / 'sweep.log', sweep(64, {'nid017': 0.20}))
+    code, err = closed_pipe_run(['mlcheck.commands.nodes', log, '-o', str(tmp_path / 'out')],
+                                tmp_path)
+    assert code == 1 and err == '', err
+    assert '**nid017**' in (tmp_path / 'out' / 'nodes.md').read_text()
+    from perflogs import BASELINE, spec
+    code, err = closed_pipe_run(['mlcheck.commands.baseline', spec(BASELINE), '--references-dir',
+                                 str(tmp_path / 'refs')], tmp_path)
+    assert code == 0 and err == '', err
+    assert (tmp_path / 'refs' / 'sim.yaml').is_file()
+
+
+def test_the_reports_separating_command_never_excludes_all(tmp_path):
+    """Issue 48, item 4: the report's `-J exclude=` takes node names from the records' node
+    lists; `ALL` there is refused, said, and the other node kept."""
+    from mlcheck.history import causes
+    said = causes.separating([('node ALL', 'host stack'), ('node nid002',)], [])
+    assert '-J exclude=nid002 (refused: ' in said and "'ALL' is Slurm's name for every node" in said
+    assert 'exclude=ALL' not in said and 'ALL,' not in said, said
+
+
+# `scontrol show node --oneliner` of Slurm 22.05 (the simulated cluster's), one node
+STATE_LINE = ('NodeName={node} Arch=x86_64 CoresPerSocket=1  CPUAlloc=0 CPUEfctv=2 CPUTot=2 '
+              'CPULoad=0.62 AvailableFeatures=(null) ActiveFeatures=(null) Gres=gpu:2(S:0) '
+              'NodeAddr=127.0.0.1 NodeHostName=localhost Port=17001 Version=22.05.8 OS=Linux '
+              '6.18.44 #1 SMP PREEMPT_DYNAMIC @0  RealMemory=1024 AllocMem=0 FreeMem=8607 '
+              'Sockets=2 Boards=1 State={state} ThreadsPerCore=1 TmpDisk=0 Weight=1 Owner=N/A '
+              'MCS_label=N/A Partitions={partition}  BootTime=2026-11-28T16:32:07 '
+              'SlurmdStartTime=2026-11-28T16:41:40 LastBusyTime=2026-11-28T16:43:13 '
+              'CfgTRES=cpu=2,mem=1G,billing=2 AllocTRES= CapWatts=n/a CurrentWatts=0 AveWatts=0 '
+              'ExtSensorsJoules=n/s ExtSensorsWatts=0 ExtSensorsTemp=n/s{reason}\n')
+
+
+def slurm_states(nodes_, drained=None, partition='gpu'):
+    """Saved `scontrol show node --oneliner`: `drained` {node: (state, reason)}, others IDLE."""
+    text = ''
+    for node in nodes_:
+        state, reason = (drained or {}).get(node, ('IDLE', ''))
+        text += STATE_LINE.format(node=node, state=state, partition=partition, reason=(
+            f' Reason={reason} [root@2026-11-22T10:00:00]' if reason else ''))
+    return text
+
+
+AFTER_MAINTENANCE = {
+    **{n: ('IDLE+DRAIN', 'mlcheck: MNISTDistributedCheck[image=host] failed [perf log x.log]')
+       for n in ('nid001', 'nid002', 'nid003', 'nid004')},
+    'nid005': ('IDLE+DRAIN', 'upgrade 2026-11 torch 2.9'),
+    'nid007': ('IDLE+DRAIN', 'RMA DIMM ticket 4411'),
+    'nid008': ('IDLE+DRAIN+MAINTENANCE', 'mlcheck: an earlier sweep'),
+    'nid009': ('DOWN*+DRAIN', 'Not responding'),
+    'nid016': ('IDLE+DRAIN', 'upgrade 2026-11 torch 2.9')}
+
+
+@pytest.mark.parametrize('how', ['scontrol', 'saved'])
+def test_the_resume_line_names_only_healthy_nodes_slurm_shows_drained_for_mlchecks_reason(
+        tmp_path, capsys, monkeypatch, how):
+    """The RESUME line: nid001-004 (mlcheck's reason) and, with --resume-reason, nid005 (the
+    maintenance's); nid007 (a DIMM ticket) and nid009 (not responding) left alone with their
+    reasons, nid008 (a maintenance reservation) too, the idle ones in service; nid016, slow,
+    drained, its DRAIN line before the RESUME line."""
+    import os
+    states = slurm_states(NODES16, AFTER_MAINTENANCE)
+    log = write_perflog(tmp_path / 'sweep.log', run_of_sweep(NODES16, NOV[24], slower={'nid016': 0.4}))
+    if how == 'scontrol':
+        monkeypatch.setenv('PATH', f'{fake_scontrol(tmp_path / "bin", states)}:{os.environ["PATH"]}')
+        where = []
+    else:
+        (tmp_path / 'states.txt').write_text(states)
+        where = ['--slurm-states', str(tmp_path / 'states.txt')]
+    code, out, err = run(capsys, log, *where, '--resume-reason', 'upgrade 2026-11')
+    assert code == 1 and drained(out) == ['nid016'], out + err
+    assert resume_names(out) == 'nid[001-005]', out
+    assert "  left alone (drained for another reason): nid007 'RMA DIMM ticket 4411'" in out, out
+    assert "  left alone (drained for another reason): nid009 'Not responding'" in out, out
+    assert '  left alone (in a maintenance reservation or planned (IDLE+DRAIN+MAINTENANCE)): nid008' in out
+    assert '  in service already (not drained, nothing to resume): nid[006,010-015]' in out, out
+    lines = out.splitlines()
+    assert lines.index(next(ln for ln in lines if 'State=DRAIN' in ln)) < \
+        lines.index(next(ln for ln in lines if 'State=RESUME' in ln))
+    assert 'not checked against Slurm' not in out
+    code, out, _ = run(capsys, log, *where)
+    assert resume_names(out) == 'nid[001-004]', out
+    assert "  left alone (drained for another reason): nid005 'upgrade 2026-11 torch 2.9'" in out
+
+
+def test_where_slurm_cannot_be_read_the_output_says_the_resume_line_was_not_checked(tmp_path, capsys):
+    log = write_perflog(tmp_path / 'sweep.log', run_of_sweep(NODES16, NOV[24]))
+    code, out, _ = run(capsys, log)
+    assert code == 0 and resume_names(out) == 'nid[001-016]', out
+    assert ("  the RESUME line was not checked against Slurm's current reasons (scontrol failed: "
+            'slurm_load_node error: Unable to contact slurm controller') in out, out
+
+
+@pytest.mark.parametrize('name, says', [
+    ('nid099', "'nid099' is not one of the partition's nodes"),
+    ('gpu', "'gpu' is a partition's name"), ('cluster', "'cluster' is a partition's name")])
+def test_a_node_outside_the_nodes_slurm_knows_or_named_like_a_partition_is_refused(
+        tmp_path, capsys, name, says):
+    """A NodeSet's name is no node Slurm lists; a partition's name (Slurm's gpu, ReFrame's
+    cluster of sim:cluster) may stand for all its nodes."""
+    (tmp_path / 'states.txt').write_text(slurm_states(NODES16))
+    found = [s if s.nodelist != 'nid003' else replaced([s], nodelist=name)[0]
+             for s in run_of_sweep(NODES16, NOV[24])]
+    code, out, err = run(capsys, write_perflog(tmp_path / 'sweep.log', found),
+                         '--slurm-states', str(tmp_path / 'states.txt'))
+    assert code == 2 and says in err and err.count('\n') == 1 and 'scontrol' not in out, err
+
+
+def test_a_node_outside_expect_is_refused_where_slurm_cannot_be_read(tmp_path, capsys):
+    found = run_of_sweep(NODES16 + ['nid099'], NOV[24])
+    code, _, err = run(capsys, write_perflog(tmp_path / 'sweep.log', found), '--expect', 'nid[001-016]')
+    assert code == 2 and "'nid099' is not one of the partition's nodes (nid[001-016])" in err, err
+
+
+def test_a_failed_pair_sweep_naming_all_as_its_slow_node_is_refused():
+    failure = pair_sweep_failure(SLOW_NODE_AND_LINK)
+    failure = replaced([failure], problem=failure.problem.replace('node nid002 is slow',
+                                                                  'node ALL is slow'))[0]
+    with pytest.raises(InputError, match="'ALL' is Slurm's name for every node"):
+        nodes.judge(sweep(4) + [failure])
+
+
+# the admins' reasons on a partition after a maintenance (the RESUME line's guard reads them)
+OTHER_REASONS = ('RMA DIMM ticket 4411', 'Not responding', 'GPU 3 fell off the bus, ticket 918',
+                 'held for the vendor')
+MAINTENANCE = 'upgrade 2026-11 torch 2.9'
+
+
+def admins_drained(rng, all_nodes):
+    """Slurm's states after the sweeps: some nodes drained for tickets (before the latest sweep
+    or after their run in it), some by mlcheck's own DRAIN lines of an earlier sweep, most for
+    the maintenance, some in a maintenance reservation, the rest idle."""
+    states = {}
+    for node in all_nodes:
+        draw = rng.random()
+        states[node] = (('IDLE+DRAIN', rng.choice(OTHER_REASONS)) if draw < 0.1 else
+                        ('IDLE+DRAIN', 'mlcheck: CIFAR100ResNetCheck[image=host] failed') if draw < 0.2 else
+                        ('IDLE+DRAIN+MAINTENANCE', MAINTENANCE) if draw < 0.25 else
+                        ('IDLE', '') if draw < 0.35 else ('IDLE+DRAIN', MAINTENANCE))
+    return states
+
+
+@settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(n=st.one_of(st.integers(16, 200), st.sampled_from([1024, 4096])), sweeps=st.integers(2, 4),
+       repeats=st.integers(1, 3), seed=st.integers(0, 2**32 - 1))
+def test_no_resume_line_names_a_node_that_failed_missed_the_sweep_or_is_drained_for_another_reason(
+        tmp_path, capsys, n, sweeps, repeats, seed):
+    """Issue 47, done when: sweeps generated as Slurm runs them (tests/node_sessions.py: jobs in
+    ReFrame's order in max_jobs slots; flaky nodes failing any one repetition, broken nodes, a
+    test failing on most nodes, slow nodes, nodes drained for tickets missing from later sweeps),
+    several appended to one perf log, judged with Slurm's states: the RESUME line names no node
+    that failed a repetition of the latest sweep, was not in it, or is drained for another
+    reason (or set aside); no DRAIN line is printed for a failure most nodes share."""
+    from node_sessions import TESTS, plan_sweep, run_sweep
+    rng = random.Random(seed)
+    all_nodes = [f'nid{i:05d}' for i in range(1, n + 1)]
+    tests = TESTS if n <= 1024 else TESTS[:1]
+    repeats = repeats if n <= 1024 else 1
+    found, job, start, ticketed = [], 0, NOV[18], set()
+    for _ in range(sweeps):
+        ticketed |= set(rng.sample(all_nodes, rng.randint(0, max(1, n // 50))))
+        held = set(rng.sample(all_nodes, rng.randint(0, n // 20)))      # users' jobs, not idle
+        plan = plan_sweep(rng, all_nodes, ticketed | held, repeats, tests)
+        records, job = run_sweep(rng, plan, start, tests, first_job=job)
+        found += records
+        start = records[-1].time + rng.uniform(6 * 3600, 5 * 86400)
+    states = admins_drained(rng, all_nodes)
+    states.update({node: ('IDLE+DRAIN', rng.choice(OTHER_REASONS)) for node in ticketed})
+    (tmp_path / 'states.txt').write_text(slurm_states(all_nodes, states))
+    log = write_perflog(tmp_path / 'perflogs.log', found)
+    capsys.readouterr()
+    code, out, err = run(capsys, log, '--slurm-states', str(tmp_path / 'states.txt'),
+                         '--resume-reason', 'upgrade 2026-11')
+    assert code in (0, 1), err
+    resumed = set(hostlist.expand(resume_names(out))) if resume_names(out) else set()
+    failed_any = {node for node, _, _ in plan.failing}
+    set_aside = {node for node, (state, reason) in states.items()
+                 if 'MAINTENANCE' in state or (reason and not reason.startswith(('mlcheck: ', MAINTENANCE)))}
+    assert not resumed & failed_any, (resumed & failed_any, out[:3000])
+    assert resumed <= set(plan.nodes), (resumed - set(plan.nodes), out[:3000])
+    assert not resumed & set_aside, (resumed & set_aside, out[:3000])
+    drain = [ln for ln in out.splitlines() if ln.startswith('scontrol') and 'State=DRAIN' in ln]
+    for test in tests:
+        failing = {node for node, t, _ in plan.failing if t == test}
+        if 2 * len(failing) > len(plan.nodes):
+            said = f'{node_records.short(test)} failed'
+            assert not [ln for ln in drain if said in ln], (test, len(failing), out[:3000])
+            assert f'{said} on {len(failing)} of {len(plan.nodes)} nodes: a partition-wide' in out
+
+
+def test_name_chooses_the_figures_judged_and_never_hides_another_tests_failure(tmp_path, capsys):
+    """As --var (case 4): `-n MNIST` judges MNIST's figures; nid005's failed interconnect run
+    still drains it."""
+    found = appended(run_of_sweep(NODES16, NOV[24]), run_of_sweep(
+        NODES16, NOV[24] + 5000, name=LINKS, failed={('nid005', 0)},
+        figures=(('allreduce_busbw', 'GB/s', 80.0),)))
+    code, out, _ = run(capsys, write_perflog(tmp_path / 'sweep.log', found), '-n', 'MNIST')
+    assert code == 1 and drained(out) == ['nid005'] and 'allreduce_busbw' not in out, out
+
+
+def test_a_node_of_an_earlier_sweep_that_slurm_no_longer_lists_is_not_to_vet(tmp_path, capsys):
+    """nid016 left the partition after Nov 20: not in Slurm's list, not in the Nov 24 sweep;
+    neither refused (it is in no printed command) nor not vetted."""
+    (tmp_path / 'states.txt').write_text(slurm_states(NODES16[:15], {
+        n: ('IDLE+DRAIN', 'mlcheck: an earlier sweep') for n in NODES16[:15]}))
+    found = appended(run_of_sweep(NODES16, NOV[20], seed=2), run_of_sweep(NODES16[:15], NOV[24]))
+    code, out, err = run(capsys, write_perflog(tmp_path / 'sweep.log', found),
+                         '--slurm-states', str(tmp_path / 'states.txt'))
+    assert code == 0 and resume_names(out) == 'nid[001-015]' and 'nid016' not in out, out + err

@@ -1,7 +1,7 @@
-"""The command-line plumbing that mlcheck.commands.report and mlcheck.commands.baseline share: their argument
+"""The command-line plumbing that mlcheck-report, mlcheck-baseline and mlcheck-nodes share: their argument
 parser with the selection forms, the source arguments (-C, --db) and the opening of the results
 database from them, fractions as a person types them, the terminal table, the exit codes and
-errors as one line on stderr.
+errors as one line on stderr, output that a closed pipe (`| head`) ends without ending the command.
 """
 
 import argparse
@@ -79,21 +79,66 @@ def text_table(header, body):
     return '\n'.join([line(header), line(['-' * w for w in widths]), *map(line, body)])
 
 
+class ReaderMayLeave:
+    """sys.stdout for a command whose reader may stop reading (`| head`): once the pipe is
+    closed the rest of the output goes nowhere, and the command goes on to write its files and
+    return its exit status (Python would end it with BrokenPipeError, or exit 120 when the last
+    flush fails)."""
+
+    def __init__(self, stream):
+        self.stream = stream
+
+    def write(self, text):
+        try:
+            return self.stream.write(text)
+        except BrokenPipeError:
+            self._reader_left()
+            return len(text)
+
+    def flush(self):
+        try:
+            self.stream.flush()
+        except BrokenPipeError:
+            self._reader_left()
+
+    def _reader_left(self):
+        """Point the descriptor at /dev/null: what is still buffered, and all later output, goes
+        there without another error."""
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        try:
+            os.dup2(devnull, self.stream.fileno())
+        finally:
+            os.close(devnull)
+
+    def __getattr__(self, name):
+        return getattr(self.stream, name)
+
+
 def one_line_errors(command, run):
     """run() with its errors as one line on stderr and an exit code that is never the
-    regression code: a crash must not read as a verdict. All it prints has its control
-    characters escaped (data from others must not drive the terminal: mlcheck.visible)."""
-    with shown_safely():
-        try:
-            return run()
-        except InputError as err:
-            print(f'{command}: error: {visible(str(err))}', file=sys.stderr)
-            return EXIT_BAD_INPUT
-        except Exception as err:   # noqa: BLE001 - anything else is a bug, said in one line
-            where = err.__traceback__
-            while where.tb_next:
-                where = where.tb_next
-            print(f'{command}: internal error: {type(err).__name__}: {visible(str(err))} '
-                  f'({os.path.basename(where.tb_frame.f_code.co_filename)}:{where.tb_lineno})',
-                  file=sys.stderr)
-            return EXIT_INTERNAL
+    regression code: a crash must not read as a verdict; a reader that closes the pipe ends the
+    output, never the files or the exit status. All it prints has its control characters
+    escaped (data from others must not drive the terminal: mlcheck.visible)."""
+    stdout, sys.stdout = sys.stdout, ReaderMayLeave(sys.stdout)
+    try:
+        with shown_safely():
+            return _one_line_errors(command, run)
+    finally:
+        sys.stdout.flush()
+        sys.stdout = stdout
+
+
+def _one_line_errors(command, run):
+    try:
+        return run()
+    except InputError as err:
+        print(f'{command}: error: {visible(str(err))}', file=sys.stderr)
+        return EXIT_BAD_INPUT
+    except Exception as err:   # noqa: BLE001 - anything else is a bug, said in one line
+        where = err.__traceback__
+        while where.tb_next:
+            where = where.tb_next
+        print(f'{command}: internal error: {type(err).__name__}: {visible(str(err))} '
+              f'({os.path.basename(where.tb_frame.f_code.co_filename)}:{where.tb_lineno})',
+              file=sys.stderr)
+        return EXIT_INTERNAL

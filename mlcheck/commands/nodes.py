@@ -1,22 +1,28 @@
 """Vet every node of a partition: each figure of each one-node check against its partition's
 peers, the failed runs and the nodes that never ran, as one verdict per node.
 
-    mlcheck-nodes SELECTION [--expect HOSTLIST] [--max-age AGE] [-C CONFIG] [--db FILE] [-o DIR]
+    mlcheck-nodes SELECTION [--expect HOSTLIST] [--resume-reason PATTERN] [--slurm-states FILE]
+                  [--sweep-gap AGE] [-C CONFIG] [--db FILE] [-o DIR]
 
 SELECTION is a session UUID, a period START:END, 'latest', or a perf log file or directory with
 an optional @START:END (as for mlcheck-report), of one-node runs such as
 `reframe -c checks/ -r -P num_nodes=1 --distribute=all`, and of the node-pair sweep (the
-interconnect check over the nodes). A node is drained when a figure is worse than its peers'
-better quartile (upper for a rate, lower for a time) by more than --threshold and --spread-factor
-times their spread, when its latest run of a check failed, or when its every node pair was slow;
+interconnect check over the nodes). Only the latest sweep of each partition is judged (runs
+whose ends leave no gap longer than --sweep-gap); earlier ones are history. A node is drained
+when a figure is worse than its peers' better quartile (upper for a rate, lower for a time) by
+more than --threshold and --spread-factor times their spread, when any repetition of a check
+failed, or when its every node pair was slow;
 not judged when the evidence cannot say (too few peers, a figure too noisy to tell nodes apart,
 past the threshold but within the peers' noise, only some of its partition's tests, a failed
-multi-node run over it); healthy otherwise. The verdict comes first, with the scontrol lines to
-drain and to resume, printed (shell-quoted), never run; a pair slow only together is listed as a
-slow link.
+multi-node run over it, a failure shared by most nodes); healthy otherwise; not vetted when
+not in the latest sweep. The verdict comes first, with the scontrol lines to drain and then to
+resume, printed (shell-quoted), never run: the RESUME line names only healthy nodes that Slurm
+shows drained or down for mlcheck's reason or --resume-reason; a pair slow only together is
+listed as a slow link.
 
 Exit status: 0 every expected node judged healthy; 1 a node drained, not judged or not vetted,
-a link named or a multi-node run failed; 2 bad input (one line); 3 internal error.
+a link named, a multi-node run or a test on most nodes failed; 2 bad input (one line: a node
+named ALL or like a partition too); 3 internal error.
 """
 
 import os
@@ -31,7 +37,7 @@ from mlcheck.commands.common import (EXIT_BAD_INPUT, EXIT_INTERNAL, EXIT_REGRESS
                                      open_database, parse_fraction, text_table)
 from mlcheck.errors import InputError
 from mlcheck.visible import write_escaped
-from mlcheck.history import hostlist, node_records, nodes
+from mlcheck.history import hostlist, node_records, nodes, slurm_states
 from mlcheck.history.selection import load, parse_selection
 from mlcheck.judging.peers import MIN_FOR_SPREAD
 
@@ -53,12 +59,24 @@ def parse_args(argv):
     parser.add_argument('--spread-factor', type=float, default=nodes.Rule.spread_factor,
                         help="and by more than this many of the peers' standard deviations "
                              '(default: %(default)s)')
-    parser.add_argument('-n', '--name', default='', help='only tests whose name contains this text')
+    parser.add_argument('-n', '--name', default='',
+                        help="judge only the figures of tests whose name contains this text "
+                             "(another test's failure still counts)")
     parser.add_argument('--var', action='append', default=[], metavar='VARIABLE',
-                        help='judge only this performance variable (repeatable; default: all)')
+                        help='judge only this performance variable (repeatable; default: all; '
+                             'a failed run still counts)')
     parser.add_argument('--max-age', metavar='AGE',
                         help='leave out runs that ended more than AGE ago (30m, 12h, 7d), '
                              'saying how many')
+    parser.add_argument('--sweep-gap', metavar='AGE', default=f'{nodes.SWEEP_GAP // 60}m',
+                        help='a gap this long between two runs\' ends starts a new sweep; only '
+                             'the latest sweep of a partition is judged (default: %(default)s)')
+    parser.add_argument('--resume-reason', metavar='PATTERN',
+                        help="resume also nodes drained with a reason this regular expression "
+                             "finds (the maintenance's); default: only mlcheck's own reasons")
+    parser.add_argument('--slurm-states', metavar='FILE',
+                        help='saved output of `scontrol show node --oneliner` to check the '
+                             'RESUME line against (default: run scontrol here, if there is one)')
     parser.add_argument('-o', '--output', metavar='DIR',
                         help='write DIR/nodes.md and one PNG per figure')
     return parser.parse_args(argv)
@@ -75,6 +93,11 @@ def vet(args):
     rule = nodes.Rule(parse_fraction(args.threshold, '--threshold'), args.spread_factor)
     expected = hostlist.expand(args.expect) if args.expect else []
     max_age = parse_age(args.max_age) if args.max_age else None
+    gap = parse_age(args.sweep_gap, '--sweep-gap')
+    resume_reason = compiled(args.resume_reason)
+    states, why_unread = slurm_states.read(args.slurm_states)
+    known = set(states) if states is not None else set(expected) if expected else None
+    partitions = {p for s in (states or {}).values() for p in s.partitions}
     selection = parse_selection(args.selection)
     found = load(selection, open_database(args, [selection]), with_failed=True)
     notes = []
@@ -86,32 +109,39 @@ def vet(args):
                      f'{node_records.stamp(since)} left out')
         if not found:
             raise InputError(f'no record of {args.selection} is newer than {args.max_age}')
-    if args.name:
-        found = [s for s in found if args.name in s.name]
-        if not found:
-            raise InputError(f'no test named like {args.name!r} in {args.selection}')
-    if args.var:
-        # multi-node records stay: no figure of theirs is judged, only their node-pair verdicts
-        found = [s for s in found if s.var in args.var or node_records.node_of(s) is None]
-        if not any(s.var in args.var for s in found):
-            raise InputError(f'no variable {", ".join(args.var)} in {args.selection}')
-    sweep = nodes.judge(found, rule, expected)
-    print('\n'.join(report_lines(sweep, rule, notes)))
-    if args.output:
-        print(f'summary: {write_summary(args.output, args, sweep, rule, notes)}')
+    if args.name and not any(args.name in s.name for s in found):
+        raise InputError(f'no test named like {args.name!r} in {args.selection}')
+    if args.var and not any(s.var in args.var for s in found):
+        raise InputError(f'no variable {", ".join(args.var)} in {args.selection}')
+    sweep = nodes.judge(found, rule, expected, args.var, gap, known, partitions, args.name)
+    plan = slurm_states.resume_plan(sweep.healthy, states, why_unread, resume_reason)
+    # the files first: a reader that stops reading (| head) must not cost them
+    summary = write_summary(args.output, args, sweep, rule, plan, notes) if args.output else None
+    print('\n'.join(report_lines(sweep, rule, plan, notes)))
+    if summary:
+        print(f'summary: {summary}')
     return EXIT_REGRESSION if not all_healthy(sweep) else 0
+
+
+def compiled(pattern):
+    if pattern is None:
+        return None
+    try:
+        return re.compile(pattern)
+    except re.error as err:
+        raise InputError(f'--resume-reason {pattern!r}: not a regular expression: {err}') from None
 
 
 def all_healthy(sweep):
     """Every expected node judged healthy, and nothing else named."""
     return not (sweep.drain or sweep.not_judged or sweep.not_vetted or sweep.slow_links
-                or sweep.multi_node_failed)
+                or sweep.multi_node_failed or sweep.partition_wide)
 
 
-def parse_age(text):
+def parse_age(text, option='--max-age'):
     match = AGE.fullmatch(text.strip())
     if not match:
-        raise InputError(f'--max-age {text!r}: expected a number and s, m, h or d (12h, 7d)')
+        raise InputError(f'{option} {text!r}: expected a number and s, m, h or d (12h, 7d)')
     return float(match.group(1)) * SECONDS[match.group(2)]
 
 
@@ -132,7 +162,7 @@ def drain_lines(sweep):
         more = f' (and {len(findings) - 1} more: nodes.md)' if len(findings) > 1 else ''
         unlike = f'; stack: {", ".join(sweep.stack[node])}' if node in sweep.stack else ''
         tail = f'{unlike}{more} [{worst.provenance}]'     # kept whole: the why and when
-        said = 'mlcheck: ' + worst.said
+        said = slurm_states.OWN_REASON + worst.said
         room = REASON_LENGTH - len(tail)
         if len(said) > room:
             said = said[:max(room, 40) - 3] + '...'
@@ -140,8 +170,26 @@ def drain_lines(sweep):
     return lines
 
 
-def resume_line(sweep):
-    return scontrol(hostlist.compress(sweep.healthy), 'RESUME') if sweep.healthy else ''
+def resume_line(plan):
+    return scontrol(hostlist.compress(plan.resume), 'RESUME') if plan.resume else ''
+
+
+def resume_lines(sweep, plan):
+    """The healthy nodes, the RESUME line of those Slurm shows drained for mlcheck's reason (or
+    the maintenance's), and the healthy nodes it leaves out, each with why."""
+    lines = ['', f'healthy ({len(sweep.healthy)}): {hostlist.compress(sweep.healthy)}']
+    if plan.resume:
+        lines += ['  to resume them (printed, never run; after the DRAIN lines):', resume_line(plan)]
+    if plan.unchecked:
+        lines.append(f"  the RESUME line was not checked against Slurm's current reasons "
+                     f'({plan.unchecked}): resume only nodes drained for the maintenance')
+    if plan.in_service:
+        lines.append(f'  in service already (not drained, nothing to resume): '
+                     f'{hostlist.compress(plan.in_service)}')
+    lines += [f'  left alone ({why}): {node}' if not why.startswith('drained for another') else
+              f"  left alone (drained for another reason): {node} {why.split(': ', 1)[1]}"
+              for node, why in plan.left_alone.items()]
+    return lines
 
 
 def figure_rows(sweep):
@@ -172,14 +220,18 @@ def summary_line(sweep, rule):
             f'{100 * rule.threshold:g}% and {rule.spread_factor:g} sd)')
 
 
-def verdict_lines(sweep, rule):
-    """The verdict, first: the summary, the healthy nodes and the lines to paste."""
+def verdict_lines(sweep, rule, plan):
+    """The verdict, first: the summary, the lines to paste (DRAIN before RESUME, so that a
+    RESUME line that fails cannot stop them in a `set -e` script) and the healthy nodes."""
     lines = [summary_line(sweep, rule)]
-    if sweep.healthy:
-        lines += ['', f'healthy ({len(sweep.healthy)}): {hostlist.compress(sweep.healthy)}',
-                  '  to resume them (printed, never run):', resume_line(sweep)]
+    if sweep.partition_wide:
+        lines += ['', f'partition-wide failures ({len(sweep.partition_wide)}): no DRAIN line, '
+                      'fix the configuration, data or image:',
+                  *(f'  {said}' for said in sweep.partition_wide)]
     if sweep.drain:
         lines += ['', f'drain ({len(sweep.drain)}):', *drain_lines(sweep)]
+    if sweep.healthy:
+        lines += resume_lines(sweep, plan)
     if sweep.not_judged:
         lines += ['', f'not judged ({len(sweep.not_judged)}): the evidence cannot say, so '
                       'neither healthy nor drained:']
@@ -198,11 +250,11 @@ def verdict_lines(sweep, rule):
 
 def detail_lines(sweep):
     """What else was read: multi-node runs, re-runs, stacks, figures left out."""
-    lines = []
+    lines = ['', 'sweeps:', *(f'  {said}' for said in sweep.sweeps)] if sweep.sweeps else []
     if sweep.multi_node:
         lines += ['', 'multi-node runs:', *(f'  {said}' for said in sweep.multi_node)]
     if sweep.reruns:
-        lines += ['', 'passed on re-run (the latest run of each test counts):']
+        lines += ['', 'passed on re-run in the latest sweep (history: the latest sweep counts):']
         lines += [f'  {node}: {"; ".join(said)}' for node, said in sweep.reruns.items()]
     if sweep.stack:
         lines += ['', f'stack unlike the peers\' ({len(sweep.stack)}):']
@@ -212,9 +264,15 @@ def detail_lines(sweep):
     return lines
 
 
-def report_lines(sweep, rule, notes=()):
-    lines = verdict_lines(sweep, rule) + detail_lines(sweep)
-    lines += ['', text_table(FIGURE_COLUMNS, figure_rows(sweep)), '', *notes]
+def report_lines(sweep, rule, plan, notes=()):
+    lines = verdict_lines(sweep, rule, plan) + detail_lines(sweep)
+    return lines + ['', text_table(FIGURE_COLUMNS, figure_rows(sweep)), '', *caveats(sweep, notes)]
+
+
+def caveats(sweep, notes=()):
+    """What the terminal and nodes.md both say below the figures: the notes, the figures judged
+    by the threshold alone, the multi-node records."""
+    lines = list(notes)
     alone = sum(v.spread is None and not v.not_judged for v in sweep.figures)
     if alone:
         lines.append(f'{alone} figure(s) on fewer than {MIN_FOR_SPREAD} nodes: judged by the '
@@ -224,21 +282,26 @@ def report_lines(sweep, rule, notes=()):
     return lines
 
 
-def write_summary(directory, args, sweep, rule, notes=()):
+def write_summary(directory, args, sweep, rule, plan, notes=()):
     """DIR/nodes.md with a plot per figure; returns its path."""
     from mlcheck.history import node_plots
     os.makedirs(directory, exist_ok=True)
     md = lambda row: '| ' + ' | '.join(c.replace('|', '\\|') for c in row) + ' |'
     text = [f'# Node sweep: {args.selection}', '',
             f'Written {datetime.now().astimezone():%Y-%m-%d %H:%M %Z} by `mlcheck-nodes`.', '',
-            f'**{summary_line(sweep, rule)}**', '', *notes, '', '## Healthy', '']
-    text += [f'healthy ({len(sweep.healthy)}): {hostlist.compress(sweep.healthy)}', '',
-             '```sh', resume_line(sweep), '```'] if sweep.healthy else ['None.']
-    text += ['', '## Drain', '']
+            f'**{summary_line(sweep, rule)}**', '', *caveats(sweep, notes), '']
+    if sweep.partition_wide:
+        text += ['## Partition-wide failures', '', *(f'- {s}' for s in sweep.partition_wide), '']
+    text += ['## Drain', '']
     text += [f'- **{node}**: ' + '; '.join(map(str, reasons))
              for node, reasons in sweep.drain.items()] or ['None.']
     if sweep.drain:
         text += ['', '```sh', *drain_lines(sweep), '```']
+    text += ['', '## Healthy', '']
+    said = [line.strip() for line in resume_lines(sweep, plan) if line and
+            not line.startswith('scontrol') and 'to resume them' not in line]
+    text += [*said, *(['', '```sh', resume_line(plan), '```'] if plan.resume else [])] \
+        if sweep.healthy else ['None.']
     text += ['', '## Not judged', '']
     text += [f'- **{node}**: not judged: ' + '; '.join(why)
              for node, why in sweep.not_judged.items()] or ['None.']
@@ -247,7 +310,8 @@ def write_summary(directory, args, sweep, rule, notes=()):
     text += ['', '## Slow links', '']
     text += [f'- **{a} <-> {b}**: {reason}'
              for (a, b), reason in sweep.slow_links.items()] or ['None.']
-    text += ['', '## Also read', '', *detail_lines(sweep)]
+    details = detail_lines(sweep)
+    text += ['', '## Also read', *details] if details else []
     text += ['', '## Figures', '', md(FIGURE_COLUMNS), '|' + '---|' * len(FIGURE_COLUMNS),
              *map(md, figure_rows(sweep)), '']
     for verdict, name in node_plots.plot_all(directory, sweep.figures):

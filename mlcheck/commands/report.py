@@ -285,7 +285,7 @@ def compare_and_report(args):
     try:
         ran_after = load(selections[1], database, with_failed=True)
     except AllFailed as failed:
-        say(f'likely cause: cannot tell: {failed}: nothing ran to compare; fails like a regression')
+        print(f'likely cause: cannot tell: {failed}: nothing ran to compare; fails like a regression')
         return EXIT_REGRESSION
     if args.name:
         ran_before, ran_after = ([s for s in ss if any(name in s.name for name in args.name)]
@@ -305,17 +305,8 @@ def compare_and_report(args):
     # the report's files first: a reader that stops reading (| head) must not cost them
     if args.output:
         text.append(f'report: {write_report(args.output, args, before, after, comparisons, rule, likely)}')
-    say('\n'.join(text))
+    print('\n'.join(text))     # a closed pipe ends only the output (common.one_line_errors)
     return gate(comparisons)
-
-
-def say(text):
-    """Print `text`; a reader that closed the pipe (a CI gate's `| head`) ends the output, not
-    the verdict: the rest goes nowhere and the exit status still says what was found."""
-    try:
-        print(text, flush=True)
-    except BrokenPipeError:
-        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
 
 
 def gate(comparisons):

@@ -13,7 +13,7 @@ import functools
 from dataclasses import dataclass
 
 from mlcheck.figures import stack
-from mlcheck.history import compare
+from mlcheck.history import compare, node_names
 from mlcheck.history.candidates import Evidence
 from mlcheck.history.cells import INTERCONNECT, LOADER, LOADER_VAR, RANK, RANK_VAR, SPEED, Z, cells_of
 from mlcheck.history.samples import group
@@ -163,10 +163,15 @@ def separating(hypotheses, cells):
     names = {n for h in hypotheses for n in h}
     # the first two nodes named: a run that leaves them out tells them from the rest (all of them
     # out could leave no node to run on)
-    nodes = sorted(dict.fromkeys(n.split()[-1] for h in hypotheses for n in h
-                                 if n.startswith(('node ', 'a GPU of ', 'the link of '))))[:2]
+    named = sorted(dict.fromkeys(n.split()[-1] for h in hypotheses for n in h
+                                 if n.startswith(('node ', 'a GPU of ', 'the link of '))))
+    # a name from data that Slurm reads as many nodes (ALL) never reaches --exclude
+    refused = list(filter(None, map(node_names.refusal, named)))
+    nodes = [n for n in named if not node_names.refusal(n)][:2]
     # ReFrame's -J passes `exclude=...` on as `#SBATCH --exclude=...` (`-J --exclude` is refused)
     exclude = f'-J exclude={",".join(nodes)}' if nodes else ''
+    if refused:
+        exclude += f' (refused: {"; ".join(refused)})'
     if any(n.startswith('the link of ') for n in names):
         return f'{RUN} -n {INTERCONNECT} -P num_nodes=2 {exclude} (the interconnect on other nodes)'
     if nodes:

@@ -31,18 +31,19 @@ class MultiNode:
     failed_runs: int = 0
 
 
-def multi_node_verdicts(records):
+def multi_node_verdicts(records, check=hostlist.checked):
     """What the latest run of each multi-node test over each node list says about its nodes: a
     failed one is named with its nodes and reason, and its nodes drained (the slow nodes of the
     pair sweep, the nodes of ranks that never reported in) or not judged (the others, whose
-    check failed); a passed pair sweep is said to have been read."""
+    check failed); a passed pair sweep is said to have been read. `check(node, where)`: the
+    check of a node name taken from the records (node_names.checked)."""
     found = MultiNode()
     runs = history.group(records, lambda s: (run_of(s), s.nodelist))
     for (run, _), samples in sorted(runs.items()):
         ended = max(s.time for s in samples)
         latest = [s for s in samples if s.time == ended]
         s = next((s for s in latest if s.problem), latest[0])
-        nodes = nodes_of(s)
+        nodes = [check(node, where(s) + ' (its node list)') for node in nodes_of(s)]
         what = f'{short(run[1])} on {hostlist.compress(nodes)} (ended {stamp(ended)})'
         if not any(x.value is None or x.result == 'fail' for x in latest):
             if any(x.var == PAIR_SWEEP_FIGURE for x in latest):
@@ -52,7 +53,7 @@ def multi_node_verdicts(records):
         problem = s.problem
         named_nodes, named_links = fabric_named(problem)
         for node in list(named_nodes) + [n for pair in named_links for n in pair]:
-            hostlist.checked(node, where(s) + ' (a node its failure names)')
+            check(node, where(s) + ' (a node its failure names)')
         said = problem or NO_REASON
         missing = ranks_never_reported(problem, nodes, s.num_tasks)
         if missing:

@@ -1,8 +1,11 @@
-"""A partition sweep judged node by node: each figure of each check (the same check, image,
-settings and variable) on every node against the same figure on its partition's peers, by the one
-peer rule (mlcheck.judging.peers.below_peers); nodes whose latest run failed; nodes expected but
-never vetted; nodes that cannot be judged on the evidence (too few peers, a figure too noisy to
-tell nodes apart, only some of their partition's tests, a failed multi-node run over them).
+"""A partition sweep judged node by node: the latest sweep of each partition (latest_sweeps;
+earlier ones are history), each figure of each check (the same check, image, settings and
+variable) on every node against the same figure on its partition's peers, by the one peer rule
+(mlcheck.judging.peers.below_peers); nodes that failed a repetition of a check, unless most
+nodes failed it (the partition's failure); nodes expected, or in an earlier sweep, but not
+vetted in the latest; nodes that cannot be judged on the evidence (too few peers, a figure too
+noisy to tell nodes apart, only some of their partition's tests, a failed multi-node run over
+them).
 
 Every node of the sweep gets one verdict: healthy, drained, not judged or not vetted.
 
@@ -18,16 +21,17 @@ from dataclasses import dataclass, field
 
 from mlcheck.errors import InputError
 from mlcheck.figures import directions, stack as stacks
-from mlcheck.history import samples as history
+from mlcheck.history import node_names, samples as history
 from mlcheck.history.multi_node import NO_REASON, multi_node_verdicts
-from mlcheck.history.node_records import (UUID, Figure, Finding, figure_of, node_of, run_of,
-                                          short, stamp, test_name)
+from mlcheck.history.node_records import (Figure, Finding, figure_of, node_of, run_of, short,
+                                          stamp, test_name, where)
 from mlcheck.judging import peers
 
 MIN_PEERS = 4     # fewer nodes of a partition with a figure cannot outvote one of them
 TOO_FEW = 'too few peers'
 # the same on every node at one node, by definition: no figure to tell nodes apart
 SAME_AT_ONE_NODE = frozenset({'scaling_efficiency'})
+SWEEP_GAP = 3600  # seconds between two runs' ends that start a new sweep (docs/node-sweep.md)
 STACK_FACTS = [name for name in stacks.FACTS if name != 'image']   # the image is the test's own
 
 
@@ -77,6 +81,8 @@ class Sweep:
     multi_node: list = field(default_factory=list)   # [sentence]: failed runs and pair sweeps read
     multi_node_failed: int = 0         # of those, failed runs
     left_out: list = field(default_factory=list)     # [sentence]: figures that tell no node apart
+    partition_wide: list = field(default_factory=list)  # [sentence]: tests failed on most nodes
+    sweeps: list = field(default_factory=list)       # [sentence]: which sweep of each partition
 
     @property
     def drain(self):
@@ -97,45 +103,155 @@ def higher_is_better(var, unit):
     return directions.better(var, unit) != directions.LOWER
 
 
-def judge(found, rule=Rule(), expected=()):
-    """The Sweep of the records `found` (Samples, failed ones with value None), with the nodes
-    `expected` (host names) that must each have run their partition's checks."""
+def judge(found, rule=Rule(), expected=(), variables=(), gap=SWEEP_GAP, known=None,
+          partitions=(), name=''):
+    """The Sweep of the latest sweep of each partition in the records `found` (Samples, failed
+    ones with value None), with the nodes `expected` (host names) that must each have run their
+    partition's checks. `variables`, `name`: the figures judged (default: all), by variable
+    and by text in the test's name; a failure is never left out. Node names are checked by
+    node_names against `known` and `partitions`."""
     placed = [(node_of(s), s) for s in found]
+    partitions = _partition_names(found, partitions)
+    check = functools.partial(node_names.checked, partitions=partitions, known=known)
+    for node in expected:
+        check(node, '--expect')
+    placed, history_of = latest_sweeps(placed, gap)
+    for node, s in {node: s for node, s in placed if node is not None}.items():
+        check(node, where(s) + ' (its node)')
+    for last_runs in history_of.nodes.values():
+        for node in list(last_runs):   # a node of an earlier sweep: named, never in a command
+            node_names.checked(node, 'an earlier sweep', partitions)
+            if known is not None and node not in known:
+                del last_runs[node]    # no longer one of the partition's nodes: not to vet
     multi_node = [s for node, s in placed if node is None]
     placed = [(node, s) for node, s in placed if node is not None]
     if not placed:
         raise InputError(f'no record names its node: {len(found)} records, none of a one-node '
-                         'job (run the checks with -P num_nodes=1 --distribute=all)')
-    placed, reruns = latest_runs(placed)
+                         'job in the latest sweep (run the checks with -P num_nodes=1 '
+                         '--distribute=all)')
     left_out = sorted({f'{short(test_name(s.name))} {s.var}: the same on every node at one node'
                        for _, s in placed if s.var in SAME_AT_ONE_NODE})
     placed = [(n, s) for n, s in placed if s.var not in SAME_AT_ONE_NODE]
-    by_figure = history.group([(n, s) for n, s in placed if s.value is not None],
-                              lambda ns: figure_of(ns[1]))
+    failed, partition_wide, wide_nodes = failed_runs(placed)
+    valued = [(n, s) for n, s in placed if s.value is not None
+              and (not variables or s.var in variables) and name in s.name]
+    by_figure = history.group(valued, lambda ns: figure_of(ns[1]))
     ran = history.group(placed, lambda ns: figure_of(ns[1]))     # failed runs included
     figures = [judge_figure(figure, node_values, rule, len({n for n, _ in ran[figure]}))
                for figure, node_values in sorted(by_figure.items(), key=lambda kv: kv[0].label)]
-    failed = {}
     of_figure = {v.figure: v for v in figures}
     for node, s in placed:
-        if s.value is None:
-            if figure_of(s) in of_figure and node not in of_figure[figure_of(s)].failed:
-                of_figure[figure_of(s)].failed.append(node)
-            said = f'{short(test_name(s.name))} failed: ' + (s.problem or NO_REASON)
-            if said not in [f.said for f in failed.setdefault(node, [])]:
-                failed[node].append(Finding(said, s.source, s.time))
+        verdict = of_figure.get(figure_of(s))
+        if s.value is None and verdict and node not in verdict.failed:
+            verdict.failed.append(node)
     nodes = sorted({node for node, _ in placed})
-    multi = multi_node_verdicts(multi_node)
+    multi = multi_node_verdicts(multi_node, check)
     for node, findings in multi.drained.items():
         failed.setdefault(node, []).extend(findings)
-    sweep = Sweep(figures, failed, {}, len(multi_node), nodes, multi.slow_links, reruns=reruns,
-                  stack=stack_outliers(placed), multi_node=multi.said,
-                  multi_node_failed=multi.failed_runs, left_out=left_out)
-    verdicts(sweep, placed, multi.not_judged, expected)
+    sweep = Sweep(figures, failed, {}, len(multi_node), nodes, multi.slow_links,
+                  reruns=reruns_of(placed, history_of), stack=stack_outliers(placed),
+                  multi_node=multi.said, multi_node_failed=multi.failed_runs, left_out=left_out,
+                  partition_wide=partition_wide, sweeps=history_of.said)
+    for node, said in wide_nodes.items():
+        multi.not_judged.setdefault(node, []).extend(said)
+    verdicts(sweep, placed, multi.not_judged, expected, history_of.nodes)
     return sweep
 
 
-def verdicts(sweep, placed, unjudged, expected):
+def _partition_names(found, partitions):
+    """The partition names a node may not have: Slurm's, and ReFrame's in the records."""
+    return set(partitions) | {s.partition.rpartition(':')[2] for s in found}
+
+
+@dataclass
+class History:
+    """The records before each partition's latest sweep: read as history, never as evidence."""
+    said: list = field(default_factory=list)       # a sentence per partition: which sweep counts
+    nodes: dict = field(default_factory=dict)      # {partition: {node: its last run's end}}
+    failed: dict = field(default_factory=dict)     # {(node, run): when it last failed}
+
+
+def latest_sweeps(placed, gap):
+    """The records of each partition's latest sweep, and the History of the others. A sweep is
+    the runs of a partition whose ends follow each other with no gap longer than `gap` seconds
+    (one ReFrame session, with the node-pair sweep run after it: perf logs name no session, the
+    results database names one per reframe command); the repetitions of --repeat are runs of
+    the one sweep."""
+    kept, past = [], History()
+    for partition, records in sorted(history.group(placed, lambda ns: ns[1].partition).items()):
+        records = sorted(records, key=lambda ns: ns[1].time)
+        starts = [i for i in range(1, len(records))
+                  if records[i][1].time - records[i - 1][1].time > gap]
+        first = starts[-1] if starts else 0
+        latest, earlier = records[first:], records[:first]
+        kept += latest
+        said = (f'{partition}: the latest sweep counts: {len(latest)} record(s), runs ended '
+                f'{stamp(latest[0][1].time)} to {stamp(latest[-1][1].time)}')
+        if earlier:
+            ends = [records[i - 1][1].time for i in starts]
+            said += (f'; {len(starts)} earlier sweep(s) (ended {", ".join(map(stamp, ends))}) '
+                     'read as history only')
+        past.said.append(said)
+        for node, s in earlier:
+            if node is not None:
+                past.nodes.setdefault(partition, {})[node] = s.time
+                if s.value is None:
+                    past.failed[(node, run_of(s))] = s.time
+    return kept, past
+
+
+def failed_runs(placed):
+    """({node: [Finding]} of the nodes that failed a repetition of a test, [sentence] of the
+    tests that failed on most of the nodes that ran them, {node: [why]} of those nodes: a
+    failure shared by at least half the nodes that ran a test, two or more, is the partition's
+    (its configuration, data or image), and drains none of them."""
+    runs = history.group(placed, lambda ns: (ns[1].partition, run_of(ns[1])))
+    failed, wide, wide_nodes = {}, [], {}
+    for (partition, run), records in sorted(runs.items()):
+        by_node = history.group(records, lambda ns: ns[0])
+        failing = {}
+        for node, ns in sorted(by_node.items()):
+            jobs = {(s.jobid, s.time) for _, s in ns}
+            bad = [s for _, s in ns if s.value is None]
+            if bad:
+                failing[node] = (len({(s.jobid, s.time) for s in bad}), len(jobs), bad[-1])
+        if not failing:
+            continue
+        name = short(run[1])
+        if len(failing) >= 2 and 2 * len(failing) >= len(by_node):
+            problems = {s.problem for _, _, s in failing.values() if s.problem}
+            reason = f'; {sorted(problems)[0]}' if len(problems) == 1 else ''
+            wide.append(f'{name} failed on {len(failing)} of {len(by_node)} nodes: a '
+                        f"partition-wide failure (configuration, data, image), not a node's"
+                        f' ({partition}){reason}')
+            for node in failing:
+                wide_nodes.setdefault(node, []).append(
+                    f'{name} failed, as on {len(failing)} of {len(by_node)} nodes: a '
+                    'partition-wide failure judges no node')
+            continue
+        for node, (bad, runs_of_node, s) in failing.items():
+            times = f' {bad} of {runs_of_node} repetitions' if runs_of_node > 1 else ''
+            said = f'{name} failed{times}: ' + (s.problem or NO_REASON)
+            if said not in [f.said for f in failed.setdefault(node, [])]:
+                failed[node].append(Finding(said, s.source, s.time))
+    return failed, wide, wide_nodes
+
+
+def reruns_of(placed, past):
+    """{node: [sentence]} of the tests a node failed in an earlier sweep and passed in every
+    repetition of the latest: history, said; the latest sweep is what is judged."""
+    latest = history.group(placed, lambda ns: (ns[0], run_of(ns[1])))
+    found = {}
+    for (node, run), ns in sorted(latest.items()):
+        failed_at = past.failed.get((node, run))
+        if failed_at is not None and all(s.value is not None for _, s in ns):
+            found.setdefault(node, []).append(
+                f'{short(run[1])} passed on re-run at {stamp(max(s.time for _, s in ns))} (the '
+                f'latest sweep) after failing at {stamp(failed_at)} (an earlier sweep)')
+    return found
+
+
+def verdicts(sweep, placed, unjudged, expected, earlier=None):
     """Fill in the not judged, not vetted and healthy nodes: one verdict per node, drained first."""
     drained = sweep.drain
     why = {}
@@ -172,34 +288,16 @@ def verdicts(sweep, placed, unjudged, expected):
     seen = set(sweep.nodes) | set(drained) | set(sweep.not_judged)
     sweep.not_vetted = {node: 'no record: never ran (held by users, down, or not selected)'
                         for node in expected if node not in seen}
+    for partition, last_runs in sorted((earlier or {}).items()):
+        for node, ended in sorted(last_runs.items()):
+            if node not in seen:
+                sweep.not_vetted[node] = (f'not in the latest sweep of {partition}: its last run '
+                                          f'ended {stamp(ended)}, in an earlier sweep, which is '
+                                          'history, not evidence')
+    sweep.not_vetted = dict(sorted(sweep.not_vetted.items()))
     sweep.healthy = [n for n in sorted(set(sweep.nodes) | set(expected))
                      if n not in drained and n not in sweep.not_judged
                      and n not in sweep.not_vetted]
-
-
-def latest_runs(placed):
-    """The records of each node's latest run of each test, and {node: [sentence]} of the tests
-    that failed and then passed on re-run: a repaired node is judged by its re-run. Where the
-    records name their sessions (the results database), only the latest session's count; a
-    perf log, which names none, keeps every passing run after the last failure."""
-    kept, reruns = [], {}
-    for (node, run), records in history.group(placed, lambda ns: (ns[0], run_of(ns[1]))).items():
-        failed_at = max((s.time for _, s in records if s.value is None), default=None)
-        passed_at = max((s.time for _, s in records if s.value is not None), default=None)
-        if failed_at is not None and passed_at is not None:
-            if passed_at > failed_at:       # the re-run's repetitions all count
-                records = [(n, s) for n, s in records if s.value is not None and s.time > failed_at]
-                reruns.setdefault(node, []).append(
-                    f'{short(run[1])} passed on re-run at {stamp(passed_at)} after failing at '
-                    f'{stamp(failed_at)}')
-            else:
-                records = [(n, s) for n, s in records if s.value is None and s.time > passed_at]
-        sessions = {s.source for _, s in records}
-        if len(sessions) > 1 and all(UUID.fullmatch(x) for x in sessions):
-            newest = max(records, key=lambda ns: ns[1].time)[1].source
-            records = [(n, s) for n, s in records if s.source == newest]
-        kept += records
-    return kept, dict(sorted(reruns.items()))
 
 
 def stack_outliers(placed):

@@ -1,0 +1,122 @@
+"""What Slurm says of each node now (`scontrol show node --oneliner`, or a saved copy of it): its
+state and drain reason, and so which healthy nodes a RESUME line may name.
+
+The tools that resume nodes in production resume only nodes drained for their own reason and
+never overwrite an admin's (docs/node-sweep.md): a node drained or down is resumed only when its
+reason is mlcheck's own (the prefix of its DRAIN lines) or matches the maintenance reason the
+admin names; one drained for another reason, or in a maintenance reservation or planned, is left
+alone and listed with its reason; one in service (idle, allocated) has nothing to resume.
+"""
+
+import re
+import subprocess
+from dataclasses import dataclass, field
+
+from mlcheck.errors import InputError
+
+OWN_REASON = 'mlcheck: '          # the start of every reason mlcheck's DRAIN lines write
+OUT_OF_SERVICE = {'DRAIN', 'DRAINED', 'DRAINING', 'DOWN', 'FAIL', 'FAILING'}
+SET_ASIDE = {'MAINTENANCE', 'MAINT', 'RESERVED', 'PLANNED'}   # a reservation's or planned nodes
+READ_TIMEOUT_S = 20
+_NAME = re.compile(r'^NodeName=(\S+)')
+_STATE = re.compile(r'\sState=(\S+)')
+_PARTITIONS = re.compile(r'\sPartitions=(\S*)')
+# the reason, up to Slurm's ' [user@time]' after it (the reason itself may hold spaces)
+_REASON = re.compile(r'\sReason=(.*) \[[^\[\]]*@[^\[\]]*\]')
+_BARE_REASON = re.compile(r'\sReason=(.*?)(?=\s\w+=|$)')
+
+
+@dataclass(frozen=True)
+class NodeState:
+    name: str
+    state: str                 # Slurm's, flags joined by '+': IDLE+DRAIN, DOWN+DRAIN+MAINTENANCE
+    reason: str = ''
+    partitions: tuple = ()
+
+    @property
+    def flags(self):
+        # Slurm marks some states with a character after them (DOWN*: not responding)
+        return {flag.strip('*~#!%$@^-') for flag in self.state.upper().split('+')}
+
+    @property
+    def out_of_service(self):
+        return bool(self.flags & OUT_OF_SERVICE)
+
+    @property
+    def set_aside(self):
+        return bool(self.flags & SET_ASIDE)
+
+
+def parse(text, where):
+    """{node: NodeState} of `scontrol show node` output, one line per node or not; an
+    InputError naming `where` when it holds no node."""
+    found = {}
+    for record in re.split(r'(?m)^(?=NodeName=)', text):
+        record = ' '.join(record.split())
+        name = _NAME.match(record)
+        if not name:
+            continue
+        state = _STATE.search(record)
+        reason = _REASON.search(record) or _BARE_REASON.search(record)
+        partitions = _PARTITIONS.search(record)
+        found[name.group(1)] = NodeState(
+            name.group(1), state.group(1) if state else '',
+            reason.group(1).strip() if reason and reason.group(1) != '(null)' else '',
+            tuple(filter(None, partitions.group(1).split(','))) if partitions else ())
+    if not found:
+        raise InputError(f'{where}: no node in it (expected `scontrol show node --oneliner`)')
+    return found
+
+
+def read(path=None):
+    """({node: NodeState}, '') from the saved file `path`, else from `scontrol show node
+    --oneliner` run here; (None, why not) where Slurm cannot be read from here."""
+    if path:
+        try:
+            with open(path, errors='replace') as stream:
+                return parse(stream.read(), path), ''
+        except OSError as err:
+            raise InputError(f'--slurm-states {path}: {err.strerror}') from None
+    try:
+        done = subprocess.run(['scontrol', 'show', 'node', '--oneliner'], capture_output=True,
+                              text=True, errors='replace', timeout=READ_TIMEOUT_S)
+    except FileNotFoundError:
+        return None, 'no scontrol here'
+    except subprocess.TimeoutExpired:
+        return None, f'scontrol gave no answer within {READ_TIMEOUT_S} s'
+    if done.returncode != 0:
+        first = (done.stderr.strip().splitlines() or ['no message'])[0][:120]
+        return None, f'scontrol failed: {first}'
+    try:
+        return parse(done.stdout, 'scontrol show node'), ''
+    except InputError as err:
+        return None, str(err)
+
+
+@dataclass
+class ResumePlan:
+    resume: list = field(default_factory=list)        # healthy, drained for mlcheck's reason
+    left_alone: dict = field(default_factory=dict)    # {node: why}: another reason, or set aside
+    in_service: list = field(default_factory=list)    # healthy and not drained: nothing to resume
+    unchecked: str = ''                               # why Slurm was not read ('' when it was)
+
+
+def resume_plan(healthy, states, why_unread='', resume_reason=None):
+    """Which of the `healthy` nodes the RESUME line may name, given Slurm's `states` (None: not
+    read, for `why_unread`) and the admin's maintenance reason (a compiled pattern or None)."""
+    plan = ResumePlan(unchecked=why_unread if states is None else '')
+    for node in healthy:
+        now = states.get(node) if states is not None else None
+        if states is None:
+            plan.resume.append(node)
+        elif now is None:
+            plan.left_alone[node] = 'Slurm does not know it'
+        elif now.set_aside:
+            plan.left_alone[node] = f'in a maintenance reservation or planned ({now.state})'
+        elif not now.out_of_service:
+            plan.in_service.append(node)
+        elif now.reason.startswith(OWN_REASON) or (resume_reason and resume_reason.search(now.reason)):
+            plan.resume.append(node)
+        else:
+            plan.left_alone[node] = f'drained for another reason: {now.reason!r}'
+    return plan
