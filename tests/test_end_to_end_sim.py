@@ -196,13 +196,6 @@ def test_missing_dataset_is_a_one_line_error(cluster, tmp_path):
     assert 'mnist dataset directory not found: /nonexistent/mnist (from -S data_dir)' in done.stdout
 
 
-def test_missing_image_is_a_one_line_error(cluster, tmp_path):
-    done = run_reframe('simulated', tmp_path, '-r', '-n', 'MNIST', '-P', 'num_nodes=1',
-                       '-P', 'image=/images/x')
-    assert done.returncode != 0
-    assert 'image not found: /images/x (for partition sim:cluster)' in done.stdout
-
-
 def test_a_model_that_does_not_learn_fails_sanity(cluster, tmp_path):
     """Labels shuffled at random: training runs, but accuracy stays at chance and the check fails."""
     import numpy as np
