@@ -200,15 +200,16 @@ class DistributedLaunchCheck(ExpectedSanityFailure, rfm.RunOnlyRegressionTest, A
     # last: only the figures the test still reports, after the hooks that drop some of them
     @run_before('performance', always_last=True)
     def say_when_performance_is_not_judged(self):
-        """A test without references passes whatever its figures: say so, once per test."""
+        """A test without references passes whatever its figures: say which, once per test."""
         if self.is_dry_run() or self.comparison:     # the A/B verdict judges its figures
             return
         keys = {'$partition': self.current_partition.fullname, 'image': str(self.image),
                 'num_nodes': self.num_nodes}
-        why = references.missing_references(references_file(runtime().system.name),
-                                            type(self).__name__, keys, self.perf_variables)
-        if why:
-            getlogger().warning(f'{self.display_name}: performance not judged: {why} '
+        found = references.unjudged(references_file(runtime().system.name), type(self).__name__,
+                                    keys, self.perf_variables)
+        if found:
+            figures, why = found
+            getlogger().warning(f'{self.display_name}: {", ".join(figures)} not judged: {why} '
                                 f'(record them with python -m mlcheck.commands.baseline)')
 
     @run_after('setup')
