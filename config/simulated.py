@@ -20,6 +20,7 @@ from mlcheck.harness.config import builtin_environment, logging_config, storage_
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 DATA_DIR = os.environ.get('MLCHECK_DATA_DIR', os.path.join(REPO, 'var', 'data'))
+PREFIX = os.path.join(REPO, 'var', 'rfm')   # stage, output, perf logs and reframe.log
 
 
 def running_nodes():
@@ -34,7 +35,7 @@ site_configuration = {
     'systems': [{
         'name': 'sim',
         # stage, output and perf logs of this checkout, whatever the directory reframe starts in
-        'prefix': os.path.join(REPO, 'var', 'rfm'),
+        'prefix': PREFIX,
         'descr': 'Simulated Slurm cluster on this machine (bin/simslurm)',
         'hostnames': ['.*'],
         'modules_system': 'nomod',
@@ -110,7 +111,7 @@ site_configuration = {
     # (poll_rate_min 0.1), so a job of 20-40 s was seen done 1-2 s late on average
     'general': [{'poll_rate_min': 1}],
     'environments': [builtin_environment(['sim'])],
-    'logging': logging_config(),
+    'logging': logging_config(PREFIX),
     # sessions of this checkout (RFM_SQLITE_DB_FILE to use another database)
     'storage': storage_config(os.path.join(REPO, 'var', 'rfm', 'results.db')),
 }
