@@ -4,9 +4,11 @@ third's) and the node-pair sweep with one link slowed (nftables), judged togethe
 mlcheck-nodes."""
 
 import os
+import re
 
 import pytest
 
+import margins
 from conftest import REPO
 from mlcheck.commands import nodes as command
 from mlcheck.simulated import faults
@@ -67,6 +69,9 @@ def test_the_sweep_names_exactly_the_slowed_node_the_broken_one_and_the_slow_lin
     slowed = next(line for line in out.splitlines() if 'NodeName=nid002' in line)
     failed = next(line for line in out.splitlines() if 'NodeName=nid003' in line)
     assert 'below its peers' in slowed and 'failed' not in slowed, slowed
+    below = float(re.search(r'(\d+)% below its peers', slowed).group(1))
+    margins.record('node sweep: the half-CPU node % below its peers, must pass the threshold', below,
+                   float(JUDGED[JUDGED.index('--threshold') + 1].rstrip('%')))
     assert 'MNISTDistributedCheck[image=host] failed: ' in failed, failed
     # nid004 passed, its stack unlike its peers' (read from its jobs' own rank lines)
     assert f'  nid004: torchvision {OTHER_TORCHVISION}, ' in out, out

@@ -5,6 +5,7 @@ with the per-rank figures recorded, is test_end_to_end_sim.py's suite run.
 
 import re
 
+import margins
 from reframe_runner import report_cases, run_reframe
 
 
@@ -22,6 +23,9 @@ def test_a_throttled_rank_is_named_with_its_node(cluster, tmp_path):
                      done.stdout), \
         done.stdout[-3000:]
     assert not re.search(r'rank [012] on', done.stdout)
+    fraction, limit = re.search(r'rank 3 on nid002 .* at ([\d.]+) of the upper.*\(limit ([\d.]+)\)', done.stdout).groups()
+    margins.record('throttled rank (3/4) fraction, must stay below the slow-rank limit', float(fraction),
+                   float(limit), higher=False)
     [case] = report_cases(tmp_path, 'MNISTDistributedCheck')
     assert case['fail_phase'] == 'sanity'
 
