@@ -167,7 +167,7 @@ def test_scaling_efficiency_only_from_a_stored_one_node_run_of_the_same_settings
     partition's is the loader) once became that baseline; now the 2-node run after it reports no
     efficiency rather than a made-up one, and its perf log line carries its own settings."""
     storage = {'RFM_ENABLE_RESULTS_STORAGE': '1', 'RFM_SQLITE_DB_FILE': str(tmp_path / 'results.db')}
-    short = ('-n', 'CIFAR100ResNetCheck', '-P', 'image=host', '-S', 'epochs=2')
+    short = ('-n', 'CIFAR100ResNetCheck', '-P', 'image=host', '-S', 'epochs=2', *NO_SOLO)
     # no references for batch 32: this run is about which baseline is taken, not speed
     other = run_reframe('simulated', tmp_path / 'other', '-r', *short, '-P', 'num_nodes=1',
                         '-S', 'batch_size=32', '-S', 'data=device',
