@@ -89,12 +89,17 @@ def test_moments_of_the_machine_on_fewer_than_half_a_rank_s_steps_name_nobody(jo
     assert judged_ranks(nodes, gpus, limit, throughputs, steps) == []
 
 
+def one_slow_rank(job, data):
+    """(the slow rank, its fraction of BASE: below the limit, noise and all)."""
+    nodes, gpus, limit, noise, _ = job
+    return data.draw(st.integers(0, nodes * gpus - 1)), data.draw(st.floats(0.05, 0.99)) * limit * (1 - noise)
+
+
 @EXAMPLES
 @given(healthy_job(min_ranks=2), st.data())
 def test_a_rank_slow_in_more_than_half_its_steps_is_named(job, data):
-    nodes, gpus, limit, noise, speeds = job
-    slow = data.draw(st.integers(0, nodes * gpus - 1))
-    fraction = data.draw(st.floats(0.05, 0.99)) * limit * (1 - noise)
+    nodes, gpus, limit, _, speeds = job
+    slow, fraction = one_slow_rank(job, data)
     slowed = data.draw(st.sets(st.integers(0, 29), min_size=16))
     steps = [[s * (fraction if r == slow and i in slowed else 1) for i in range(30)]
              for r, s in enumerate(speeds)]
@@ -130,9 +135,8 @@ def test_one_slow_node_is_named_at_its_fraction_of_the_upper_quartile(job, data)
 @EXAMPLES
 @given(healthy_job(min_ranks=2), st.data())
 def test_one_slow_rank_is_named_with_its_speed_over_the_reference(job, data):
-    nodes, gpus, limit, noise, speeds = job
-    slow = data.draw(st.integers(0, nodes * gpus - 1))
-    fraction = data.draw(st.floats(0.05, 0.99)) * limit * (1 - noise)
+    nodes, gpus, limit, _, speeds = job
+    slow, fraction = one_slow_rank(job, data)
     speeds[slow] = BASE * fraction
     found = judged_ranks(nodes, gpus, limit, speeds)
     assert len(found) == 1 and found[0].startswith(f'rank {slow} on {node_name(slow // gpus)} (GPU {slow % gpus}) ')
