@@ -72,9 +72,12 @@ site_configuration = {
                     # shared, loaded cores); a rank throttled by half ended at 0.69 (docs/per-rank.md).
                     # Against the upper quartile (the faster rank of a 1-node job's two) a fraction r
                     # of the median is r/(2-r): 0.92 -> 0.85, 0.69 -> 0.53, and the old limit of 0.8
-                    # of the median is 0.67. CI's loaded cores gave healthy runs at 0.77 and 0.80:
-                    # 0.7 still names the half-throttled rank and is stricter than the old limit.
-                    'slow_rank_fraction': 0.7,
+                    # of the median is 0.67. CI's loaded cores gave healthy runs at 0.77 and 0.80,
+                    # and 0.67 and 0.6 (limit 0.7). Judged by the median step (issue 51), healthy
+                    # one-node CIFAR-100 ranks sit at 0.82-1.0 of their peer, about 12 % apart in every
+                    # run: at 0.6 a healthy run fails at most once in 1,000 (docs/testing.md), and a
+                    # rank throttled by 3/4 (0.41-0.45) or by half (0.53) is still named.
+                    'slow_rank_fraction': 0.6,
                     # the cores' speed varies from day to day: the references follow it (their
                     # `$machine_speed`, config/references/sim.yaml), measured as the run's first
                     # test of this partition is set up: loading this file measures nothing

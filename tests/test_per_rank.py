@@ -152,7 +152,7 @@ def measured_solo(change=None):
     return facts
 
 
-def sim_problems_of(sim, facts, fraction=0.7):
+def sim_problems_of(sim, facts, fraction=0.6):
     text = saved(SIM_OUT) + ''.join(fact_line(fact, task=fact['rank'], width=1) for fact in facts)
     return judged(sim, text, min_accuracy=0.9, slow_rank_fraction=fraction)
 
