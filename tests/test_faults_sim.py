@@ -244,8 +244,7 @@ def test_two_sessions_at_once_both_complete(history):
         # by the jobid column (a reference value can read like a job id: 330 samples/s)
         mine = [line for line in lines if line.split('|')[jobid] == str(case['jobid'])]
         assert sorted(line.split('|')[variable] for line in mine) == \
-            ['communication_efficiency', 'peak_host_memory', 'samples_per_s', 'samples_per_s_per_gpu',
-             'slowest_rank_fraction', 'train_time'], mine
+            ['peak_host_memory', 'samples_per_s', 'samples_per_s_per_gpu', 'train_time'], mine   # NO_SOLO
     assert {name for name, _ in history.sessions_run} >= {'twin-a', 'twin-b'}
 
 
