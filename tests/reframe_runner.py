@@ -36,9 +36,11 @@ def start_reframe(config, prefix, *args, perflogdir=None, env=None):
                             stderr=subprocess.PIPE, text=True)
 
 
-def run_reframe(config, prefix, *args, timeout=900, **kwargs):
+def run_reframe(config, prefix, *args, timeout=900, judged=True, **kwargs):
     """start_reframe() and wait for it: a CompletedProcess with its output. The figures its
-    references judged are recorded for bin/run-tests's table of margins (tests/margins.py)."""
+    references judged are recorded for bin/run-tests's table of margins (tests/margins.py), unless
+    not `judged`: a run whose test lets its figures fail their references (a fault on purpose, a
+    run that only the report or the node sweep judges)."""
     started = int(time.time())
     process = start_reframe(config, prefix, *args, **kwargs)
     try:
@@ -47,7 +49,8 @@ def run_reframe(config, prefix, *args, timeout=900, **kwargs):
         process.kill()
         process.communicate()
         raise
-    record_margins(kwargs.get('perflogdir') or prefix / 'perflogs', (started, time.time() + 1))
+    if judged:
+        record_margins(kwargs.get('perflogdir') or prefix / 'perflogs', (started, time.time() + 1))
     return subprocess.CompletedProcess(process.args, process.returncode, stdout, stderr)
 
 

@@ -46,7 +46,7 @@ def test_the_sweep_names_exactly_the_slowed_node_the_broken_one_and_the_slow_lin
             faults.other_file('nid004', version_file, other):
         done = run_reframe('simulated', tmp_path, '-r', '-n', 'MNIST', '-P', 'image=host',
                            '-P', 'num_nodes=1', '--distribute=all', '--exec-policy=serial',
-                           '-S', 'epochs=1')
+                           '-S', 'epochs=1', judged=False)     # nid002's rate is the sweep's to judge
         broken = faults.slurmd_pid('nid003')
     # the faults are gone: no cgroup left, nid003's slurmd sees the data again
     assert not os.path.exists(cgroup)
@@ -56,7 +56,7 @@ def test_the_sweep_names_exactly_the_slowed_node_the_broken_one_and_the_slow_lin
     assert sorted(c['job_nodelist'][0] for c in cases) == ['nid001', 'nid002', 'nid003', 'nid004'], \
         done.stdout[-3000:]
     with faults.slow_links([SLOW_LINK], LINK_KBYTES_PER_S):
-        pairs = run_reframe('simulated', tmp_path / 'pairs', '-r', *PAIR_SWEEP,
+        pairs = run_reframe('simulated', tmp_path / 'pairs', '-r', *PAIR_SWEEP, judged=False,
                             env={'RFM_SQLITE_DB_FILE': str(tmp_path / 'results.db')})
     [pair_case] = report_cases(tmp_path / 'pairs')
     code = command.main(['-C', os.path.join(REPO, 'config', 'simulated.py'),
