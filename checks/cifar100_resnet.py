@@ -61,10 +61,12 @@ class CIFAR100ResNetCheck(DistributedTrainingCheck):
             # one process: nothing scales across ranks (and no DDP baseline compares with it)
             self.perf_variables.pop('scaling_efficiency')
             return
-        per_gpu = self.per_gpu()
-        scaling.record(self, per_gpu)
-        baseline = (per_gpu, 'itself') if self.num_nodes == 1 else \
-            scaling.one_node_baseline(self, 'images_per_s_per_gpu')
+        scaling.record(self, self.per_gpu())
+        if self.num_nodes == 1:
+            # 100 % by definition: a figure that can tell nothing is not reported (nor judged)
+            self.perf_variables.pop('scaling_efficiency')
+            return
+        baseline = scaling.one_node_baseline(self, 'images_per_s_per_gpu')
         if baseline is None:
             getlogger().info(f'{self.display_name}: no one-node result of image {self.image} in this '
                              f'session or in stored results: scaling efficiency not reported')

@@ -41,10 +41,12 @@ GH200_NODE_LIMIT = 18 * 25.0
 # (NVIDIA/nccl-tests#22 and #196; the arithmetic in docs/container-sites.md).
 CSCS_ALL_REDUCE_2_NODES = {'1 GiB': 150.0, '128 MiB': 122.57, '128 MiB, CXI hook off': 5.43}
 
+PREFIX = run_prefix('daint')   # stage, output, perf logs and reframe.log
+
 site_configuration = {
     'systems': [{
         'name': 'daint',
-        'prefix': run_prefix('daint'),
+        'prefix': PREFIX,
         'descr': 'Alps: Daint GH200 nodes',
         'hostnames': [r'daint', r'nid\d+'],
         'modules_system': 'nomod',     # images bring their software
@@ -129,7 +131,7 @@ site_configuration = {
         })],
     }],
     'environments': [builtin_environment(['daint'])],
-    'logging': logging_config(),
+    'logging': logging_config(PREFIX),
     'storage': storage_config(os.path.join(os.path.expanduser('~'), '.local', 'share', 'mlcheck',
                                            'daint-results.db')),
 }

@@ -33,10 +33,12 @@ DGX_H100_FABRIC_LIMIT = 8 * 400 / 8
 # NCCL's NVLS algorithm reduces inside the NVSwitches and can report more (docs/container-sites.md).
 DGX_H100_NODE_LIMIT = 18 * 25.0
 
+PREFIX = run_prefix('dgx')   # stage, output, perf logs and reframe.log
+
 site_configuration = {
     'systems': [{
         'name': 'dgx',
-        'prefix': run_prefix('dgx'),
+        'prefix': PREFIX,
         'descr': 'DGX H100 cluster (Pyxis example)',
         # an example cluster's names: a site puts its own (a bare login\d+ would be Perlmutter's too)
         'hostnames': [r'dgx-login\d+', r'dgx\d+'],
@@ -74,7 +76,7 @@ site_configuration = {
         })],
     }],
     'environments': [builtin_environment(['dgx'])],
-    'logging': logging_config(),
+    'logging': logging_config(PREFIX),
     'storage': storage_config(os.path.join(os.path.expanduser('~'), '.local', 'share', 'mlcheck',
                                            'dgx-results.db')),
 }

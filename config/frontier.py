@@ -25,10 +25,12 @@ DATA_DIR = os.environ.get('MLCHECK_DATA_DIR', '/lustre/orion/proj-shared/mlcheck
 # the node Frontier shares with LUMI-G: its topology, GPUs and intra-node limit
 MI250X = shared_part('mi250x')
 
+PREFIX = run_prefix('frontier')   # stage, output, perf logs and reframe.log
+
 site_configuration = {
     'systems': [{
         'name': 'frontier',
-        'prefix': run_prefix('frontier'),
+        'prefix': PREFIX,
         'descr': 'Frontier',
         'hostnames': [r'login\d+\.frontier', r'frontier\d+'],
         'modules_system': 'lmod',
@@ -79,7 +81,7 @@ site_configuration = {
         })],
     }],
     'environments': [builtin_environment(['frontier'])],
-    'logging': logging_config(),
+    'logging': logging_config(PREFIX),
     # modules are loaded by the job script on the compute nodes; ReFrame does not load them
     # itself (nor needs Lmod where it runs)
     'general': [{'resolve_module_conflicts': False, 'target_systems': ['frontier']}],

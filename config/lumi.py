@@ -17,10 +17,12 @@ DATA_DIR = os.environ.get('MLCHECK_DATA_DIR', '/appl/local/mlcheck/data')
 # the node LUMI-G shares with Frontier: its topology, GPUs and intra-node limit
 MI250X = shared_part('mi250x')
 
+PREFIX = run_prefix('lumi')   # stage, output, perf logs and reframe.log
+
 site_configuration = {
     'systems': [{
         'name': 'lumi',
-        'prefix': run_prefix('lumi'),
+        'prefix': PREFIX,
         'descr': 'LUMI',
         'hostnames': [r'uan\d+', r'nid\d+'],
         'modules_system': 'nomod',     # images bring their software; no modules are loaded
@@ -126,7 +128,7 @@ site_configuration = {
         })],
     }],
     'environments': [builtin_environment(['lumi'])],
-    'logging': logging_config(),
+    'logging': logging_config(PREFIX),
     # each user's sessions on local disk (RFM_SQLITE_DB_FILE to share one, e.g. in a project dir)
     'storage': storage_config(os.path.join(os.path.expanduser('~'), '.local', 'share', 'mlcheck',
                                            'lumi-results.db')),

@@ -20,10 +20,12 @@ from mlcheck.harness.config import (builtin_environment, logging_config, run_pre
 
 DATA_DIR = os.environ.get('MLCHECK_DATA_DIR', '/global/cfs/cdirs/mlcheck/data')
 
+PREFIX = run_prefix('perlmutter')   # stage, output, perf logs and reframe.log
+
 site_configuration = {
     'systems': [{
         'name': 'perlmutter',
-        'prefix': run_prefix('perlmutter'),
+        'prefix': PREFIX,
         'descr': 'Perlmutter',
         'hostnames': [r'login\d+', r'nid\d+'],
         'modules_system': 'nomod',     # images bring their software
@@ -85,7 +87,7 @@ site_configuration = {
         })],
     }],
     'environments': [builtin_environment(['perlmutter'])],
-    'logging': logging_config(),
+    'logging': logging_config(PREFIX),
     'storage': storage_config(os.path.join(os.path.expanduser('~'), '.local', 'share', 'mlcheck',
                                            'perlmutter-results.db')),
 }

@@ -20,6 +20,7 @@ from mlcheck.harness.config import builtin_environment, logging_config, storage_
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 DATA_DIR = os.environ.get('MLCHECK_DATA_DIR', os.path.join(REPO, 'var', 'data'))
+PREFIX = os.path.join(REPO, 'var', 'rfm')   # stage, output, perf logs and reframe.log
 
 
 def running_nodes():
@@ -34,7 +35,7 @@ site_configuration = {
     'systems': [{
         'name': 'sim',
         # stage, output and perf logs of this checkout, whatever the directory reframe starts in
-        'prefix': os.path.join(REPO, 'var', 'rfm'),
+        'prefix': PREFIX,
         'descr': 'Simulated Slurm cluster on this machine (bin/simslurm)',
         'hostnames': ['.*'],
         'modules_system': 'nomod',
@@ -71,9 +72,12 @@ site_configuration = {
                     # shared, loaded cores); a rank throttled by half ended at 0.69 (docs/per-rank.md).
                     # Against the upper quartile (the faster rank of a 1-node job's two) a fraction r
                     # of the median is r/(2-r): 0.92 -> 0.85, 0.69 -> 0.53, and the old limit of 0.8
-                    # of the median is 0.67. CI's loaded cores gave healthy runs at 0.77 and 0.80:
-                    # 0.7 still names the half-throttled rank and is stricter than the old limit.
-                    'slow_rank_fraction': 0.7,
+                    # of the median is 0.67. CI's loaded cores gave healthy runs at 0.77 and 0.80,
+                    # and 0.67 and 0.6 (limit 0.7). Judged by the median step (issue 51), healthy
+                    # one-node CIFAR-100 ranks sit at 0.82-1.0 of their peer, about 12 % apart in every
+                    # run: at 0.6 a healthy run fails at most once in 1,000 (docs/testing.md), and a
+                    # rank throttled by 3/4 (0.41-0.45) or by half (0.53) is still named.
+                    'slow_rank_fraction': 0.6,
                     # the cores' speed varies from day to day: the references follow it (their
                     # `$machine_speed`, config/references/sim.yaml), measured as the run's first
                     # test of this partition is set up: loading this file measures nothing
@@ -110,7 +114,7 @@ site_configuration = {
     # (poll_rate_min 0.1), so a job of 20-40 s was seen done 1-2 s late on average
     'general': [{'poll_rate_min': 1}],
     'environments': [builtin_environment(['sim'])],
-    'logging': logging_config(),
+    'logging': logging_config(PREFIX),
     # sessions of this checkout (RFM_SQLITE_DB_FILE to use another database)
     'storage': storage_config(os.path.join(REPO, 'var', 'rfm', 'results.db')),
 }

@@ -26,7 +26,7 @@ import sys
 from conftest import REPO
 from mlcheck.data import images
 from mlcheck.simulated import cluster, faults
-from reframe_runner import run_reframe, simulated_config_with
+from reframe_runner import NO_SOLO, run_reframe, simulated_config_with
 
 IMAGE = 'torch-2.14.1'
 # oneDNN and ATen kept to their oldest CPU kernels, and glibc's malloc sending every block of
@@ -46,8 +46,10 @@ FAULTS = ('host stack', f'image {IMAGE}', 'fabric')
 
 # (check, images, node counts, settings): short runs. MNIST's figure is of the epochs after the
 # first: with 2 epochs one epoch of 2 s, and the same run in two sessions differed by up to 55 %;
-# 4 epochs time 6 s
-MNIST_SETTINGS = ['-S', 'epochs=4']
+# 4 epochs time 6 s. No rank timed alone (NO_SOLO): none of the three faults slows one rank more
+# than its peers, so the slowest rank's fraction could only add noise (one moved 13-15 % and left
+# no one cause fitting, docs/testing.md), and it cost seconds of every MNIST job (measured there)
+MNIST_SETTINGS = ['-S', 'epochs=4', *NO_SOLO]
 MNIST_AT_1 = ('MNISTDistributedCheck', ['host', IMAGE], [1], MNIST_SETTINGS)
 MNIST_AT_2 = ('MNISTDistributedCheck', ['host', IMAGE], [2], MNIST_SETTINGS)
 MNIST = ('MNISTDistributedCheck', ['host', IMAGE], [1, 2], MNIST_SETTINGS)
@@ -107,7 +109,7 @@ def run(scratch, name, runs, perflogs, config='simulated', repeat=1):
         done = run_reframe(config, scratch / f'{name}-{i}', '-r', '-n', check, '-P', f'image={paths}',
                            '-P', f'num_nodes={",".join(map(str, counts))}', *settings,
                            '--repeat', str(repeat), '--exec-policy=serial', perflogdir=perflogs,
-                           timeout=1800)
+                           timeout=1800, judged=False)      # the report judges them
         if 'Ran ' not in done.stdout:
             raise RuntimeError(f'{name}: reframe ran nothing:\n{done.stdout[-3000:]}{done.stderr[-2000:]}')
 

@@ -7,8 +7,10 @@ import os
 import pathlib
 import subprocess
 import sys
+import time
 from datetime import datetime, timedelta, timezone
 
+import margins
 from conftest import REPO
 from mlcheck.data.staging import stage_mnist
 
@@ -34,8 +36,12 @@ def start_reframe(config, prefix, *args, perflogdir=None, env=None):
                             stderr=subprocess.PIPE, text=True)
 
 
-def run_reframe(config, prefix, *args, timeout=900, **kwargs):
-    """start_reframe() and wait for it: a CompletedProcess with its output."""
+def run_reframe(config, prefix, *args, timeout=900, judged=True, **kwargs):
+    """start_reframe() and wait for it: a CompletedProcess with its output. The figures its
+    references judged are recorded for bin/run-tests's table of margins (tests/margins.py), unless
+    not `judged`: a run whose test lets its figures fail their references (a fault on purpose, a
+    run that only the report or the node sweep judges)."""
+    started = int(time.time())
     process = start_reframe(config, prefix, *args, **kwargs)
     try:
         stdout, stderr = process.communicate(timeout=timeout)
@@ -43,7 +49,17 @@ def run_reframe(config, prefix, *args, timeout=900, **kwargs):
         process.kill()
         process.communicate()
         raise
+    if judged:
+        record_margins(kwargs.get('perflogdir') or prefix / 'perflogs', (started, time.time() + 1))
     return subprocess.CompletedProcess(process.args, process.returncode, stdout, stderr)
+
+
+def record_margins(perflogdir, period):
+    """The judged figures of the perf logs under `perflogdir` in `period`, for tests/margins.py;
+    the slowest rank's fraction also against the simulated partition's slow-rank limit."""
+    if os.environ.get(margins.ENV):
+        from conftest import settings_of
+        margins.record_perflogs(perflogdir, period, settings_of('simulated', 'sim:cluster').slow_rank_fraction)
 
 
 def utc_now(round_up=False):

@@ -197,3 +197,32 @@ def test_dry_run_perf_logs_go_to_the_users_own_cache(monkeypatch):
     monkeypatch.setenv('HOME', '/home/u')
     assert dry_run_perflog_dir({}) == '/home/u/.cache/mlcheck/dry-run-perflogs'
     assert dry_run_perflog_dir({'MLCHECK_DRY_RUN_PERFLOG_DIR': '/x'}) == '/x'
+
+
+@pytest.mark.parametrize('argv, environ, expected', [
+    (['-c', 'checks/', '--prefix', '/p', '-r'], {}, '/p'),
+    (['--prefix=/p', '-r'], {'RFM_PREFIX': '/q'}, '/p'),
+    (['--pre', '/p'], {}, '/p'),
+    (['-r'], {'RFM_PREFIX': '/q'}, '/q'),
+    (['-r', '--prgenv', 'x'], {}, None),
+])
+def test_the_prefix_a_command_line_gives(argv, environ, expected):
+    from mlcheck.harness.config import given_prefix
+    assert given_prefix(argv, environ) == expected
+
+
+def test_reframe_log_goes_under_the_prefix_from_another_directory(tmp_path):
+    """New-user trial: stage, output and the database went under the prefix, reframe.log into the
+    directory reframe was started in."""
+    elsewhere, prefix = tmp_path / 'elsewhere', tmp_path / 'prefix'
+    elsewhere.mkdir()
+    prefix.mkdir()
+    done = subprocess.run([os.path.join(os.path.dirname(sys.executable), 'reframe'),
+                           '-C', os.path.join(REPO, 'config', 'simulated.py'), '-c', os.path.join(REPO, 'checks'),
+                           '--prefix', str(prefix), '--dry-run', '-n', 'MNIST', '-P', 'image=host', '-P', 'num_nodes=1'],
+                          cwd=elsewhere, capture_output=True, text=True,
+                          env={**os.environ, 'RFM_SQLITE_DB_FILE': str(tmp_path / 'results.db'),
+                               'MLCHECK_DRY_RUN_PERFLOG_DIR': str(tmp_path / 'dry')})
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert list(elsewhere.iterdir()) == []
+    assert (prefix / 'reframe.log').is_file() and f"'{prefix}/reframe.log'" in done.stdout

@@ -31,6 +31,11 @@ PERF_VARS = {
 }
 
 
+def reported(check, nodes):
+    """The figures `check` reports at `nodes` nodes: no scaling efficiency at one (100 % by definition)."""
+    return set(PERF_VARS[check]) - ({'scaling_efficiency'} if nodes == 1 else set())
+
+
 @pytest.fixture(scope='module')
 def references():
     with open(os.path.join(REPO, 'config', 'references', 'sim.yaml')) as f:
@@ -63,15 +68,13 @@ def test_stand_in_gpus_are_noted_once_per_session(suite_run):
 
 
 def test_every_figure_reported_is_judged_against_a_reference(suite_run):
-    """sim.yaml has a reference for every figure the checks report, so no test may say that its
-    performance was not judged, except CIFAR-100's scaling efficiency at one node (100 by
-    definition); figures a check drops (the pair bandwidth at one node, the interconnect's
-    per-rank figures) are not reported, so they are not missing either."""
+    """sim.yaml has a reference for every figure the checks report, so no test may say that a
+    figure of it was not judged; figures a check drops (the pair bandwidth and CIFAR-100's
+    scaling efficiency at one node, the interconnect's per-rank figures) are not reported, so they
+    are not missing either. (Every fresh run warned for the scaling efficiency at one node, 100 %
+    by definition, once per image: issue 51.)"""
     _, done = suite_run
-    unjudged = [line for line in done.stdout.splitlines() if 'performance not judged' in line]
-    expected = [line for line in unjudged if 'CIFAR100ResNetCheck' in line and '%num_nodes=1' in line
-                and 'no references for scaling_efficiency in ' in line]
-    assert unjudged == expected and len(expected) == len(IMAGES), unjudged
+    assert [line for line in done.stdout.splitlines() if ' not judged: ' in line] == []
 
 
 def test_each_image_runs_its_own_torch_inside_the_container(suite_run):
@@ -98,7 +101,7 @@ def test_performance_values_are_recorded_against_references(suite_run, reference
     in_job = set(references['$machine_speed'].get('follow_in_job', []))
     for case in report_cases(prefix, check):
         values = perf(case)
-        assert set(values) == set(PERF_VARS[check])
+        assert set(values) == reported(check, case['num_nodes'])
         assert all(isinstance(values[v][0], float) and values[v][0] > 0 for v in values), values
         # the references of config/references/sim.yaml for this image and node count were applied,
         # those that follow the machine's speed at one speed for the whole session
@@ -123,7 +126,7 @@ def test_performance_values_are_recorded_against_references(suite_run, reference
                                       'jobid', 'job_nodelist']
     for image in IMAGES:
         for nodes in (1, 2):
-            for var in PERF_VARS[check]:
+            for var in reported(check, nodes):
                 line = next(l for l in lines if f'|{image}|{nodes}|{2 * nodes}|' in l and f'|{var}|' in l)
                 assert float(line.split(f'|{var}|')[1].split('|')[0]) > 0, line
                 # the speed its references were brought to, for mlcheck.commands.baseline
@@ -131,12 +134,13 @@ def test_performance_values_are_recorded_against_references(suite_run, reference
                 assert float(line.rsplit('|', 1)[1]) == pytest.approx(ratio * recorded), line
 
 
-def test_one_node_scaling_efficiency_is_100_and_two_nodes_is_relative_to_it(suite_run):
-    """Per image: each image's 2-node run is compared with its own 1-node run."""
+def test_two_nodes_scaling_efficiency_is_relative_to_the_one_node_run_which_reports_none(suite_run):
+    """Per image: each image's 2-node run is compared with its own 1-node run, which reports no
+    scaling efficiency (100 % by definition, it can tell nothing)."""
     prefix, _ = suite_run
     cases = {(image_of(c), c['num_nodes']): perf(c) for c in report_cases(prefix, 'CIFAR100ResNetCheck')}
     for image in IMAGES:
-        assert cases[image, 1]['scaling_efficiency'][0] == 100.0
+        assert 'scaling_efficiency' not in cases[image, 1]
         assert cases[image, 2]['scaling_efficiency'][0] == pytest.approx(
             100 * cases[image, 2]['images_per_s_per_gpu'][0] / cases[image, 1]['images_per_s_per_gpu'][0])
 
@@ -163,7 +167,7 @@ def test_scaling_efficiency_only_from_a_stored_one_node_run_of_the_same_settings
     partition's is the loader) once became that baseline; now the 2-node run after it reports no
     efficiency rather than a made-up one, and its perf log line carries its own settings."""
     storage = {'RFM_ENABLE_RESULTS_STORAGE': '1', 'RFM_SQLITE_DB_FILE': str(tmp_path / 'results.db')}
-    short = ('-n', 'CIFAR100ResNetCheck', '-P', 'image=host', '-S', 'epochs=2')
+    short = ('-n', 'CIFAR100ResNetCheck', '-P', 'image=host', '-S', 'epochs=2', *NO_SOLO)
     # no references for batch 32: this run is about which baseline is taken, not speed
     other = run_reframe('simulated', tmp_path / 'other', '-r', *short, '-P', 'num_nodes=1',
                         '-S', 'batch_size=32', '-S', 'data=device',
@@ -194,13 +198,6 @@ def test_missing_dataset_is_a_one_line_error(cluster, tmp_path):
                        '-S', 'data_dir=/nonexistent/mnist')
     assert done.returncode != 0
     assert 'mnist dataset directory not found: /nonexistent/mnist (from -S data_dir)' in done.stdout
-
-
-def test_missing_image_is_a_one_line_error(cluster, tmp_path):
-    done = run_reframe('simulated', tmp_path, '-r', '-n', 'MNIST', '-P', 'num_nodes=1',
-                       '-P', 'image=/images/x')
-    assert done.returncode != 0
-    assert 'image not found: /images/x (for partition sim:cluster)' in done.stdout
 
 
 def test_a_model_that_does_not_learn_fails_sanity(cluster, tmp_path):

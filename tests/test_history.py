@@ -330,7 +330,10 @@ def test_report_and_plots(capsys, tmp_path):
 # --- the perf log configuration ----------------------------------------------------------------
 
 def test_every_site_shares_the_perf_log_handler():
-    assert load_site_config('lumi')['logging'] == load_site_config('simulated')['logging']
+    """The same perf log handler; only ReFrame's own log is the site's (under its prefix)."""
+    lumi, simulated = load_site_config('lumi')['logging'], load_site_config('simulated')['logging']
+    assert lumi[0]['handlers_perflog'] == simulated[0]['handlers_perflog']
+    assert [h['type'] for h in lumi[0]['handlers']] == [h['type'] for h in simulated[0]['handlers']]
 
 
 @pytest.mark.parametrize('argv, dry', [

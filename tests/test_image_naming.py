@@ -11,6 +11,7 @@ from conftest import REPO
 from mlcheck.errors import ConfigError
 from mlcheck.judging.references import missing_references
 from mlcheck.site.images import ImageByPath, image_given_by_path, image_parameter
+from reframe_runner import run_reframe
 
 SIM_REFERENCES = os.path.join(REPO, 'config', 'references', 'sim.yaml')
 MNIST_VARS = ('samples_per_s', 'samples_per_s_per_gpu', 'train_time')
@@ -60,3 +61,30 @@ def test_an_image_that_would_break_a_perf_log_line_is_refused_at_setup(sim, give
     """-P image=... goes into the perf log unescaped: a '|' or a newline would corrupt the line."""
     with pytest.raises(ConfigError, match=re.escape("a '|', a line break or a control character cannot be logged")):
         sim.resolve_image(image_parameter(given))
+
+
+def one_line_session_error(done):
+    """The session ended before any test ran, with one line of its own on stderr (ReFrame's banner
+    on stdout aside): no test failed in a block of its own."""
+    assert done.returncode != 0 and 'FAILURE INFO' not in done.stdout and 'Traceback' not in done.stderr
+    [line] = done.stderr.splitlines()
+    return line
+
+
+def test_a_missing_image_ends_the_session_in_one_line(tmp_path):
+    """New-user trial: -P image=/nonexistent/new.sif failed its test at setup with a 15-line
+    FAILURE INFO block, where the README promises one line."""
+    done = run_reframe('simulated', tmp_path / 'rfm', '--dry-run', '-n', 'MNIST', '-P', 'num_nodes=1',
+                       '-P', 'image=/nonexistent/new.sif')
+    assert one_line_session_error(done) == 'mlcheck: config error: image not found: /nonexistent/new.sif (-P image)'
+
+
+def test_two_images_of_one_file_name_in_different_folders_are_refused_in_one_line(tmp_path):
+    """/a/new.sif and /b/new.sif were both the test `%image=new`: one name for two images."""
+    for folder in 'ab':
+        (tmp_path / folder / 'new.sif').mkdir(parents=True)
+    done = run_reframe('simulated', tmp_path / 'rfm', '--dry-run', '-n', 'MNIST', '-P', 'num_nodes=1',
+                       '-P', f'image={tmp_path}/a/new.sif,{tmp_path}/b/new.sif')
+    assert one_line_session_error(done) == (
+        f'mlcheck: config error: -P image: {tmp_path}/a/new.sif and {tmp_path}/b/new.sif are both named '
+        f'new (an image is named by its file name): give one of them another name')

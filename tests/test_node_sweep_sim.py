@@ -5,10 +5,12 @@ mlcheck-nodes; a healthy node drained by an admin for a ticket is left out of it
 
 import contextlib
 import os
+import re
 import subprocess
 
 import pytest
 
+import margins
 from conftest import REPO
 from mlcheck.commands import nodes as command
 from mlcheck.simulated import faults
@@ -46,7 +48,7 @@ def test_the_sweep_names_exactly_the_slowed_node_the_broken_one_and_the_slow_lin
             faults.other_file('nid004', version_file, other):
         done = run_reframe('simulated', tmp_path, '-r', '-n', 'MNIST', '-P', 'image=host',
                            '-P', 'num_nodes=1', '--distribute=all', '--exec-policy=serial',
-                           '-S', 'epochs=1')
+                           '-S', 'epochs=1', judged=False)     # nid002's rate is the sweep's to judge
         broken = faults.slurmd_pid('nid003')
     # the faults are gone: no cgroup left, nid003's slurmd sees the data again
     assert not os.path.exists(cgroup)
@@ -56,7 +58,7 @@ def test_the_sweep_names_exactly_the_slowed_node_the_broken_one_and_the_slow_lin
     assert sorted(c['job_nodelist'][0] for c in cases) == ['nid001', 'nid002', 'nid003', 'nid004'], \
         done.stdout[-3000:]
     with faults.slow_links([SLOW_LINK], LINK_KBYTES_PER_S):
-        pairs = run_reframe('simulated', tmp_path / 'pairs', '-r', *PAIR_SWEEP,
+        pairs = run_reframe('simulated', tmp_path / 'pairs', '-r', *PAIR_SWEEP, judged=False,
                             env={'RFM_SQLITE_DB_FILE': str(tmp_path / 'results.db')})
     [pair_case] = report_cases(tmp_path / 'pairs')
     # after the sweep, as after a maintenance: nid001 still drained for it, nid004 drained by an
@@ -73,6 +75,9 @@ def test_the_sweep_names_exactly_the_slowed_node_the_broken_one_and_the_slow_lin
     slowed = next(line for line in out.splitlines() if 'NodeName=nid002' in line)
     failed = next(line for line in out.splitlines() if 'NodeName=nid003' in line)
     assert 'below its peers' in slowed and 'failed' not in slowed, slowed
+    below = float(re.search(r'(\d+)% below its peers', slowed).group(1))
+    margins.record('node sweep: the half-CPU node % below its peers, must pass the threshold', below,
+                   float(JUDGED[JUDGED.index('--threshold') + 1].rstrip('%')))
     assert 'MNISTDistributedCheck[image=host] failed: ' in failed, failed
     # nid004 passed, its stack unlike its peers' (read from its jobs' own rank lines)
     assert f'  nid004: torchvision {OTHER_TORCHVISION}, ' in out, out

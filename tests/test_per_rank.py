@@ -4,11 +4,16 @@ efficiency). The outputs are the saved real ones of test_sanity.py with `solo` l
 the training programs' format; every rank trains alone at `speeds[rank]` samples/s.
 """
 
+import json
+import statistics
+
 import pytest
 
+from conftest import DATA
 from mlcheck.errors import ConfigError
 from mlcheck.judging import output
 from mlcheck.figures import rank_speed
+from mlcheck.figures.quartiles import upper_quartile
 from mlcheck.site.settings import PartitionSettings
 from saved_outputs import LUMI_OUT, SIM_OUT, fact_line, judged, saved
 
@@ -128,3 +133,58 @@ def test_facts_of_one_rank_are_found_without_scanning_the_others():
     assert run.rank_events('epoch', 2) == []
     run.facts.append({'event': 'epoch', 'rank': 2, 'epoch': 1})     # the index follows new facts
     assert len(run.rank_events('epoch', 2)) == 1 and len(run.events('epoch')) == 4
+
+
+# ---- the rank, not the moment (issue 51) -------------------------------------------------------
+
+def measured_solo(change=None):
+    """The solo facts of a real 2-node MNIST job on the simulated partition (tests/data), each
+    rank's step rates passed through change(rank, rates) and its throughput made to agree."""
+    with open(f'{DATA}/solo_steps_2nodes.json') as f:
+        facts = json.load(f)['solo']
+    for fact in facts:
+        rates = fact['step_samples_per_s']
+        if change:
+            rates = fact['step_samples_per_s'] = change(fact['rank'], rates)
+        batch = fact['samples'] / fact['steps']
+        fact['seconds'] = sum(batch / rate for rate in rates)
+        fact['samples_per_s'] = fact['samples'] / fact['seconds']
+    return facts
+
+
+def sim_problems_of(sim, facts, fraction=0.6):
+    text = saved(SIM_OUT) + ''.join(fact_line(fact, task=fact['rank'], width=1) for fact in facts)
+    return judged(sim, text, min_accuracy=0.9, slow_rank_fraction=fraction)
+
+
+def quarter_speed(steps):
+    """Rank 1's steps `steps` at a quarter of their rate (rank 1, local rank 1 of nid001)."""
+    return lambda rank, rates: [r / 4 if rank == 1 and i in steps else r for i, r in enumerate(rates)]
+
+
+def test_a_moment_of_the_machine_is_not_a_slow_rank(sim):
+    """CI's sweep and a new user's 1-node run named a healthy rank at 0.6 of its peer while the
+    machine slowed: a burst on one core for a few of the rank's steps. Here 10 of its 30 steps
+    at a quarter of their speed: its throughput falls to about half of its peers' (the old
+    figure, which named it), its median step does not move."""
+    facts = measured_solo(quarter_speed(range(10, 20)))
+    throughputs = {f['rank']: f['samples_per_s'] for f in facts}
+    assert throughputs[1] / max(throughputs.values()) < 0.6           # the throughput would name it
+    assert sim_problems_of(sim, measured_solo()) == []                 # as measured
+    assert sim_problems_of(sim, facts) == []
+
+
+def test_a_rank_slow_in_most_of_its_steps_is_named(sim):
+    """A slow GPU or node slows every step, and one slowed for most of the solo phase is slow
+    still: the median step is below the limit from 16 slow steps of 30."""
+    for steps in (range(30), range(14, 30)):
+        [problem] = sim_problems_of(sim, measured_solo(quarter_speed(steps)))
+        assert problem.startswith('rank 1 on nid001 (local rank 1) trained alone at 0.'), problem
+
+
+def test_the_slowest_rank_fraction_is_the_rule_s_figure(sim):
+    """The perf variable reports what the rule judges: the median steps' fraction."""
+    facts = measured_solo(quarter_speed(range(10, 20)))
+    run = output.parse(saved(SIM_OUT) + ''.join(fact_line(f, task=f['rank'], width=1) for f in facts))
+    speeds = {f['rank']: statistics.median(f['step_samples_per_s']) for f in facts}
+    assert rank_speed.slowest_rank_fraction(run) == pytest.approx(min(speeds.values()) / upper_quartile(speeds.values()))

@@ -123,3 +123,11 @@ def test_no_solo_steps_no_solo_fact(monkeypatch, capsys):
     solo, _, trained = run_program(monkeypatch, capsys, epochs=2, epoch_steps=2, solo_steps=0,
                                    solo_warmup_steps=2, costs={1: 1.0, 2: 1.0})
     assert solo == [] and trained['solo'] == []
+
+
+def test_each_timed_solo_step_s_rate_is_in_the_fact(monkeypatch, capsys):
+    """The slow-rank rule compares the ranks' median steps (mlcheck.figures.rank_speed.solo_speeds):
+    the fact lists every timed step's samples/s, in order, warm-up excluded."""
+    solo, _, _ = run_program(monkeypatch, capsys, epochs=3, epoch_steps=2, solo_steps=4,
+                             solo_warmup_steps=1, costs={1: 9.0, 2: 1.0, 3: 2.0}, first_step_cost=100.0)
+    assert solo[0]['step_samples_per_s'] == [4.0, 4.0, 2.0, 2.0]     # batches of 4 in 1 s, then 2 s

@@ -24,14 +24,31 @@ def solo_throughputs(run):
     return run.positive('solo', 'samples_per_s')
 
 
+def solo_speeds(run):
+    """{rank: samples/s of its median solo step} of the ranks with a positive solo throughput:
+    the rank's speed, which the slow-rank rule compares. A moment of the machine (another job's
+    burst, a stolen core for a second) slows the steps it falls on and with them the rank's
+    throughput; the median step moves only when it covers half of the rank's solo steps, while
+    a slow GPU or node slows every step (docs/per-rank.md has the figures). A rank that reported
+    no step rates (a program before them) is its throughput."""
+    speeds, facts = solo_throughputs(run), run.by_rank('solo')
+    for rank in speeds:
+        steps = [rate for rate in facts[rank].get('step_samples_per_s') or ()
+                 if isinstance(rate, (int, float)) and rate > 0]
+        if steps:
+            speeds[rank] = statistics.median(steps)
+    return speeds
+
+
 def median_solo(run):
     speeds = solo_throughputs(run)
     return statistics.median(speeds.values()) if speeds else None
 
 
 def slowest_rank_fraction(run):
-    """The slowest rank's solo throughput over the ranks' upper quartile, or None without solo facts."""
-    speeds = solo_throughputs(run)
+    """The slowest rank's solo speed (its median step) over the ranks' upper quartile, or None
+    without solo facts: the figure of the slow-rank rule."""
+    speeds = solo_speeds(run)
     return min(speeds.values()) / upper_quartile(speeds.values()) if speeds else None
 
 

@@ -46,6 +46,27 @@ def invoked_as_dry_run(argv=None):
     return any(len(arg) >= 4 and '--dry-run'.startswith(arg) for arg in args)
 
 
+def given_prefix(argv=None, environ=os.environ):
+    """The prefix the reframe command line gives (--prefix DIR, --prefix=DIR or an abbreviation
+    down to --pre, which argparse takes), else RFM_PREFIX, else None."""
+    args = sys.argv[1:] if argv is None else argv
+    given = None
+    for i, arg in enumerate(args):
+        name, _, value = arg.partition('=')
+        if len(name) >= 5 and '--prefix'.startswith(name):
+            given = value if value else (args[i + 1] if i + 1 < len(args) else None)
+    return given or environ.get('RFM_PREFIX') or None
+
+
+def log_file(system_prefix, argv=None, environ=os.environ):
+    """ReFrame's debug log: reframe.log in the run's prefix (given_prefix(), else the system's), as
+    stage, output and perf logs go there, from whatever directory reframe starts in; where that
+    directory does not exist yet (a site's first run), the current directory's. ReFrame opens the
+    log before it makes any directory, and loading a config writes nothing."""
+    prefix = os.path.abspath(given_prefix(argv, environ) or system_prefix)
+    return os.path.join(prefix, 'reframe.log') if os.path.isdir(prefix) else 'reframe.log'
+
+
 def dry_run_perflog_dir(environ=os.environ):
     """The user's own cache ($XDG_CACHE_HOME, else ~/.cache), not a folder of a predictable name
     in the shared /tmp, which another user could make first (issue 48)."""
@@ -67,11 +88,12 @@ def perflog_prefix(dry_run=None):
     return PERFLOG_PREFIX
 
 
-def logging_config():
+def logging_config(system_prefix):
+    """The logging section of a site whose system writes under `system_prefix`."""
     return [{
         'handlers': [
             {'type': 'stream', 'name': 'stdout', 'level': 'info', 'format': '%(message)s'},
-            {'type': 'file', 'name': 'reframe.log', 'level': 'debug', 'append': False,
+            {'type': 'file', 'name': log_file(system_prefix), 'level': 'debug', 'append': False,
              'format': '[%(asctime)s] %(levelname)s: %(check_info)s: %(message)s'},
         ],
         'handlers_perflog': [{

@@ -26,7 +26,7 @@ from mlcheck.harness.ab_rounds import ABRounds, KNOBS as AB_KNOBS
 from mlcheck.harness.config import references_file
 from mlcheck.harness.reframe_api import ExpectedSanityFailure
 from mlcheck.simulated import speed
-from mlcheck.site.images import ImageUnavailable, image_parameter
+from mlcheck.site.images import GivenImages, ImageUnavailable
 from mlcheck.site.settings import PartitionSettings
 
 
@@ -65,6 +65,18 @@ def _configured_partitions():
     return partitions
 
 
+_GIVEN_IMAGES = GivenImages()
+
+
+def _image_given(value):
+    """A value of -P image, or the session ends with one line (mlcheck.site.images.GivenImages says
+    which values): ReFrame would fail each of its tests at setup, with a block of its own each."""
+    try:
+        return _GIVEN_IMAGES.add(value)
+    except ConfigError as err:
+        raise SystemExit(f'mlcheck: config error: {err}') from None
+
+
 def _configured(values_of):
     """Sorted union over the configured partitions of `values_of(settings)`.
 
@@ -90,7 +102,7 @@ class DistributedLaunchCheck(ExpectedSanityFailure, rfm.RunOnlyRegressionTest, A
     #: Container image: a name configured for the partition (extras.mlcheck.images),
     #: 'host' where the partition has no container runtime, or an image path given with -P.
     #: A path is named by its file name, as configured images are (mlcheck.site.images.ImageByPath).
-    image = parameter(_configured(lambda s: s.image_paths()), type=image_parameter)
+    image = parameter(_configured(lambda s: s.image_paths()), type=_image_given)
 
     #: Number of nodes; the partition's extras.mlcheck.node_counts unless given with -P.
     num_nodes = parameter(_configured(lambda s: s.node_counts), type=int)
@@ -188,15 +200,16 @@ class DistributedLaunchCheck(ExpectedSanityFailure, rfm.RunOnlyRegressionTest, A
     # last: only the figures the test still reports, after the hooks that drop some of them
     @run_before('performance', always_last=True)
     def say_when_performance_is_not_judged(self):
-        """A test without references passes whatever its figures: say so, once per test."""
+        """A test without references passes whatever its figures: say which, once per test."""
         if self.is_dry_run() or self.comparison:     # the A/B verdict judges its figures
             return
         keys = {'$partition': self.current_partition.fullname, 'image': str(self.image),
                 'num_nodes': self.num_nodes}
-        why = references.missing_references(references_file(runtime().system.name),
-                                            type(self).__name__, keys, self.perf_variables)
-        if why:
-            getlogger().warning(f'{self.display_name}: performance not judged: {why} '
+        found = references.unjudged(references_file(runtime().system.name), type(self).__name__,
+                                    keys, self.perf_variables)
+        if found:
+            figures, why = found
+            getlogger().warning(f'{self.display_name}: {", ".join(figures)} not judged: {why} '
                                 f'(record them with python -m mlcheck.commands.baseline)')
 
     @run_after('setup')

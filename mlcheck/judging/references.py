@@ -1,5 +1,5 @@
 """Whether a test has performance references: ReFrame passes a value without one (it logs
-`perf_ref 0`), so a test without them must say that its performance was not judged.
+`perf_ref 0`), so a test without them must say which of its figures were not judged.
 
 And the references at this machine's speed, where a references file records the speed of the
 machine it was measured on (`$machine_speed`, the simulated partition: mlcheck.simulated.speed)."""
@@ -30,23 +30,30 @@ def _entry_of(references, keys):
     return entry
 
 
-def missing_references(path, check, keys, variables):
-    """Why the references file `path` judges none or only some of `variables` of test `check`
-    with index values `keys` ({'$partition': 'sim:cluster', 'image': ..., 'num_nodes': 2});
+def unjudged(path, check, keys, variables):
+    """(the figures of `variables` that the references file `path` does not judge, why) for test
+    `check` with index values `keys` ({'$partition': 'sim:cluster', 'image': ..., 'num_nodes': 2});
     None when it judges all of them."""
+    everything = sorted(variables)
     if not os.path.isfile(path):
-        return f'no references file {path}'
+        return everything, f'no references file {path}'
     references = _load(path).get(check)
     if not isinstance(references, dict):
-        return f'no references of {check} in {path}'
+        return everything, f'no references of {check} in {path}'
     entry = _entry_of(references, keys)
     if entry is None:
         where = ', '.join(f'{n.lstrip("$")} {keys.get(n)}' for n in references['$index'])
-        return f'no references for {where} in {path}'
+        return everything, f'no references for {where} in {path}'
     absent = sorted(set(variables) - set(entry or {}))
     if absent:
-        return f'no references for {", ".join(absent)} in {path}'
+        return absent, f'no references for {", ".join(absent)} in {path}'
     return None
+
+
+def missing_references(path, check, keys, variables):
+    """Why the references file `path` judges none or only some of `variables` (unjudged()), or None."""
+    found = unjudged(path, check, keys, variables)
+    return found and found[1]
 
 
 def at_speed(entry, follows, ratio):

@@ -226,7 +226,7 @@ def slow_ranks(run, expect):
     if expect.slow_rank_fraction is None:
         return []
     found = []
-    speeds = rank_speed.solo_throughputs(run)
+    speeds = rank_speed.solo_speeds(run)
     missing = set(range(expect.world_size)) - set(speeds)
     if missing:
         found.append(f'{rank_list(missing)} reported no solo throughput (no solo line)')

@@ -176,6 +176,26 @@ def image_parameter(value):
     return ImageByPath(value) if '/' in value else value
 
 
+class GivenImages:
+    """The values of -P image of one session, each checked as it is given: a path that does not
+    exist (and was not left unbuilt here, whose tests are skipped saying why) is refused, and so
+    is a second value of an image's name (`/a/new.sif` and `/b/new.sif` are both `new`: their
+    tests would share a name, and their references and history)."""
+
+    def __init__(self):
+        self.given = {}     # image name: the value that named it
+
+    def add(self, value):
+        image = image_parameter(value)
+        if is_image_file(value) and not os.path.exists(value) and not unbuilt_reason(value):
+            raise ConfigError(f'image not found: {value} (-P image)')
+        earlier = self.given.setdefault(str(image), value)
+        if earlier != value:
+            raise ConfigError(f'-P image: {earlier} and {value} are both named {image} (an image '
+                              f'is named by its file name): give one of them another name')
+        return image
+
+
 def image_given_by_path(image):
     """The path an image was given by with -P, else None (a configured name)."""
     return getattr(image, 'path', None) or (image if '/' in image else None)

@@ -153,7 +153,7 @@ SCHEMA = {
                            "'rank_prelude': ..., 'expected_failure': REASON}`; an image given with "
                            '`-P image=PATH` is named the same way, so it shares the references and '
                            'history of the configured image of that name, and one without references '
-                           'says `performance not judged` in ReFrame\'s output'},
+                           'names its figures `... not judged` in ReFrame\'s output'},
         'container_binds': {
             **STRING_LIST, 'default': [],
             'description': '`path` or `host:container` binds'},

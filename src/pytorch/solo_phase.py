@@ -76,6 +76,7 @@ class SoloPhase:
         self.throttle = Throttle(args, rank)
         self.warm = False
         self.steps, self.samples, self.seconds = 0, 0, 0.0
+        self.step_rates = []     # samples/s of each timed step, for the rank's median step
 
     def before_epoch(self, epoch, epochs, batches):
         """Train alone on `batches` (the solo phase's own stream) before `epoch` of `epochs` if it
@@ -88,7 +89,8 @@ class SoloPhase:
             self._train_alone(batches, -(-self.args.solo_steps // timed_epochs))
         if epoch == epochs:
             emit('solo', rank=self.rank, steps=self.steps, samples=self.samples, seconds=self.seconds,
-                 samples_per_s=self.samples / self.seconds if self.seconds > 0 else 0.0)
+                 samples_per_s=self.samples / self.seconds if self.seconds > 0 else 0.0,
+                 step_samples_per_s=[float(f'{rate:.4g}') for rate in self.step_rates])
 
     def _train_alone(self, batches, count):
         if not self.warm:
@@ -102,8 +104,12 @@ class SoloPhase:
         for _ in range(count):
             batch = next(batches)
             step_start = time.perf_counter()
-            self.samples += self.train_step(self.model, self.optimizer, batch)
+            samples = self.train_step(self.model, self.optimizer, batch)
             self.throttle.after_step(step_start, self.device)
+            synchronize(self.device)    # the step's own time: its kernels, not only their launch
+            seconds = time.perf_counter() - step_start
+            self.samples += samples
+            self.step_rates.append(samples / seconds if seconds > 0 else 0.0)
         synchronize(self.device)
         self.seconds += time.perf_counter() - start
         self.steps += count
