@@ -26,7 +26,9 @@ from mlcheck.commands.common import (add_source_arguments, argument_parser, one_
                          parse_fraction, text_table)
 from mlcheck.commands.common import EXIT_BAD_INPUT, EXIT_INTERNAL, EXIT_REGRESSION  # noqa: F401 - its documented codes
 from mlcheck.errors import InputError
-from mlcheck.history import causes, compare
+from mlcheck.history import compare
+from mlcheck.history.causes import REPEAT
+from mlcheck.history.evidence import EvidenceTable
 from mlcheck.figures import stack
 from mlcheck.history import settings as recorded_settings, trial_runs
 from mlcheck.history.recorded_defaults import RECORDED_DEFAULTS
@@ -50,6 +52,10 @@ def parse_args(argv):
     parser.add_argument('--min-repeats', type=int, default=Rule.min_repeats,
                         help='repetitions a side needs for its own spread; a side with fewer is '
                              "judged against the other side's (default: %(default)s)")
+    parser.add_argument('--require-repeats', type=int, default=0, metavar='N',
+                        help='refuse to gate (exit 2, one line) where a compared test has fewer than '
+                             f'N runs on a side; a CI gate wants {REPEAT}: fewer raise false alarms '
+                             '(docs/performance-history.md) (default: gate on any)')
     parser.add_argument('-n', '--name', action='append', default=[],
                         help='only tests whose name contains this text (given several times: '
                              'any of them)')
@@ -72,9 +78,10 @@ ORDER = (compare.NO_RESULT, compare.OTHER_SETTINGS, compare.UNIT_CHANGED, compar
 ACT_ON = compare.FAILING
 
 
-def rows(comparisons):
+def rows(comparisons, table=None):
     """Table rows of the judged comparisons, in ORDER; a test's settings are shown where the
-    same test ran with other settings too."""
+    same test ran with other settings too, and its failed runs (`1 of 3 failed after`) beside
+    its verdict."""
     tests = group(comparisons, lambda c: c.key[:3])
     out = []
     for c in sorted((c for c in comparisons if c.verdict in ORDER),
@@ -84,9 +91,10 @@ def rows(comparisons):
             name = f'{name} [{settings or NOT_RECORDED}]'
         noise = '' if c.noise is None else f'{100 * c.noise:.1f}%' + (
             f' ({c.noise_of} only)' if c.noise_of != 'both' else '')
+        failed = table.runs_note(c) if table else ''
         out.append((partition, name, var, str(len(c.before)), str(len(c.after)),
                     _figure(c.mean_before, c.unit), _figure(c.mean_after, c.unit),
-                    percent(c.change), noise, c.verdict))
+                    percent(c.change), noise, c.verdict + (f'; {failed}' if failed else '')))
     return out
 
 
@@ -149,6 +157,15 @@ def summary(comparisons, rule):
     return lines
 
 
+def repeats_note(few):
+    """One line where the gate ran on fewer repetitions than it is measured at."""
+    if not few or few[0] >= REPEAT:
+        return []
+    return [f'gated on as few as {few[0]} run(s) a side ({few[1]}, {few[2]}): the gate is measured '
+            f'at --repeat {REPEAT}, and fewer raise more false alarms (docs/performance-history.md); '
+            f'--require-repeats {REPEAT} refuses such a gate']
+
+
 def defaults_note(filled):
     """One line on the settings one side's records lack, taken at their knob's default."""
     if not filled:
@@ -181,20 +198,16 @@ def stack_changes(before, after):
     return found
 
 
-def cause_lines(comparisons, ran_before, ran_after, rule=Rule()):
-    """The 'likely cause: ' lines (mlcheck.history.causes), or one saying there is none."""
-    found = causes.likely_causes(comparisons, ran_before, ran_after, rule)
-    return [c.line() for c in found] or ['no likely cause: nothing got slower or failed']
-
-
-def write_report(directory, args, before, after, comparisons, rule, likely=()):
+def write_report(directory, args, before, after, table, likely=()):
     """DIR/report.md and its plots; returns the report's path. What a reader acts on comes
     first: regressions, improvements, the software stack's changes, then the rest."""
     os.makedirs(directory, exist_ok=True)
-    table = rows(comparisons)
-    sections = {'Regressions': [r for r in table if r[-1] in ACT_ON],
-                'Improvements': [r for r in table if r[-1] == compare.IMPROVED]}
-    lines = summary(comparisons, rule)
+    comparisons, rule = table.comparisons, table.rule
+    lines = summary(comparisons, rule) + table.failed_lines()
+    table = rows(comparisons, table)
+    failed = lambda r: ' failed after' in r[-1]
+    sections = {'Regressions and failed runs': [r for r in table if r[-1].split(';')[0] in ACT_ON or failed(r)],
+                'Improvements': [r for r in table if r[-1].split(';')[0] == compare.IMPROVED and not failed(r)]}
     text = [f'# Performance: {args.after} against {args.before}', '',
             f'Written {datetime.now().astimezone():%Y-%m-%d %H:%M %Z} by `python -m mlcheck.commands.report`'
             f' from `{args.before}` ({len(before)} values) and `{args.after}` ({len(after)} values).',
@@ -295,18 +308,25 @@ def compare_and_report(args):
     ran, filled = recorded_settings.with_defaults(ran_before + ran_after, RECORDED_DEFAULTS)
     ran_before, ran_after = ran[:len(ran_before)], ran[len(ran_before):]
     ran_before, trials = trial_runs.without_trial_runs(ran_before, ran_after)
-    comparisons = compare.compare(ran_before, ran_after, rule)
+    # the rows, the exit status and the likely cause, all from one table of the runs
+    table = EvidenceTable.of(ran_before, ran_after, rule)
+    comparisons = table.comparisons
+    few = table.fewest_runs()
+    if few and args.require_repeats and few[0] < args.require_repeats:
+        raise InputError(f'--require-repeats {args.require_repeats}: {few[1]} has {few[0]} run(s) '
+                         f'{few[2]}; run both sides with --repeat {args.require_repeats}')
     before, after = valued(ran_before), valued(ran_after)
-    likely = cause_lines(comparisons, ran_before, ran_after, rule)
-    text = ['\n'.join(likely), '', text_table(COLUMNS, rows(comparisons)), '',
-            '\n'.join(summary(comparisons, rule) + defaults_note(filled)
+    likely = table.cause_lines()
+    text = ['\n'.join(likely), '', text_table(COLUMNS, rows(comparisons, table)), '',
+            '\n'.join(summary(comparisons, rule) + table.failed_lines() + repeats_note(few)
+                      + defaults_note(filled)
                       + trial_runs.left_out_lines(trials) + notes(after))]
     text += [f'stack of {image} on {partition}: {line}' for partition, image, line in stack_changes(before, after)]
     # the report's files first: a reader that stops reading (| head) must not cost them
     if args.output:
-        text.append(f'report: {write_report(args.output, args, before, after, comparisons, rule, likely)}')
+        text.append(f'report: {write_report(args.output, args, before, after, table, likely)}')
     say('\n'.join(text))
-    return gate(comparisons)
+    return table.exit_status()
 
 
 def say(text):
@@ -316,11 +336,6 @@ def say(text):
         print(text, flush=True)
     except BrokenPipeError:
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
-
-
-def gate(comparisons):
-    """The exit status of judged comparisons: EXIT_REGRESSION iff a verdict fails the gate."""
-    return EXIT_REGRESSION if any(c.verdict in compare.FAILING for c in comparisons) else 0
 
 
 if __name__ == '__main__':

@@ -10,15 +10,14 @@ differ only in image, or only in node count, give a *contrast* cell: worse where
 clearly more than the other (something acted beyond what both share).
 """
 
-import functools
 import itertools
 import math
 import statistics
 from dataclasses import dataclass
 
-from mlcheck.errors import InputError
 from mlcheck.figures.directions import LOWER, better, worse_by
-from mlcheck.history import compare, hostlist
+from mlcheck.history import compare
+from mlcheck.history.runs import nodes_of as _nodes
 from mlcheck.history.samples import group
 
 INTERCONNECT = 'InterconnectCheck'
@@ -182,15 +181,3 @@ def _contrasts(cells, rule):
             found.append(Cell(a.test, a.check, a.image, a.num_nodes, aspect, status, beyond, spread,
                               a.used, a.always, other=b))
     return found
-
-
-
-@functools.lru_cache(maxsize=4096)
-def _nodes(nodelist):
-    """The node names of a recorded node list ('nid001,nid002' or 'nid[001-003]'); none where
-    it is absent or unreadable (the node is then not judged)."""
-    try:
-        return frozenset(hostlist.expand(nodelist)) if nodelist else frozenset()
-    except InputError:
-        return frozenset()
-
