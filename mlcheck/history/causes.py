@@ -42,10 +42,54 @@ class Verdict:
     def line(self):
         if self.kind != 'cannot tell':
             return f'likely cause: {self.layer}: {self.evidence}'
-        listed = ' or '.join(_name(h) for h in self.hypotheses) or 'no one cause nor pair of causes fits'
-        return (f'likely cause: cannot tell: {listed}: {self.evidence}'
+        listed, pairs = _listed_hypotheses(self.hypotheses)
+        return (f'likely cause: cannot tell: {listed or "no one cause nor pair of causes fits"}: '
+                f'{self.evidence}'
                 + (f'; to separate them: {self.separating}' if self.separating else
-                   '; no run of these checks on these nodes separates them'))
+                   '; no run of these checks on these nodes separates them')
+                + (f'\n  or two causes at once: {pairs}' if pairs else ''))
+
+
+LISTED = 4     # more candidates than this are listed grouped, by node and by image
+
+
+def _listed_hypotheses(hypotheses):
+    """(the candidates as one phrase, the pairs as another or ''): a short list as it is, 'A or
+    B'; a long one with each image and node said once ('one of: host stack, image A/B,
+    nid001/nid003 (the node, a GPU of it or its link)') and its pairs apart, for the next line."""
+    if sum(map(len, hypotheses)) <= LISTED:
+        return ' or '.join(_name(h) for h in hypotheses), ''
+    singles = [h[0] for h in hypotheses if len(h) == 1]
+    pairs = [_name(h) for h in hypotheses if len(h) > 1]
+    said = '; '.join(pairs) if len(pairs) <= 3 else f'{len(pairs)} pairs of these, one beyond the other'
+    return ('one of: ' + _grouped(singles)) if singles else '', said
+
+
+def _grouped(names):
+    """'host stack, image A/B, the network layer of image A, nid001/nid002 (the node, a GPU of
+    it or its link)'."""
+    kinds = {'node ': 'the node', 'a GPU of ': 'a GPU of it', 'the link of ': 'its link'}
+    words, images, layers, nodes = [], [], [], {}
+    for name in names:
+        kind = next((k for k in kinds if name.startswith(k)), None)
+        if kind:
+            nodes.setdefault(name[len(kind):], []).append(kinds[kind])
+        elif name.endswith(NETWORK):
+            layers.append(name[len('image '):-len(NETWORK)])
+        elif name.startswith('image '):
+            images.append(name[len('image '):])
+        else:
+            words.append(name)
+    words += [f'image {"/".join(images)}'] if images else []
+    words += [f'the network layer of image {"/".join(layers)}'] if layers else []
+    for said in dict.fromkeys(tuple(k) for k in nodes.values()):
+        named = "/".join(n for n, k in nodes.items() if tuple(k) == said)
+        words.append(f'{named} ({_either(list(said))})' if said != ('the node',) else f'node {named}')
+    return ', '.join(words)
+
+
+def _either(parts):
+    return parts[0] if len(parts) == 1 else ', '.join(parts[:-1]) + ' or ' + parts[-1]
 
 
 def _name(hypothesis):
@@ -68,8 +112,9 @@ def likely_causes(comparisons, before=(), after=(), rule=compare.Rule()):
 
 def _of_partition(judged, before, after, rule):
     found = []
-    failed = [r for r in runs_of(after, 'after') if r.failed]
-    located = _located(failed, runs_of(after, 'after')) if failed else None
+    runs = runs_of(after, 'after')
+    failed = [r for r in runs if r.failed]
+    located = _located(failed, runs) if failed else None
     if located:
         found.append(located)
         # the failures are accounted for: the runs that passed say whether anything got slower
@@ -169,8 +214,9 @@ def diagnose(cells, stacks=None):
     ev = Evidence.of(cells)
     left, more = ev.standing()
     worse = [cells[i] for i in sorted(ev.worse) if cells[i].aspect in (SPEED, RANK, LOADER)]
-    what = _what(worse, cells) if worse else (f'figures fail the gate, none by more than {Z:g} '
-                                              'spreads of the noise on the nodes it ran on')
+    what = _what(worse, cells) if worse else (
+        'figures fail the gate, but no test is clearly worse than its noise on the nodes its runs '
+        f'used (by {Z:g} spreads): too near the noise to single out a cause')
     if worse and len(left) == 1 and not more:
         return Verdict('cause', left, f'{what}; {_support(left[0], ev, {} if stacks is None else stacks)}')
     hypotheses = tuple(left + more)

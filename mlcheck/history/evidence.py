@@ -54,7 +54,20 @@ class EvidenceTable:
             return [f'no cause located: {len(tests)} test(s) fail the gate with no run after to locate '
                     f'it ({", ".join(sorted({c.verdict for c in failing}))}: {_listed(tests)}); a retired '
                     'image or node count: leave its tests out with -n']
-        return [NOTHING]
+        return [NOTHING] + self.within_noise_line()
+
+    def within_noise_line(self):
+        """One line on the figures worse past the threshold but within the noise factor times
+        their repetitions' spread: not judged slower, and not nothing either."""
+        worse = [c for c in self.comparisons if c.verdict == compare.WITHIN_NOISE and c.worse and c.worse > 0]
+        if not worse:
+            return []
+        c = max(worse, key=lambda c: c.worse)
+        return [f'within the noise: {len(worse)} figure(s) worse past the threshold but within '
+                f'{self.rule.noise_factor:g} x their repetitions\' spread (most: {c.key[1]} {c.key[2]} '
+                f'{100 * c.change:+.1f} %, noise {100 * c.noise:.1f} %): not judged slower; the rule '
+                'judges against the spread itself: more repetitions measure it better, a quieter '
+                'partition narrows it']
 
     def runs_note(self, comparison):
         """'1 of 3 failed after' (and before) of one comparison's test, or ''."""
