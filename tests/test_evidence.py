@@ -252,3 +252,20 @@ def test_the_gate_says_and_can_refuse_fewer_repetitions_than_it_is_measured_at(t
     five = build(random.Random(8), [], repetitions=(5, 5), **shape)
     code, out = report_of(tmp_path, capsys, *five, '--require-repeats', '5')
     assert code == 0 and 'gated on as few' not in out, out
+
+
+def test_a_long_cannot_tell_line_lists_each_candidate_once_and_reads_back():
+    """Issue 49 (new-user trial): a 614-character line said 'a GPU of nid001' four times."""
+    from layer_sessions import listed_candidates
+    for seed in range(3):
+        before, after = build(random.Random(seed), [Fault('image', 'torch-2.9.1', 0.09)], noise=0.04,
+                              repetitions=(2, 1), mode='spread')
+        for v in verdicts(before, after):
+            first = v.line().splitlines()[0]
+            singles = {h[0] for h in v.hypotheses if len(h) == 1}
+            if v.kind == 'cannot tell' and len(singles) > 4:
+                assert first.startswith('likely cause: cannot tell: one of ')
+                assert sorted(listed_candidates(first)) == sorted(singles), first
+                assert first.count('a GPU of') <= 1 and first.count('nid001') == 1, first
+                return
+    raise AssertionError('no long cannot-tell line drawn')

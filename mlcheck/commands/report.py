@@ -33,7 +33,7 @@ from mlcheck.figures import stack
 from mlcheck.history import settings as recorded_settings, trial_runs
 from mlcheck.history.recorded_defaults import RECORDED_DEFAULTS
 from mlcheck.history.compare import Rule
-from mlcheck.history.samples import NOT_RECORDED, group, slug, test_of_sample, valued
+from mlcheck.history.samples import NOT_RECORDED, group, listed, slug, test_of_sample, valued
 from mlcheck.history.selection import AllFailed, load, parse_selection
 
 COLUMNS = ('partition', 'test', 'variable', 'n before', 'n after', 'mean before', 'mean after',
@@ -140,12 +140,12 @@ def summary(comparisons, rule):
                      f'{rule.min_repeats} on both sides), judged by the threshold alone, '
                      f'{count(compare.TOO_FEW_WORSE)} worse beyond it ({compare.TOO_FEW_WORSE}: '
                      f'fails the gate): run them with --repeat {max(rule.min_repeats, 3)} or more '
-                     f'({_listed(tests)})')
+                     f'({listed(tests)})')
     one_sided = sorted({c.key[1] for c in comparisons if c.noise_of in ('before', 'after')})
     if one_sided:
         lines.append(f'{len(one_sided)} test(s) with too few repetitions on one side, judged '
                      "against the other side's spread (noise marked 'only'): "
-                     f'{_listed(one_sided)}')
+                     f'{listed(one_sided)}')
     unrecorded = sum(c.key[3] == '' for c in comparisons)
     if unrecorded and any(c.key[3] for c in comparisons):
         lines.append(f'{unrecorded} with {NOT_RECORDED} (a perf log older than its '
@@ -180,9 +180,6 @@ def without_reference(samples):
     return sorted({s.name for s in samples
                    if s.reference and s.reference[0] in (None, 0) and s.reference[1:] == (None, None)})
 
-
-def _listed(names, most=4):
-    return ', '.join(names[:most]) + (f' and {len(names) - most} more' if len(names) > most else '')
 
 
 def stack_changes(before, after):
@@ -240,7 +237,7 @@ def notes(after):
     if not missing:
         return []
     return [f'{len(missing)} test(s) ran without a reference, so ReFrame could not pass or fail '
-            f'their figures: record one with python -m mlcheck.commands.baseline ({_listed(missing)})']
+            f'their figures: record one with python -m mlcheck.commands.baseline ({listed(missing)})']
 
 
 def plot_all(directory, plot_var, before, after):

@@ -17,7 +17,7 @@ from mlcheck.history import compare
 from mlcheck.history.candidates import Evidence, network_layer
 from mlcheck.history.cells import INTERCONNECT, LOADER, LOADER_VAR, RANK, RANK_VAR, SPEED, Z, cells_of
 from mlcheck.history.runs import runs_of
-from mlcheck.history.samples import group
+from mlcheck.history.samples import group, listed
 from mlcheck.judging.sanity import placement_said
 
 
@@ -55,14 +55,14 @@ LISTED = 4     # more candidates than this are listed grouped, by node and by im
 
 def _listed_hypotheses(hypotheses):
     """(the candidates as one phrase, the pairs as another or ''): a short list as it is, 'A or
-    B'; a long one with each image and node said once ('one of: host stack, image A/B,
+    B'; a long one with each image and node said once ('one of host stack, image A/B,
     nid001/nid003 (the node, a GPU of it or its link)') and its pairs apart, for the next line."""
     if sum(map(len, hypotheses)) <= LISTED:
         return ' or '.join(_name(h) for h in hypotheses), ''
     singles = [h[0] for h in hypotheses if len(h) == 1]
     pairs = [_name(h) for h in hypotheses if len(h) > 1]
     said = '; '.join(pairs) if len(pairs) <= 3 else f'{len(pairs)} pairs of these, one beyond the other'
-    return ('one of: ' + _grouped(singles)) if singles else '', said
+    return ('one of ' + _grouped(singles)) if singles else '', said
 
 
 def _grouped(names):
@@ -123,7 +123,7 @@ def _of_partition(judged, before, after, rule):
     if failed and not located and all(placement_said(r.reason) for r in failed):
         binding = sorted({r.test for r in failed})
         found.append(Verdict('binding', (('binding',),), f'{_count(binding, "test")} failed the '
-                             f'placement sanity, on no one node ({_listed(binding)})'))
+                             f'placement sanity, on no one node ({listed(binding)})'))
         rest = [c for c in judged if c.key[1] not in binding]
         after = [s for s in after if s.value is not None]
     cells = cells_of(rest, after, rule)
@@ -244,7 +244,7 @@ def _what(worse, cells):
     losses = [-c.loss for c in worse if c.loss < 1.0]
     measured = ', '.join(filter(None, [_range_of(losses), f'{failed} failed' if failed else '']))
     return (f'{_count(sorted({c.test for c in worse}), "test")} worse ({measured}: '
-            f'{_listed(images)} at {_counts(counts)})')
+            f'{listed(images)} at {_counts(counts)})')
 
 
 def _support(hypothesis, ev, stacks):
@@ -255,7 +255,7 @@ def _support(hypothesis, ev, stacks):
                    if cells[i].aspect == SPEED})
     parts = []
     if fine:
-        parts.append(f'unchanged: {_listed([f"{i} at {_counts([n])}" for i, n in fine], 6)}')
+        parts.append(f'unchanged: {listed([f"{i} at {_counts([n])}" for i, n in fine], 6)}')
     rank = [cells[i] for i in ev.worse if cells[i].aspect == RANK]
     if rank:
         parts.append(f'{RANK_VAR} {_range_of([-c.loss for c in rank])}')
@@ -399,7 +399,3 @@ def _counts(counts):
 
 def _count(items, noun):
     return f'{len(items)} {noun}{"s" if len(items) != 1 else ""}'
-
-
-def _listed(names, most=4):
-    return ', '.join(names[:most]) + (f' and {len(names) - most} more' if len(names) > most else '')

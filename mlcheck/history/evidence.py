@@ -13,6 +13,7 @@ from dataclasses import dataclass
 
 from mlcheck.history import causes, compare
 from mlcheck.history.runs import runs_of
+from mlcheck.history.samples import listed
 
 NOTHING = 'no likely cause: nothing got slower or failed'
 
@@ -52,7 +53,7 @@ class EvidenceTable:
             failing = self.failing()
             tests = sorted({c.key[1] for c in failing})
             return [f'no cause located: {len(tests)} test(s) fail the gate with no run after to locate '
-                    f'it ({", ".join(sorted({c.verdict for c in failing}))}: {_listed(tests)}); a retired '
+                    f'it ({", ".join(sorted({c.verdict for c in failing}))}: {listed(tests)}); a retired '
                     'image or node count: leave its tests out with -n']
         return [NOTHING] + self.within_noise_line()
 
@@ -100,9 +101,5 @@ class EvidenceTable:
             if failed:
                 tests = sorted({r.test for r in failed})
                 lines.append(f'{len(failed)} run{"s" if len(failed) != 1 else ""} failed {side} '
-                             f'({_listed(tests)}): {consequence}')
+                             f'({listed(tests)}): {consequence}')
         return lines
-
-
-def _listed(names, most=4):
-    return ', '.join(names[:most]) + (f' and {len(names) - most} more' if len(names) > most else '')

@@ -77,3 +77,8 @@ def group(samples, by):
 
 def slug(text):
     return re.sub(r'[^A-Za-z0-9.]+', '-', text).strip('-')
+
+
+def listed(names, most=4):
+    """'a, b, c, d and 2 more': names in a line of the report."""
+    return ', '.join(names[:most]) + (f' and {len(names) - most} more' if len(names) > most else '')
