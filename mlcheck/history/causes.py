@@ -112,7 +112,8 @@ def likely_causes(comparisons, before=(), after=(), rule=compare.Rule()):
 
 def _of_partition(judged, before, after, rule):
     found = []
-    runs = runs_of(after, 'after')
+    # the runs, where some failed (most reports have none to locate)
+    runs = runs_of(after, 'after') if any(s.value is None for s in after) else []
     failed = [r for r in runs if r.failed]
     located = _located(failed, runs) if failed else None
     if located:

@@ -9,6 +9,7 @@ names a regression (a verdict that fails the gate), a failed run after, or a cau
 nothing got slower or failed, and the first line says the same.
 """
 
+import functools
 from dataclasses import dataclass
 
 from mlcheck.history import causes, compare
@@ -20,8 +21,7 @@ NOTHING = 'no likely cause: nothing got slower or failed'
 
 @dataclass
 class EvidenceTable:
-    before: list          # [Run]
-    after: list
+    samples: tuple        # (before, after): [Sample], failed runs included (value None)
     comparisons: list     # [compare.Comparison], judged
     verdicts: list        # [causes.Verdict]
     rule: compare.Rule
@@ -30,8 +30,17 @@ class EvidenceTable:
     def of(cls, ran_before, ran_after, rule=compare.Rule()):
         """The table of two sides' samples, failed runs included (value None)."""
         comparisons = compare.compare(ran_before, ran_after, rule)
-        return cls(runs_of(ran_before, 'before'), runs_of(ran_after, 'after'), comparisons,
+        return cls((ran_before, ran_after), comparisons,
                    causes.likely_causes(comparisons, ran_before, ran_after, rule), rule)
+
+    @functools.cached_property
+    def before(self):
+        """[Run] before (made when asked: most reports ask only the after side's failures)."""
+        return runs_of(self.samples[0], 'before')
+
+    @functools.cached_property
+    def after(self):
+        return runs_of(self.samples[1], 'after')
 
     def failed(self, side='after'):
         return [r for r in getattr(self, side) if r.failed]
