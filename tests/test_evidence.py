@@ -7,6 +7,7 @@ exit-status contract as a Hypothesis property over generated sessions."""
 
 import random
 import re
+from pathlib import Path
 
 from hypothesis import HealthCheck, given, settings, strategies as st
 
@@ -269,3 +270,26 @@ def test_a_long_cannot_tell_line_lists_each_candidate_once_and_reads_back():
                 assert first.count('a GPU of') <= 1 and first.count('nid001') == 1, first
                 return
     raise AssertionError('no long cannot-tell line drawn')
+
+
+def test_a_session_stopped_at_setup_is_bad_input_not_a_regression(tmp_path, capsys, monkeypatch):
+    """Issue 49 (new-user trial): after a mistyped -S the stored session's every test case failed
+    at setup (ForceExitError, before any job), and the report called the upgrade a regression.
+    The failure as selection.load words it (its reader is issue 48's: here it is given)."""
+    from command_line import one_line_error
+    from mlcheck.commands import report
+    from mlcheck.history.selection import AllFailed
+    stopped = ("every test case of 'latest' failed before its figures (18: setup: ForceExitError: -S "
+               "epoch=2: no check of this run knows 'epoch'; their knobs: epochs, ...)")
+    real = report.load
+
+    def load(selection, *args, **kwargs):
+        if selection.spec == 'latest':
+            raise AllFailed(stopped)
+        return real(selection, *args, **kwargs)
+    monkeypatch.setattr(report, 'load', load)
+    before = write_perflog(tmp_path / 'before.log', build(random.Random(1), [], repetitions=(2, 2))[0])
+    from conftest import DATA
+    database = str(Path(DATA) / 'failed-sanity' / 'results.db')
+    err = one_line_error(capsys, report.main, '--db', database, before, 'latest')
+    assert "selection 'latest' is a session that stopped before any job ran" in err, err

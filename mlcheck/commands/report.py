@@ -291,9 +291,9 @@ def compare_and_report(args):
     selections = [parse_selection(args.before), parse_selection(args.after)]
     database = open_database(args, selections)
     # test cases without values count: a selection whose tests all failed names them
-    ran_before = load(selections[0], database, with_failed=True)
+    ran_before = stopped_at_setup(load, selections[0], database)
     try:
-        ran_after = load(selections[1], database, with_failed=True)
+        ran_after = stopped_at_setup(load, selections[1], database)
     except AllFailed as failed:
         say(f'likely cause: cannot tell: {failed}: nothing ran to compare; fails like a regression')
         return EXIT_REGRESSION
@@ -324,6 +324,24 @@ def compare_and_report(args):
         text.append(f'report: {write_report(args.output, args, before, after, table, likely)}')
     say('\n'.join(text))
     return table.exit_status()
+
+
+# ReFrame's exception for a session ended from a check's hook (harness.reframe_api.stop_session):
+# a -S name no check knows, before any job ran
+SETUP_STOP = 'ForceExitError'
+
+
+def stopped_at_setup(load, selection, database):
+    """The selection's samples; a session that stopped on a config error before any job ran
+    (a mistyped -S) is bad input, not a regression: nothing of the upgrade ran."""
+    try:
+        return load(selection, database, with_failed=True)
+    except AllFailed as failed:
+        if SETUP_STOP not in str(failed):
+            raise
+        raise InputError(f'selection {selection.spec!r} is a session that stopped before any job ran '
+                         f'({failed}): not a run to compare; name another session '
+                         '(reframe --list-stored-sessions)') from None
 
 
 def say(text):
