@@ -8,7 +8,7 @@ from dataclasses import dataclass
 
 from mlcheck.errors import InputError
 from mlcheck.history import hostlist
-from mlcheck.history.samples import group
+from mlcheck.history.samples import group, run_inputs
 
 
 @dataclass(frozen=True)
@@ -40,7 +40,8 @@ class Run:
 def runs_of(samples, side):
     """[Run] of one side's samples: one per job (its id, or its end time where none is
     recorded), numbered by end time within each test."""
-    jobs = group(samples, lambda s: (s.partition, s.name, s.settings, s.source, s.jobid or s.time, s.nodelist))
+    jobs = group(samples, lambda s: (s.partition, s.name, run_inputs(s.settings), s.source, s.jobid or s.time,
+                                     s.nodelist))
     runs = []
     for (partition, name, settings, source, _, nodelist), of in jobs.items():
         first = of[0]
