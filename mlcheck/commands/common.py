@@ -18,9 +18,16 @@ DEFAULT_CONFIG = os.path.join(REPO, 'config', 'simulated.py')
 EXIT_REGRESSION, EXIT_BAD_INPUT, EXIT_INTERNAL = 1, 2, 3
 
 
+def as_typed(prog):
+    """The command's name as its user typed it: the console script (`mlcheck-report`) where that
+    is what ran, else `prog` (`python -m mlcheck.commands.report`, or the module in a test)."""
+    typed = os.path.basename(sys.argv[0]) if sys.argv else ''
+    return typed if typed.startswith('mlcheck-') else prog
+
+
 def argument_parser(prog, description):
     """A command's parser, its help ending with the forms of a selection."""
-    return argparse.ArgumentParser(prog=prog, description=description,
+    return argparse.ArgumentParser(prog=as_typed(prog), description=description,
                                    epilog='selections:\n' + SELECTION_FORMS,
                                    formatter_class=argparse.RawDescriptionHelpFormatter)
 
@@ -81,6 +88,7 @@ def text_table(header, body):
 def one_line_errors(command, run):
     """run() with its errors as one line on stderr and an exit code that is never the
     regression code: a crash must not read as a verdict."""
+    command = as_typed(command)
     try:
         return run()
     except InputError as err:
