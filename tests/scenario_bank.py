@@ -17,7 +17,8 @@
   network plugin (its jobs across nodes fall back to sockets, within a node unchanged; its stack
   records the plugin before and none after); a node whose GPU driver did not load after a
   kernel update (every job on it fails its one-GPU promise, every job elsewhere passes); one run
-  that failed once among passes (a transient: no layer is its cause).
+  that failed once among passes, or ran 30-60 % slower once (beside another job on shared
+  cores): a transient, which no layer caused.
 - Images retired (before only) and new (after only), node counts dropped or added after, stack
   changes recorded or not.
 """
@@ -48,7 +49,7 @@ SINGLE = ('node', 'gpu', 'link', 'fabric', 'host stack', 'image', 'image fails',
 PAIRS = (('host stack', 'image'), ('fabric', 'image'), ('node', 'image'), ('host stack', 'fabric'))
 # the families of issue 49, each drawn with its own shape of site and session (draw_physics)
 PHYSICS = ('one image, image', 'one image, fabric', 'image network', 'node fails', 'busy slow nic',
-           'transient failure')
+           'transient failure', 'transient slowdown')
 # what a rank says when its node's GPU driver did not load (judging.sanity's one-GPU promise)
 NO_GPU = "sanity: rank {rank} uses device 'cpu' and sees 0 GPU(s); expected exactly 1"
 TRANSIENT = 'sanity: rank 3 exited with status 1: NCCL watchdog timeout (collective ALLREDUCE)'
@@ -84,7 +85,7 @@ class Fault:
     @property
     def truth(self):
         """The candidate names of the cause: none for a transient (no layer caused it)."""
-        if self.kind == 'transient':
+        if self.kind.startswith('transient'):
             return ()
         return ({'node': f'node {self.target}', 'gpu': f'a GPU of {self.target}',
                  'link': f'the link of {self.target}', 'image': f'image {self.target}',
@@ -190,9 +191,10 @@ def draw_physics(rng, family):
         mode, nodes, reps = 'busy', partition(16), (5, 5)
         faults = [Fault('link', rng.choice(nodes), 0.5)]
     else:
-        reps = (reps[0], max(reps[1], 2))      # a failure among passes
+        reps = (reps[0], max(reps[1], 2))      # one run among others
         run = (rng.choice(tuple(FIGURES)), rng.choice(IMAGES), rng.choice(COUNTS), rng.randrange(reps[1]))
-        faults = [Fault('transient', None, 0.0, run)]
+        faults = [Fault('transient', None, 0.0, run) if family == 'transient failure' else
+                  Fault('transient slow', None, rng.uniform(0.3, 0.6), run)]
     before, after = build(rng, faults, mode, noise=rng.uniform(0.01, 0.05), repetitions=reps,
                           recorded=rng.random() < 0.5, nodes=nodes, **shape)
     return family, frozenset(name for f in faults for name in f.truth), before, after
@@ -230,6 +232,8 @@ def _runs(rng, check, image, n, r, nodes, faults, noise, side, stack_text):
     for f in faults:
         speeds = f.speeds(check, image, nodes)
         job, rank, loader = job * speeds[0], min(rank, speeds[1]), loader * speeds[2]
+        if f.kind == 'transient slow' and (check, image, n, r) == f.run:
+            job *= 1 - f.effect     # this one job shared its cores with another
     failed = next(filter(None, (f.failure(check, image, nodes, r) for f in faults)), '')
     shared = 1 + rng.gauss(0, noise)
     found = []

@@ -218,6 +218,16 @@ def diagnose(cells, stacks=None):
     what = _what(worse, cells) if worse else (
         'figures fail the gate, but no test is clearly worse than its noise on the nodes its runs '
         f'used (by {Z:g} spreads): too near the noise to single out a cause')
+    alone = _one_run(worse)
+    if alone:
+        # one run alone lost, the test's other runs did not: a job beside another, or one bad
+        # moment, reads as that run's node or image; only running it again tells
+        named = ((TRANSIENT,),) + tuple(dict.fromkeys(tuple(left) + tuple(more) + tuple(
+            (n,) for n in ev.reach if ev.worse <= ev.reach[n])))
+        return Verdict('cannot tell', named, f'{what}; one run alone, on '
+                       f'{",".join(sorted(alone.used or ())) or "nodes not recorded"}',
+                       f'{RUN} -n {alone.check} -P image={alone.image} -P num_nodes={alone.num_nodes} '
+                       '--repeat 3 (that test again: a transient passes)')
     if worse and len(left) == 1 and not more:
         return Verdict('cause', left, f'{what}; {_support(left[0], ev, {} if stacks is None else stacks)}')
     hypotheses = tuple(left + more)
@@ -235,6 +245,16 @@ def diagnose(cells, stacks=None):
                                             for h in left) if s))
     return Verdict('cannot tell', hypotheses, '; '.join([what, why] + stated),
                    separating(hypotheses, cells))
+
+
+def _one_run(worse):
+    """The cell of the one run that lost, where every worse cell is of that one run (one test,
+    one set of nodes, one run after); else None."""
+    runs = {(c.test, c.used) for c in worse}
+    if len(runs) != 1:
+        return None
+    speed = [c for c in worse if c.aspect == SPEED] or worse
+    return speed[0] if all(c.runs == 1 for c in worse) and speed[0].runs == 1 else None
 
 
 def _what(worse, cells):
