@@ -20,6 +20,7 @@ share them, and how much each got depended on what ran beside it (the host's MNI
 
 import contextlib
 import itertools
+import re
 import subprocess
 import sys
 
@@ -137,6 +138,29 @@ def injected(fault, scratch):
         yield image_slowed_config(scratch)
     else:
         yield 'simulated'
+
+
+def listed_candidates(line):
+    """The candidates a `likely cause: cannot tell: ` line lists, as names ('node nid001'): a
+    short list 'A or B', a long one grouped ('one of host stack, image A/B, nid001/nid002 (the
+    node, a GPU of it or its link)', mlcheck.history.causes)."""
+    text = line.split('cannot tell: ', 1)[1].split(': ', 1)[0]
+    if not text.startswith('one of '):
+        return text.split(' or ')
+    kinds = {'the node': 'node {}', 'a GPU of it': 'a GPU of {}', 'its link': 'the link of {}'}
+    names = []
+    for group in re.split(r', (?![^(]*\))', text[len('one of '):]):
+        nodes = re.fullmatch(r'(\S+) \((.*)\)', group)
+        if group.startswith('the network layer of image '):
+            names += [f'image {i} (its network layer)' for i in group.split()[-1].split('/')]
+        elif group.startswith(('image ', 'node ')):
+            names += [f'{group.split()[0]} {i}' for i in group.split()[1].split('/')]
+        elif nodes:
+            said = re.split(r', | or ', nodes.group(2))
+            names += [kinds[k].format(n) for n in nodes.group(1).split('/') for k in said]
+        else:
+            names.append(group)
+    return names
 
 
 def likely_causes(before, after, fault, *options):

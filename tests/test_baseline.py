@@ -15,7 +15,7 @@ from command_line import one_line_error, run_main
 from conftest import REPO, sha256
 from mlcheck.commands import baseline
 from mlcheck.history.samples import Sample
-from perflogs import BASELINE, CAMPAIGN, as_run, samples, spec, write_perflog
+from perflogs import BASELINE, CAMPAIGN, SESSIONS, as_run, samples, spec, write_perflog
 
 SIM_REFERENCES = f'{REPO}/config/references/sim.yaml'
 
@@ -352,3 +352,31 @@ def test_figures_that_follow_the_machine_s_speed_are_written_at_the_file_s_speed
     code, out, _ = record(tmp_path, capsys, write_perflog(tmp_path / 'old.log', speedless), '--var', 'train_time')
     assert code == 0 and entry_of(tmp_path / 'sim.yaml')['samples_per_s'][0] == 1000
     assert '6 value(s) had no recorded speed' in out
+
+
+def test_a_selection_with_a_failed_run_is_refused_unless_allowed(tmp_path, capsys):
+    """Issue 49 (new-user trial): a failed repetition was recorded without a word, its passing
+    repetitions becoming the references."""
+    found = samples(BASELINE)
+    failed = [dataclasses.replace(s, value=None, jobid='failed', time=s.time + 1) for s in found[:2]]
+    log = write_perflog(tmp_path / 'with-failed.log', found + failed)
+    err = record_error(tmp_path, capsys, log)
+    assert "holds 1 failed run(s) of 1 test(s) (MNISTDistributedCheck" in err and '--allow-failed' in err
+    assert not (tmp_path / 'sim.yaml').exists()
+    code, out, _ = record(tmp_path, capsys, log, '--allow-failed')
+    assert code == 0 and 'references written' in out
+
+
+def test_a_reference_moving_more_than_its_noise_is_warned_of(tmp_path, capsys):
+    """Issue 49: slowest_rank_fraction 0.95 -> 0.80 with 17 % noise was written without a word
+    (here the quiet machine's baseline, 3.4 % noise, 30 % slower)."""
+    found = samples(next(s for s in SESSIONS['quiet'] if s['kind'] == 'baseline2'))
+    record(tmp_path, capsys, write_perflog(tmp_path / 'first.log', found))
+    slower = [dataclasses.replace(s, value=0.7 * s.value) for s in found]
+    code, out, _ = record(tmp_path, capsys, write_perflog(tmp_path / 'slower.log', slower))
+    assert code == 0
+    warned = [line for line in out.splitlines() if line.startswith('warning: the reference of ')]
+    assert warned and all('(-30 %), more than 2 x its noise' in line for line in warned), out
+    # recorded again unchanged: no warning
+    code, out, _ = record(tmp_path, capsys, write_perflog(tmp_path / 'again.log', slower))
+    assert code == 0 and 'warning' not in out

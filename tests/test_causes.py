@@ -51,7 +51,9 @@ def test_1_a_slow_node_every_run_used_is_not_the_host_stack_alone(tmp_path, caps
     code, out = report_of(tmp_path, capsys, before, after)
     [line] = likely(out)
     assert code == 1 and line.startswith('likely cause: cannot tell: host stack or node nid001')
-    assert 'to separate them: reframe -c checks/ -r -P num_nodes=1 -J exclude=nid001' in line
+    # a training check (the host stack must slow it) in one image, on the other nodes
+    assert re.search(r'to separate them: reframe -c checks/ -r -n (MNIST|CIFAR)\w+ -P image=\S+ '
+                     r'-P num_nodes=1 -J exclude=nid001 \(the same check on other nodes\)', line), line
 
 
 def without_rank(samples):
@@ -116,10 +118,15 @@ def test_4_what_did_not_run_after_is_not_a_failure(tmp_path, capsys):
     before, after = scenario(Fault('fabric', None, 0.3), after_counts=(1, 2))
     [line] = likely(report_of(tmp_path, capsys, before, after)[1])
     assert 'failed' not in line and 'fabric' in line
-    # nothing slower: no cause, whatever was retired
+    # nothing slower: no cause, whatever was retired; the retired image's tests still fail the
+    # gate (NO RESULT AFTER), and the first line says so rather than "nothing ... failed"
     before, after = scenario(before_images=IMAGES + ('torch-2.8.0',))
     code, out = report_of(tmp_path, capsys, before, after)
-    assert likely(out) == [] and out.startswith('no likely cause: nothing got slower or failed\n')
+    assert code == 1 and likely(out) == []
+    assert out.startswith('no cause located: 9 test(s) fail the gate with no run after to locate it '
+                          '(NO RESULT AFTER: '), out
+    code, out = report_of(tmp_path, capsys, before, after, '-n', '2.9.1', '-n', '2.12.0', '-n', '2.14.1')
+    assert code == 0 and out.startswith('no likely cause: nothing got slower or failed\n')
 
 
 def test_5_a_second_cause_beyond_the_first_is_named():
@@ -138,7 +145,10 @@ def test_9_the_slowest_rank_s_fraction_names_a_gpu(tmp_path, capsys):
     code, out = report_of(tmp_path, capsys, before, after)
     [line] = likely(out)
     assert code == 1 and line.startswith('likely cause: cannot tell: a GPU of nid001 or binding')
-    assert 'to separate them: reframe -c checks/ -r -P num_nodes=1 -J exclude=nid001' in line
+    # nid001 is the only node these runs used: a run elsewhere tells, if the partition has one
+    assert ('to separate them: reframe -c checks/ -r -n MNISTDistributedCheck -P image=torch-2.9.1 '
+            '-P num_nodes=1 -J exclude=nid001 (the same check on nodes these runs did not use: if the '
+            'partition has none, no run separates them)') in line
     assert 'second image' not in line
 
 
@@ -152,7 +162,8 @@ def test_one_image_slower_is_that_image_with_its_stack():
 
 def test_an_image_that_fails_is_that_image():
     [v] = verdicts(*scenario(Fault('image fails', 'torch-2.12.0', 0.3)))
-    assert v.layer == 'image torch-2.12.0' and '9 failed' in v.line()
+    assert v.layer == 'image torch-2.12.0' and '45 runs failed after (9 tests: ' in v.line()
+    assert 'the failed runs are exactly those of image torch-2.12.0' in v.line()
 
 
 def test_every_image_slower_with_jobs_spread_is_the_host_stack():
@@ -205,16 +216,22 @@ def failed_with(after, reason):
 
 def test_the_placement_sanity_s_sentences_read_back_as_the_binding(lumi):
     """Round trip from judging.sanity's writers through the record to the report's reader: a
-    sentence reworded without its pattern fails here."""
-    before, after = scenario(Fault('image fails', 'torch-2.12.0', 0.3))
+    sentence reworded without its pattern fails here. Failures on no one node nor image (every
+    training run, with jobs spread) are the binding; those of one image alone are that image's
+    (the same binding passed in the others)."""
+    before, after = scenario(Fault('binding', None, 0.3), mode='spread')
+    everywhere = [dataclasses.replace(s, value=None) if s.check != 'InterconnectCheck' else s for s in after]
+    one_image = scenario(Fault('image fails', 'torch-2.12.0', 0.3))
     for name, broken in PLACEMENT_BROKEN.items():
         for reason in stored_reasons(lumi, broken):
-            found = verdicts(before, failed_with(after, reason))
-            assert [v.layer for v in found] == ['binding'], (name, reason)
-            assert found[0].evidence.startswith('9 tests failed the placement sanity')
+            found = verdicts(before, failed_with(everywhere, reason))
+            assert [v.layer for v in found][:1] == ['binding'], (name, reason)
+            assert found[0].evidence.startswith('18 tests failed the placement sanity, on no one node')
+            assert [v.layer for v in verdicts(one_image[0], failed_with(one_image[1], reason))] == \
+                ['image torch-2.12.0'], (name, reason)
     for name, broken in OTHER_BROKEN.items():
         for reason in stored_reasons(lumi, broken):
-            assert [v.layer for v in verdicts(before, failed_with(after, reason))] == \
+            assert [v.layer for v in verdicts(one_image[0], failed_with(one_image[1], reason))] == \
                 ['image torch-2.12.0'], (name, reason)
 
 
@@ -232,7 +249,8 @@ def test_every_separating_command_is_one_a_dry_run_accepts(tmp_path):
         _, _, before, after = scenario_bank.draw(random.Random(seed))
         for v in verdicts(before, after):
             if v.separating:
-                command = v.separating.split(' (')[0]
+                # the bank's images are not the simulated partition's: its host image stands in
+                command = re.sub(r'-P image=\S+', '-P image=host', v.separating.split(' (')[0])
                 forms.setdefault(re.sub(r'=\S+', '', command), command)    # one of each form
     forms['one image'] = causes.separating([('image torch-2.9.1',), ('host stack',)],
                                            cells.cells_of(*_one_image())).split(' (')[0]

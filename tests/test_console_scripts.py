@@ -54,3 +54,16 @@ def test_setup_reinstalls_when_a_console_script_is_missing(tmp_path):
     assert setup_says(tmp_path)
     (bin_dir / 'mlcheck-baseline').unlink()
     assert not setup_says(tmp_path)
+
+
+def test_help_and_errors_name_the_command_as_typed(tmp_path):
+    """Issue 49 (new-user trial): `mlcheck-report --help` and its errors said `python -m
+    mlcheck.commands.report`."""
+    script = os.path.join(os.path.dirname(sys.executable), 'mlcheck-report')
+    done = subprocess.run([script, '--help'], capture_output=True, text=True)
+    assert done.returncode == 0 and done.stdout.startswith('usage: mlcheck-report '), done.stdout[:200]
+    done = subprocess.run([script, str(tmp_path / 'none.log'), str(tmp_path / 'none.log')],
+                          capture_output=True, text=True)
+    assert done.returncode == 2 and done.stderr.startswith('mlcheck-report: error: '), done.stderr
+    done = subprocess.run([sys.executable, '-m', 'mlcheck.commands.report', '--help'], capture_output=True, text=True)
+    assert done.stdout.startswith('usage: python -m mlcheck.commands.report '), done.stdout[:200]

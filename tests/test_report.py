@@ -13,6 +13,7 @@ import subprocess
 from command_line import run_report
 from mlcheck.history import compare
 from mlcheck.figures import stack
+from mlcheck.history.samples import Sample
 from mlcheck.history.selection import load, parse_selection
 from perflogs import BASELINE, CAMPAIGN, SLOWED, UNCHANGED, as_run, samples, spec, write_perflog
 
@@ -179,3 +180,17 @@ def test_a_perf_log_moved_aside_for_the_new_header_is_still_read(tmp_path, capsy
     period = f"{BASELINE['start']}:{BASELINE['end']}"
     code, out, err = run_report(capsys, f'{tmp_path / "perflogs"}@{period}', spec(SLOWED))
     assert err == '' and '3 regression(s)' in out
+
+
+def test_the_per_repetition_panels_share_one_relative_scale():
+    """Issue 49 (new-user trial): each panel's own y range made -3 % in one panel look like -41 %
+    in another. Every panel now spans the same share of its mean before."""
+    from mlcheck.history import plots
+
+    def runs(values):
+        return [Sample('sim:cluster', 'T', 'host', 1, 'x', v, 'samples/s', 1.8e9 + i) for i, v in enumerate(values)]
+    panels = [('small change', 'host', {'before': runs([1000, 1002]), 'after': runs([970, 971])}),
+              ('large change', 'host', {'before': runs([10, 10]), 'after': runs([5.9, 6.0])})]
+    (low_a, high_a), (low_b, high_b) = plots.relative_limits(panels)
+    assert abs(high_a / 1001 - high_b / 10) < 1e-9 and abs(low_a / 1001 - low_b / 10) < 1e-9
+    assert low_b < 5.9 and low_a < 970 * 0.7       # the -41 % fits, and -3 % looks like -3 %

@@ -11,6 +11,7 @@ from hypothesis import given, settings, strategies as st
 
 from mlcheck.commands import report
 from mlcheck.history import compare
+from mlcheck.history.evidence import EvidenceTable
 from mlcheck.history.compare import Rule
 from mlcheck.history.samples import Sample
 
@@ -62,7 +63,8 @@ def test_a_test_with_values_before_and_none_after_never_passes(found):
     broken = {t for t in tests if not any(valued(after) for (test, _), (_, _, after) in found.items()
                                           if test == t)}
     if broken:
-        assert report.gate(compared(found)) == report.EXIT_REGRESSION
+        table = EvidenceTable.of(samples(found, 'before'), samples(found, 'after'), RULE)
+        assert table.exit_status() == report.EXIT_REGRESSION
 
 
 @settings(max_examples=100, deadline=None)
@@ -117,8 +119,10 @@ def test_an_unchanged_test_is_never_a_regression(before, within, unit, runs, dat
 
 @settings(max_examples=15, deadline=None)
 @given(groups())
-def test_the_exit_status_is_1_iff_a_verdict_fails(found):
-    """End to end: perf logs written, read back and judged by the command."""
+def test_the_exit_status_is_1_iff_a_verdict_fails_or_a_run_failed_after(found):
+    """End to end: perf logs written, read back and judged by the command: 1 iff a verdict fails,
+    a run failed after, or a cause is named (tests/test_evidence.py: the contract on sessions
+    of a partition)."""
     from perflogs import write_perflog
     before, after = samples(found, 'before'), samples(found, 'after')
     if not before and not after:
@@ -129,5 +133,8 @@ def test_the_exit_status_is_1_iff_a_verdict_fails(found):
         logs = [write_perflog(Path(scratch) / f'{side}.log', ss or [filler])
                 for side, ss in (('before', before), ('after', after))]
         code = report.main(logs)
-    verdicts = {c.verdict for c in compare.compare(before or [filler], after or [filler])}
-    assert code == (report.EXIT_REGRESSION if verdicts & set(compare.FAILING) else 0), verdicts
+    table = EvidenceTable.of(before or [filler], after or [filler], RULE)
+    verdicts = {c.verdict for c in table.comparisons}
+    failed_after = any(s.value is None for s in after)
+    assert code == (report.EXIT_REGRESSION if verdicts & set(compare.FAILING) or failed_after
+                    or table.verdicts else 0), verdicts

@@ -60,6 +60,9 @@ def parse_args(argv):
                              '(repeatable; default: every variable but the run-length totals, '
                              f'{", ".join(sorted(RUN_LENGTH_TOTALS))}, which grow with -S epochs)')
     parser.add_argument('--dry-run', action='store_true', help='print the file instead of writing it')
+    parser.add_argument('--allow-failed', action='store_true',
+                        help='record the runs that passed of a selection where some failed (without '
+                             'it such a selection is refused: a failure must not become the normal)')
     return parser.parse_args(argv)
 
 
@@ -281,8 +284,36 @@ def at_the_files_speed(samples, data):
     return brought, unknown
 
 
-def update(data, comments, found, selection, tolerance):
-    """Put the medians into `data`; returns the table rows of what changed."""
+def refuse_failed(samples, args):
+    """A selection with failed runs is refused (an InputError naming them) unless
+    --allow-failed: its passing repetitions alone would make the failure the new normal."""
+    failed = sorted({s.name for s in samples if s.value is None})
+    if failed and not args.allow_failed:
+        runs = len({(s.name, s.jobid, s.time) for s in samples if s.value is None})
+        raise InputError(f'selection {args.selection!r} holds {runs} failed run(s) of {len(failed)} '
+                         f'test(s) ({", ".join(failed[:3])}{" and more" if len(failed) > 3 else ""}): '
+                         'rerun them, or pass --allow-failed to record the runs that passed')
+
+
+def moved(old, value, values, tolerance):
+    """A warning where a reference moves by more than its noise allows (twice the spread of
+    the runs recorded, or the tolerance where one run gives no spread), else ''."""
+    if not isinstance(old, list) or not old or not old[0]:
+        return ''
+    change = value / old[0] - 1
+    spread = statistics.stdev(values) / abs(statistics.median(values)) if len(values) > 1 and \
+        statistics.median(values) else None
+    allowed = 2 * spread if spread is not None else tolerance
+    if abs(change) <= allowed:
+        return ''
+    return (f'{old[0]:.4g} -> {value:.4g} ({100 * change:+.0f} %), more than '
+            + (f'2 x its noise ({100 * spread:.1f} %)' if spread is not None else
+               f'the tolerance ({100 * tolerance:g} %: one run has no spread)'))
+
+
+def update(data, comments, found, selection, tolerance, warnings=None):
+    """Put the medians into `data`; returns the table rows of what changed (and appends to
+    `warnings` each reference that moved by more than its noise allows)."""
     table, today = [], datetime.now().astimezone().strftime('%Y-%m-%d')
     for key, (value, unit, values, settings) in sorted(found.items()):
         system, check, partition, image, nodes, var = key
@@ -296,6 +327,10 @@ def update(data, comments, found, selection, tolerance):
             level = level.setdefault(key, {})
         per_var = level.setdefault(nodes, {})
         old = per_var.get(var)
+        warning = moved(old, value, values, tolerance)
+        if warning and warnings is not None:
+            warnings.append(f'warning: the reference of {check} {image} {nodes} node(s) {var} moves '
+                            f'{warning}: check the runs before relying on it')
         if isinstance(old, list) and len(old) >= 3:
             lower, upper = old[1], old[2]
         else:   # worse beyond the tolerance fails; an informational figure has no bound
@@ -364,8 +399,10 @@ def record(args):
     directory = args.references_dir or references_dir()
     tolerance = parse_fraction(args.tolerance, '--tolerance')
     selection = parse_selection(args.selection)
-    samples = load(selection, open_database(args, [selection]))
-    samples = [s for s in samples if args.name in s.name]
+    samples = [s for s in load(selection, open_database(args, [selection]), with_failed=True)
+               if args.name in s.name]
+    refuse_failed(samples, args)
+    samples = [s for s in samples if s.value is not None]
     unknown = sorted(set(args.var) - {s.var for s in samples})
     if unknown:
         raise InputError(f'selection {args.selection!r} holds no value of {", ".join(unknown)}'
@@ -399,8 +436,11 @@ def record(args):
         with contextlib.nullcontext() if args.dry_run else locked(path):
             references, data = read_references(path)
             mine, unknown = at_the_files_speed([s for s in samples if s.system == system], data)
-            table = update(data, references.head, medians(mine), described, tolerance)
+            warnings = []
+            table = update(data, references.head, medians(mine), described, tolerance, warnings)
             print(text_table(('partition', 'test', 'variable', 'runs', 'was', 'now', 'noise'), table))
+            for warning in warnings:
+                print(warning)
             speed = data.get(MACHINE_SPEED) or {}
             if speed:
                 print(f"figures that follow the machine's speed written at the file's "

@@ -19,9 +19,16 @@ DEFAULT_CONFIG = os.path.join(REPO, 'config', 'simulated.py')
 EXIT_REGRESSION, EXIT_BAD_INPUT, EXIT_INTERNAL = 1, 2, 3
 
 
+def as_typed(prog):
+    """The command's name as its user typed it: the console script (`mlcheck-report`) where that
+    is what ran, else `prog` (`python -m mlcheck.commands.report`, or the module in a test)."""
+    typed = os.path.basename(sys.argv[0]) if sys.argv else ''
+    return typed if typed.startswith('mlcheck-') else prog
+
+
 def argument_parser(prog, description):
     """A command's parser, its help ending with the forms of a selection."""
-    return argparse.ArgumentParser(prog=prog, description=description,
+    return argparse.ArgumentParser(prog=as_typed(prog), description=description,
                                    epilog='selections:\n' + SELECTION_FORMS,
                                    formatter_class=argparse.RawDescriptionHelpFormatter)
 
@@ -119,6 +126,7 @@ def one_line_errors(command, run):
     regression code: a crash must not read as a verdict; a reader that closes the pipe ends the
     output, never the files or the exit status. All it prints has its control characters
     escaped (data from others must not drive the terminal: mlcheck.visible)."""
+    command = as_typed(command)
     stdout, sys.stdout = sys.stdout, ReaderMayLeave(sys.stdout)
     try:
         with shown_safely():

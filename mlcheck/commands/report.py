@@ -27,12 +27,14 @@ from mlcheck.commands.common import (add_source_arguments, argument_parser, one_
 from mlcheck.commands.common import EXIT_BAD_INPUT, EXIT_INTERNAL, EXIT_REGRESSION  # noqa: F401 - its documented codes
 from mlcheck.errors import InputError
 from mlcheck.visible import write_escaped
-from mlcheck.history import causes, compare
+from mlcheck.history import compare
+from mlcheck.history.causes import REPEAT
+from mlcheck.history.evidence import EvidenceTable
 from mlcheck.figures import stack
 from mlcheck.history import settings as recorded_settings, trial_runs
 from mlcheck.history.recorded_defaults import RECORDED_DEFAULTS
 from mlcheck.history.compare import Rule
-from mlcheck.history.samples import NOT_RECORDED, group, slug, test_of_sample, valued
+from mlcheck.history.samples import NOT_RECORDED, group, listed, slug, test_of_sample, valued
 from mlcheck.history.selection import AllFailed, load, parse_selection
 
 COLUMNS = ('partition', 'test', 'variable', 'n before', 'n after', 'mean before', 'mean after',
@@ -51,6 +53,10 @@ def parse_args(argv):
     parser.add_argument('--min-repeats', type=int, default=Rule.min_repeats,
                         help='repetitions a side needs for its own spread; a side with fewer is '
                              "judged against the other side's (default: %(default)s)")
+    parser.add_argument('--require-repeats', type=int, default=0, metavar='N',
+                        help='refuse to gate (exit 2, one line) where a compared test has fewer than '
+                             f'N runs on a side; a CI gate wants {REPEAT}: fewer raise false alarms '
+                             '(docs/performance-history.md) (default: gate on any)')
     parser.add_argument('-n', '--name', action='append', default=[],
                         help='only tests whose name contains this text (given several times: '
                              'any of them)')
@@ -73,9 +79,10 @@ ORDER = (compare.NO_RESULT, compare.OTHER_SETTINGS, compare.UNIT_CHANGED, compar
 ACT_ON = compare.FAILING
 
 
-def rows(comparisons):
+def rows(comparisons, table=None):
     """Table rows of the judged comparisons, in ORDER; a test's settings are shown where the
-    same test ran with other settings too."""
+    same test ran with other settings too, and its failed runs (`1 of 3 failed after`) beside
+    its verdict."""
     tests = group(comparisons, lambda c: c.key[:3])
     out = []
     for c in sorted((c for c in comparisons if c.verdict in ORDER),
@@ -85,9 +92,10 @@ def rows(comparisons):
             name = f'{name} [{settings or NOT_RECORDED}]'
         noise = '' if c.noise is None else f'{100 * c.noise:.1f}%' + (
             f' ({c.noise_of} only)' if c.noise_of != 'both' else '')
+        failed = table.runs_note(c) if table else ''
         out.append((partition, name, var, str(len(c.before)), str(len(c.after)),
                     _figure(c.mean_before, c.unit), _figure(c.mean_after, c.unit),
-                    percent(c.change), noise, c.verdict))
+                    percent(c.change), noise, c.verdict + (f'; {failed}' if failed else '')))
     return out
 
 
@@ -133,12 +141,12 @@ def summary(comparisons, rule):
                      f'{rule.min_repeats} on both sides), judged by the threshold alone, '
                      f'{count(compare.TOO_FEW_WORSE)} worse beyond it ({compare.TOO_FEW_WORSE}: '
                      f'fails the gate): run them with --repeat {max(rule.min_repeats, 3)} or more '
-                     f'({_listed(tests)})')
+                     f'({listed(tests)})')
     one_sided = sorted({c.key[1] for c in comparisons if c.noise_of in ('before', 'after')})
     if one_sided:
         lines.append(f'{len(one_sided)} test(s) with too few repetitions on one side, judged '
                      "against the other side's spread (noise marked 'only'): "
-                     f'{_listed(one_sided)}')
+                     f'{listed(one_sided)}')
     unrecorded = sum(c.key[3] == '' for c in comparisons)
     if unrecorded and any(c.key[3] for c in comparisons):
         lines.append(f'{unrecorded} with {NOT_RECORDED} (a perf log older than its '
@@ -148,6 +156,15 @@ def summary(comparisons, rule):
             lines.append(f'{count(verdict)} {verdict} (no value on the other side: not '
                          'measured, or new)')
     return lines
+
+
+def repeats_note(few):
+    """One line where the gate ran on fewer repetitions than it is measured at."""
+    if not few or few[0] >= REPEAT:
+        return []
+    return [f'gated on as few as {few[0]} run(s) a side ({few[1]}, {few[2]}): the gate is measured '
+            f'at --repeat {REPEAT}, and fewer raise more false alarms (docs/performance-history.md); '
+            f'--require-repeats {REPEAT} refuses such a gate']
 
 
 def defaults_note(filled):
@@ -165,9 +182,6 @@ def without_reference(samples):
                    if s.reference and s.reference[0] in (None, 0) and s.reference[1:] == (None, None)})
 
 
-def _listed(names, most=4):
-    return ', '.join(names[:most]) + (f' and {len(names) - most} more' if len(names) > most else '')
-
 
 def stack_changes(before, after):
     """[(partition, image, change line)] for each image whose software stack differs."""
@@ -182,20 +196,16 @@ def stack_changes(before, after):
     return found
 
 
-def cause_lines(comparisons, ran_before, ran_after, rule=Rule()):
-    """The 'likely cause: ' lines (mlcheck.history.causes), or one saying there is none."""
-    found = causes.likely_causes(comparisons, ran_before, ran_after, rule)
-    return [c.line() for c in found] or ['no likely cause: nothing got slower or failed']
-
-
-def write_report(directory, args, before, after, comparisons, rule, likely=()):
+def write_report(directory, args, before, after, table, likely=()):
     """DIR/report.md and its plots; returns the report's path. What a reader acts on comes
     first: regressions, improvements, the software stack's changes, then the rest."""
     os.makedirs(directory, exist_ok=True)
-    table = rows(comparisons)
-    sections = {'Regressions': [r for r in table if r[-1] in ACT_ON],
-                'Improvements': [r for r in table if r[-1] == compare.IMPROVED]}
-    lines = summary(comparisons, rule)
+    comparisons, rule = table.comparisons, table.rule
+    lines = summary(comparisons, rule) + table.failed_lines()
+    table = rows(comparisons, table)
+    failed = lambda r: ' failed after' in r[-1]
+    sections = {'Regressions and failed runs': [r for r in table if r[-1].split(';')[0] in ACT_ON or failed(r)],
+                'Improvements': [r for r in table if r[-1].split(';')[0] == compare.IMPROVED and not failed(r)]}
     text = [f'# Performance: {args.after} against {args.before}', '',
             f'Written {datetime.now().astimezone():%Y-%m-%d %H:%M %Z} by `python -m mlcheck.commands.report`'
             f' from `{args.before}` ({len(before)} values) and `{args.after}` ({len(after)} values).',
@@ -227,7 +237,7 @@ def notes(after):
     if not missing:
         return []
     return [f'{len(missing)} test(s) ran without a reference, so ReFrame could not pass or fail '
-            f'their figures: record one with python -m mlcheck.commands.baseline ({_listed(missing)})']
+            f'their figures: record one with python -m mlcheck.commands.baseline ({listed(missing)})']
 
 
 def plot_all(directory, plot_var, before, after):
@@ -281,9 +291,9 @@ def compare_and_report(args):
     selections = [parse_selection(args.before), parse_selection(args.after)]
     database = open_database(args, selections)
     # test cases without values count: a selection whose tests all failed names them
-    ran_before = load(selections[0], database, with_failed=True)
+    ran_before = stopped_at_setup(load, selections[0], database)
     try:
-        ran_after = load(selections[1], database, with_failed=True)
+        ran_after = stopped_at_setup(load, selections[1], database)
     except AllFailed as failed:
         print(f'likely cause: cannot tell: {failed}: nothing ran to compare; fails like a regression')
         return EXIT_REGRESSION
@@ -295,23 +305,43 @@ def compare_and_report(args):
     ran, filled = recorded_settings.with_defaults(ran_before + ran_after, RECORDED_DEFAULTS)
     ran_before, ran_after = ran[:len(ran_before)], ran[len(ran_before):]
     ran_before, trials = trial_runs.without_trial_runs(ran_before, ran_after)
-    comparisons = compare.compare(ran_before, ran_after, rule)
+    # the rows, the exit status and the likely cause, all from one table of the runs
+    table = EvidenceTable.of(ran_before, ran_after, rule)
+    comparisons = table.comparisons
+    few = table.fewest_runs()
+    if few and args.require_repeats and few[0] < args.require_repeats:
+        raise InputError(f'--require-repeats {args.require_repeats}: {few[1]} has {few[0]} run(s) '
+                         f'{few[2]}; run both sides with --repeat {args.require_repeats}')
     before, after = valued(ran_before), valued(ran_after)
-    likely = cause_lines(comparisons, ran_before, ran_after, rule)
-    text = ['\n'.join(likely), '', text_table(COLUMNS, rows(comparisons)), '',
-            '\n'.join(summary(comparisons, rule) + defaults_note(filled)
+    likely = table.cause_lines()
+    text = ['\n'.join(likely), '', text_table(COLUMNS, rows(comparisons, table)), '',
+            '\n'.join(summary(comparisons, rule) + table.failed_lines() + repeats_note(few)
+                      + defaults_note(filled)
                       + trial_runs.left_out_lines(trials) + notes(after))]
     text += [f'stack of {image} on {partition}: {line}' for partition, image, line in stack_changes(before, after)]
     # the report's files first: a reader that stops reading (| head) must not cost them
     if args.output:
-        text.append(f'report: {write_report(args.output, args, before, after, comparisons, rule, likely)}')
+        text.append(f'report: {write_report(args.output, args, before, after, table, likely)}')
     print('\n'.join(text))     # a closed pipe ends only the output (common.one_line_errors)
-    return gate(comparisons)
+    return table.exit_status()
 
 
-def gate(comparisons):
-    """The exit status of judged comparisons: EXIT_REGRESSION iff a verdict fails the gate."""
-    return EXIT_REGRESSION if any(c.verdict in compare.FAILING for c in comparisons) else 0
+# ReFrame's exception for a session ended from a check's hook (harness.reframe_api.stop_session):
+# a -S name no check knows, before any job ran
+SETUP_STOP = 'ForceExitError'
+
+
+def stopped_at_setup(load, selection, database):
+    """The selection's samples; a session that stopped on a config error before any job ran
+    (a mistyped -S) is bad input, not a regression: nothing of the upgrade ran."""
+    try:
+        return load(selection, database, with_failed=True)
+    except AllFailed as failed:
+        if SETUP_STOP not in str(failed):
+            raise
+        raise InputError(f'selection {selection.spec!r} is a session that stopped before any job ran '
+                         f'({failed}): not a run to compare; name another session '
+                         '(reframe --list-stored-sessions)') from None
 
 
 if __name__ == '__main__':

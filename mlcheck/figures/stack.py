@@ -115,19 +115,26 @@ def typical(stacks):
     return {name: counter.most_common(1)[0][0] for name, counter in counts.items()}
 
 
+NONE = 'none'    # a fact one side recorded and the other did not: it appeared, or vanished
+
+
 def changes(before, after):
-    """[(fact, old, new)] of the facts both sides know and that differ."""
+    """[(fact, old, new)] of the facts that differ, 'none' where one side recorded the fact and
+    the other did not (a network plugin RCCL no longer loads is the change that matters)."""
     old, new = typical(before), typical(after)
     order = list(FACTS) + sorted((set(old) | set(new)) - set(FACTS))
-    return [(name, old[name], new[name]) for name in order
-            if name in old and name in new and old[name] != new[name]]
+    return [(name, old.get(name, NONE), new.get(name, NONE)) for name in order
+            if (name in old or name in new) and old.get(name) != new.get(name)]
 
 
 def change_line(found, rocm=False):
-    """'RCCL 2.20.5 -> 2.22.3; aws-ofi-rccl 1.4.0 -> aws-ofi-nccl 1.18.0'. The plugin's value
-    names itself; NCCL is called RCCL on ROCm."""
+    """'RCCL 2.20.5 -> 2.22.3; aws-ofi-rccl 1.4.0 -> aws-ofi-nccl 1.18.0; network plugin
+    aws-ofi-rccl 1.4.0 -> none (not loaded)'. The plugin's value names itself; NCCL is called
+    RCCL on ROCm."""
     parts = []
     for name, old, new in found:
         label = 'RCCL' if name == 'nccl' and rocm else FACTS.get(name, name)
-        parts.append(f'{old} -> {new}' if name == 'net_plugin' else f'{label} {old} -> {new}')
+        # a plugin's value names it, unless one side has none
+        said = f'{old} -> {new}' if name == 'net_plugin' and NONE not in (old, new) else f'{label} {old} -> {new}'
+        parts.append(said + (' (not loaded)' if name == 'net_plugin' and new == NONE else ''))
     return '; '.join(parts)

@@ -24,6 +24,9 @@ def candidates(cells):
         found[f'image {image}'] = (lambda c, image=image: _image(c, image), None)
     if any(c.num_nodes > 1 for c in cells):
         found['fabric'] = (_fabric, None)
+        for image in images:
+            if any(c.num_nodes > 1 and c.image == image for c in cells):
+                found[network_layer(image)] = (lambda c, image=image: _image_network(c, image), None)
     worse_nodes = sorted(set().union(*(c.used or () for c in cells if c.status != 'same')))
     has_rank = any(c.aspect == RANK for c in cells)
     for node in worse_nodes:
@@ -53,6 +56,22 @@ def _image(c, image):
         return MUST if c.training else MAY
     return MAY if c.aspect in (LOADER, BEYOND_NODES) or c.aspect == BEYOND_IMAGE and c.other.image != image \
         else None
+
+
+def network_layer(image):
+    """The candidate of an image's own network layer (its collective library's network plugin,
+    its libfabric): what its jobs send across nodes."""
+    return f'image {image} (its network layer)'
+
+
+def _image_network(c, image):
+    # as the fabric, in one image only: a plugin RCCL no longer loads, a libfabric built
+    # without the site's provider; within a node its jobs use shared memory, unchanged
+    if c.image != image:
+        return None
+    if c.aspect == BEYOND_IMAGE:
+        return MAY if c.other.image != image and c.num_nodes > 1 else None
+    return _fabric(c)
 
 
 def _fabric(c):

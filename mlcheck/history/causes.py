@@ -14,9 +14,10 @@ from dataclasses import dataclass
 
 from mlcheck.figures import stack
 from mlcheck.history import compare, node_names
-from mlcheck.history.candidates import Evidence
+from mlcheck.history.candidates import Evidence, network_layer
 from mlcheck.history.cells import INTERCONNECT, LOADER, LOADER_VAR, RANK, RANK_VAR, SPEED, Z, cells_of
-from mlcheck.history.samples import group
+from mlcheck.history.runs import runs_of
+from mlcheck.history.samples import group, listed
 from mlcheck.judging.sanity import placement_said
 
 
@@ -41,9 +42,54 @@ class Verdict:
     def line(self):
         if self.kind != 'cannot tell':
             return f'likely cause: {self.layer}: {self.evidence}'
-        listed = ' or '.join(_name(h) for h in self.hypotheses) or 'no one cause nor pair of causes fits'
-        return (f'likely cause: cannot tell: {listed}: {self.evidence}'
-                + (f'; to separate them: {self.separating}' if self.separating else ''))
+        listed, pairs = _listed_hypotheses(self.hypotheses)
+        return (f'likely cause: cannot tell: {listed or "no one cause nor pair of causes fits"}: '
+                f'{self.evidence}'
+                + (f'; to separate them: {self.separating}' if self.separating else
+                   '; no run of these checks on these nodes separates them')
+                + (f'\n  or two causes at once: {pairs}' if pairs else ''))
+
+
+LISTED = 4     # more candidates than this are listed grouped, by node and by image
+
+
+def _listed_hypotheses(hypotheses):
+    """(the candidates as one phrase, the pairs as another or ''): a short list as it is, 'A or
+    B'; a long one with each image and node said once ('one of host stack, image A/B,
+    nid001/nid003 (the node, a GPU of it or its link)') and its pairs apart, for the next line."""
+    if sum(map(len, hypotheses)) <= LISTED:
+        return ' or '.join(_name(h) for h in hypotheses), ''
+    singles = [h[0] for h in hypotheses if len(h) == 1]
+    pairs = [_name(h) for h in hypotheses if len(h) > 1]
+    said = '; '.join(pairs) if len(pairs) <= 3 else f'{len(pairs)} pairs of these, one beyond the other'
+    return ('one of ' + _grouped(singles)) if singles else '', said
+
+
+def _grouped(names):
+    """'host stack, image A/B, the network layer of image A, nid001/nid002 (the node, a GPU of
+    it or its link)'."""
+    kinds = {'node ': 'the node', 'a GPU of ': 'a GPU of it', 'the link of ': 'its link'}
+    words, images, layers, nodes = [], [], [], {}
+    for name in names:
+        kind = next((k for k in kinds if name.startswith(k)), None)
+        if kind:
+            nodes.setdefault(name[len(kind):], []).append(kinds[kind])
+        elif name.endswith(NETWORK):
+            layers.append(name[len('image '):-len(NETWORK)])
+        elif name.startswith('image '):
+            images.append(name[len('image '):])
+        else:
+            words.append(name)
+    words += [f'image {"/".join(images)}'] if images else []
+    words += [f'the network layer of image {"/".join(layers)}'] if layers else []
+    for said in dict.fromkeys(tuple(k) for k in nodes.values()):
+        named = "/".join(n for n, k in nodes.items() if tuple(k) == said)
+        words.append(f'{named} ({_either(list(said))})' if said != ('the node',) else f'node {named}')
+    return ', '.join(words)
+
+
+def _either(parts):
+    return parts[0] if len(parts) == 1 else ', '.join(parts[:-1]) + ' or ' + parts[-1]
 
 
 def _name(hypothesis):
@@ -66,13 +112,21 @@ def likely_causes(comparisons, before=(), after=(), rule=compare.Rule()):
 
 def _of_partition(judged, before, after, rule):
     found = []
-    reasons = {s.name: s.problem for s in after if s.value is None and s.problem}
-    binding = sorted({c.key[1] for c in judged if c.verdict == compare.NO_RESULT
-                      and placement_said(reasons.get(c.key[1], ''))})
-    if binding:
+    # the runs, where some failed (most reports have none to locate)
+    runs = runs_of(after, 'after') if any(s.value is None for s in after) else []
+    failed = [r for r in runs if r.failed]
+    located = _located(failed, runs) if failed else None
+    if located:
+        found.append(located)
+        # the failures are accounted for: the runs that passed say whether anything got slower
+        after = [s for s in after if s.value is not None]
+    rest = judged
+    if failed and not located and all(placement_said(r.reason) for r in failed):
+        binding = sorted({r.test for r in failed})
         found.append(Verdict('binding', (('binding',),), f'{_count(binding, "test")} failed the '
-                             f'placement sanity ({_listed(binding)})'))
-    rest = [c for c in judged if c.key[1] not in binding]
+                             f'placement sanity, on no one node ({listed(binding)})'))
+        rest = [c for c in judged if c.key[1] not in binding]
+        after = [s for s in after if s.value is not None]
     cells = cells_of(rest, after, rule)
     # nothing clearly worse on its nodes, and yet a figure fails the gate: a loss too near the
     # noise to single out a cause, not "nothing got slower"
@@ -82,6 +136,77 @@ def _of_partition(judged, before, after, rule):
     return found + [diagnose(cells, _stack_changes(before, after))]
 
 
+# --- failed runs, located by the runs they were -------------------------------------------------------
+
+TRANSIENT = 'a transient'
+
+
+def _located(failed, runs):
+    """The Verdict on the failed runs after, where the candidates that would fail exactly those
+    runs (a node: every run on it; the fabric: every run across nodes; an image, or its network
+    layer; the host stack: every run) say where they are, or where one run alone failed (it may
+    be a transient); None where no candidate accounts for exactly them (the cells then judge
+    them as losses)."""
+    failing = frozenset(failed)
+    nodes = sorted(set().union(*(r.nodes for r in runs)))
+    across = lambda r: r.num_nodes > 1
+    predicted = {'host stack': lambda r: True, 'fabric': across}
+    for image in sorted({r.image for r in runs}):
+        predicted[f'image {image}'] = lambda r, image=image: r.image == image
+        predicted[network_layer(image)] = lambda r, image=image: r.image == image and across(r)
+    for node in nodes:
+        predicted[f'node {node}'] = lambda r, node=node: node in r.nodes
+        predicted[f'the link of {node}'] = lambda r, node=node: node in r.nodes and across(r)
+    exact = [name for name, fails in predicted.items()
+             if frozenset(r for r in runs if fails(r)) == failing]
+    what = _failures_said(failed)
+    if len(failed) == 1:
+        [run] = failed
+        named = [(TRANSIENT,)] + [(n,) for n in dict.fromkeys(
+            exact + [f'node {n}' for n in sorted(run.nodes)] + [f'image {run.image}'])]
+        return Verdict('cannot tell', tuple(named), what,
+                       f'{_cheapest(run)} --repeat 3 (the failed test again: a transient passes)')
+    if failed and all(placement_said(r.reason) for r in failed) and not any(
+            n.startswith(('node ', 'image ')) for n in exact):
+        return None     # the placement sanity failed on no one node nor image: the binding
+    if len(exact) == 1:
+        [name] = exact
+        if name.startswith('node '):
+            where = f'every failed run used {name.split()[-1]}, and every run that used it failed'
+        else:
+            where = f'the failed runs are exactly those {_scope(name)}'
+        elsewhere = {r.test for r in failed} & {r.test for r in runs if not r.failed}
+        return Verdict('cause', ((name,),), f'{what}; {where}'
+                       + ('; the same tests passed elsewhere' if elsewhere else ''))
+    if not exact:
+        return None
+    hypotheses = tuple((n,) for n in exact)
+    return Verdict('cannot tell', hypotheses, f'{what}; the failed runs fit each',
+                   separating(hypotheses, [], runs))
+
+
+def _scope(name):
+    """Which runs a candidate fails, in words: 'of image X', 'across nodes'..."""
+    if name.endswith(NETWORK):
+        return f'of {name.removesuffix(NETWORK)} across nodes'
+    if name.startswith('image '):
+        return f'of {name}'
+    if name.startswith('the link of '):
+        return f'across nodes that used {name.split()[-1]}'
+    return {'fabric': 'across nodes', 'host stack': 'of every test'}.get(name, f'of {name}')
+
+
+def _failures_said(failed):
+    """'12 runs failed after (5 tests; sanity: ...)', or the one run with its nodes."""
+    reasons = sorted({r.reason for r in failed if r.reason})
+    why = f': {reasons[0]}' + (f' and {len(reasons) - 1} other reason(s)' if len(reasons) > 1 else '') \
+        if reasons else ''
+    if len(failed) == 1:
+        [r] = failed
+        return (f'1 run failed after ({r.test}, repetition {r.repetition}, on '
+                f'{",".join(sorted(r.nodes)) or "nodes not recorded"}{why})')
+    return f'{len(failed)} runs failed after ({_count(sorted({r.test for r in failed}), "test")}{why})'
+
 
 # --- the verdict ----------------------------------------------------------------------------------
 
@@ -90,8 +215,19 @@ def diagnose(cells, stacks=None):
     ev = Evidence.of(cells)
     left, more = ev.standing()
     worse = [cells[i] for i in sorted(ev.worse) if cells[i].aspect in (SPEED, RANK, LOADER)]
-    what = _what(worse, cells) if worse else (f'figures fail the gate, none by more than {Z:g} '
-                                              'spreads of the noise on the nodes it ran on')
+    what = _what(worse, cells) if worse else (
+        'figures fail the gate, but no test is clearly worse than its noise on the nodes its runs '
+        f'used (by {Z:g} spreads): too near the noise to single out a cause')
+    alone = _one_run(worse)
+    if alone:
+        # one run alone lost, the test's other runs did not: a job beside another, or one bad
+        # moment, reads as that run's node or image; only running it again tells
+        named = ((TRANSIENT,),) + tuple(dict.fromkeys(tuple(left) + tuple(more) + tuple(
+            (n,) for n in ev.reach if ev.worse <= ev.reach[n])))
+        return Verdict('cannot tell', named, f'{what}; one run alone, on '
+                       f'{",".join(sorted(alone.used or ())) or "nodes not recorded"}',
+                       f'{RUN} -n {alone.check} -P image={alone.image} -P num_nodes={alone.num_nodes} '
+                       '--repeat 3 (that test again: a transient passes)')
     if worse and len(left) == 1 and not more:
         return Verdict('cause', left, f'{what}; {_support(left[0], ev, {} if stacks is None else stacks)}')
     hypotheses = tuple(left + more)
@@ -101,13 +237,24 @@ def diagnose(cells, stacks=None):
         covering = tuple((n,) for n in ev.reach if ev.worse <= ev.reach[n])
         return Verdict('cannot tell', covering,
                        f'{what}; none of these also leaves unchanged what it should slow, nor does a '
-                       'pair', separating(covering, cells) if covering else
-                       f'{RUN} --repeat 5 (more repetitions, to clear the noise)')
+                       'pair' + ('' if covering else ': more than two causes at once, or one that is '
+                                 'not a candidate'), separating(covering, cells))
     why = (f'{len(ev.unclear)} cell(s) too close to the noise to clear another cause; '
            if more else '') + 'the cells fit each'
-    stated = [s for s in (_stack_note(h, {} if stacks is None else stacks, cells) for h in left) if s]
+    stated = list(dict.fromkeys(s for s in (_stack_note(h, {} if stacks is None else stacks, cells)
+                                            for h in left) if s))
     return Verdict('cannot tell', hypotheses, '; '.join([what, why] + stated),
                    separating(hypotheses, cells))
+
+
+def _one_run(worse):
+    """The cell of the one run that lost, where every worse cell is of that one run (one test,
+    one set of nodes, one run after); else None."""
+    runs = {(c.test, c.used) for c in worse}
+    if len(runs) != 1:
+        return None
+    speed = [c for c in worse if c.aspect == SPEED] or worse
+    return speed[0] if all(c.runs == 1 for c in worse) and speed[0].runs == 1 else None
 
 
 def _what(worse, cells):
@@ -118,7 +265,7 @@ def _what(worse, cells):
     losses = [-c.loss for c in worse if c.loss < 1.0]
     measured = ', '.join(filter(None, [_range_of(losses), f'{failed} failed' if failed else '']))
     return (f'{_count(sorted({c.test for c in worse}), "test")} worse ({measured}: '
-            f'{_listed(images)} at {_counts(counts)})')
+            f'{listed(images)} at {_counts(counts)})')
 
 
 def _support(hypothesis, ev, stacks):
@@ -129,7 +276,7 @@ def _support(hypothesis, ev, stacks):
                    if cells[i].aspect == SPEED})
     parts = []
     if fine:
-        parts.append(f'unchanged: {_listed([f"{i} at {_counts([n])}" for i, n in fine], 6)}')
+        parts.append(f'unchanged: {listed([f"{i} at {_counts([n])}" for i, n in fine], 6)}')
     rank = [cells[i] for i in ev.worse if cells[i].aspect == RANK]
     if rank:
         parts.append(f'{RANK_VAR} {_range_of([-c.loss for c in rank])}')
@@ -146,8 +293,9 @@ def _stack_note(hypothesis, stacks, cells):
     notes = []
     for name in hypothesis:
         if name.startswith('image '):
-            own = [c for c in stacks.get(name[len('image '):], []) if c not in shared]
-            notes.append(f'{name[len("image "):]}\'s stack: {stack.change_line(own)}' if own else '')
+            image = name[len('image '):].removesuffix(NETWORK)
+            own = [c for c in stacks.get(image, []) if c not in shared]
+            notes.append(f'{image}\'s stack: {stack.change_line(own)}' if own else '')
         elif name in ('host stack', 'fabric'):
             notes.append(f'{stack.change_line(shared)} in every image' if shared else '')
     return '; '.join(filter(None, notes))
@@ -156,35 +304,83 @@ def _stack_note(hypothesis, stacks, cells):
 # --- the run that separates -----------------------------------------------------------------------
 
 RUN = 'reframe -c checks/ -r'
+REPEAT = 5      # the repetitions the gate is measured at (docs/performance-history.md)
 
 
-def separating(hypotheses, cells):
-    """A command that runs what tells the first hypotheses apart."""
+def separating(hypotheses, cells, runs=()):
+    """The cheapest run that tells the hypotheses apart, as a command with what it runs in
+    brackets: the one check and image that lost, at the fewest nodes that can tell, on nodes
+    Slurm can give it; more repetitions only where a cell sits near its threshold; '' where no
+    run of these checks on these nodes can separate them (the line then says why). One function,
+    so that a site's node-name check (mlcheck-nodes) can wrap it."""
     names = {n for h in hypotheses for n in h}
-    # the first two nodes named: a run that leaves them out tells them from the rest (all of them
-    # out could leave no node to run on)
-    named = sorted(dict.fromkeys(n.split()[-1] for h in hypotheses for n in h
-                                 if n.startswith(('node ', 'a GPU of ', 'the link of '))))
+    if len(names) > 3 and _more_repetitions(cells):
+        # many causes left beside cells near their threshold: the noise is what to clear first
+        return _more_repetitions(cells)
+    seen = sorted(set().union(*(c.used or () for c in cells), *(r.nodes for r in runs)))
+    named = sorted({n.split()[-1] for n in names if n.startswith(('node ', 'a GPU of ', 'the link of '))})
+    free = [n for n in seen if n not in named]
     # a name from data that Slurm reads as many nodes (ALL) never reaches --exclude
     refused = list(filter(None, map(node_names.refusal, named)))
-    nodes = [n for n in named if not node_names.refusal(n)][:2]
+    named = [n for n in named if not node_names.refusal(n)]
     # ReFrame's -J passes `exclude=...` on as `#SBATCH --exclude=...` (`-J --exclude` is refused)
-    exclude = f'-J exclude={",".join(nodes)}' if nodes else ''
+    exclude = f'-J exclude={",".join(named)}' if named else ''
     if refused:
         exclude += f' (refused: {"; ".join(refused)})'
+    lost = _cheapest_lost(cells, runs)
+    images = sorted({c.image for c in cells if c.aspect == SPEED} | {r.image for r in runs})
+    counts = sorted({c.num_nodes for c in cells} | {r.num_nodes for r in runs})
     if any(n.startswith('the link of ') for n in names):
+        if len(free) < 2:
+            return ''      # no two other nodes to send between
         return f'{RUN} -n {INTERCONNECT} -P num_nodes=2 {exclude} (the interconnect on other nodes)'
-    if nodes:
-        return f'{RUN} -P num_nodes=1 {exclude} (the checks on other nodes)'
-    images = sorted({c.image for c in cells if c.aspect == SPEED})
-    counts = sorted({c.num_nodes for c in cells})
+    if named:
+        where = 'other nodes' if free else f'nodes these runs did not use: if the partition has none, no run separates them'
+        return f'{RUN} {lost} -P num_nodes=1 {exclude} (the same check on {where})'
+    network = [n for n in names if n.endswith(NETWORK)]
+    if network:
+        image = network[0][len('image '):-len(NETWORK)]
+        other = next((i for i in images if i != image), 'host')
+        return (f'{RUN} -n {INTERCONNECT} -P image={other} -P num_nodes={min(n for n in counts if n > 1)} (another image '
+                'across nodes: the fabric slows it too, the image\'s network layer does not)')
     if 'fabric' in names and 1 not in counts:
-        return f'{RUN} -P num_nodes=1 (the checks within one node)'
+        return f'{RUN} {lost} -P num_nodes=1 (within one node)'
     if 'data path' in names:
         return f'{RUN} -n CIFAR100ResNetCheck (it records {LOADER_VAR})'
     if any(n.startswith('image ') for n in names) and len(images) < 2:
-        return f'{RUN} -P image=host -P num_nodes={counts[0]} (the host\'s own Python beside the image)'
-    return f'{RUN} --repeat 5 (more repetitions, to clear the noise)'
+        return f'{RUN} {lost.split(" -P")[0]} -P image=host -P num_nodes={counts[0]} (the host\'s own Python beside the image)'
+    return _more_repetitions(cells)
+
+
+NETWORK = ' (its network layer)'
+
+
+def _cheapest(run):
+    """`-n CHECK -P image=IMAGE -P num_nodes=N`: one test of the selection again."""
+    return f'{RUN} -n {run.test.split()[0]} -P image={run.image} -P num_nodes={run.num_nodes}'
+
+
+def _cheapest_lost(cells, runs, interconnect=False):
+    """`-n CHECK -P image=IMAGE` of a test that lost: the one check and image to run again; a
+    training check, which every candidate but the fabric and the links must slow, unless
+    `interconnect` (the interconnect's runs in seconds)."""
+    lost = [(c.check, c.num_nodes, c.image) for c in cells if c.status == 'worse' and c.aspect == SPEED] \
+        or [(r.test.split()[0], r.num_nodes, r.image) for r in runs if r.failed]
+    if not lost:
+        return ''
+    check, _, image = min(lost, key=lambda t: ((t[0] == INTERCONNECT) != interconnect, t[1], t[0], t[2]))
+    return f'-n {check} -P image={image}'
+
+
+def _more_repetitions(cells):
+    """More repetitions of the tests whose cells sit near their threshold (unclear: neither
+    clearly worse nor clearly unchanged), or '' where none does: repetitions cannot separate
+    losses that are already clear."""
+    near = sorted({c.check for c in cells if c.status == 'unclear' and c.aspect == SPEED})
+    if not near:
+        return ''
+    return (f'{RUN} {" ".join(f"-n {check}" for check in near)} --repeat {REPEAT} (more repetitions '
+            'of the tests near their threshold)')
 
 
 # --- helpers -------------------------------------------------------------------------------------
@@ -229,7 +425,3 @@ def _counts(counts):
 
 def _count(items, noun):
     return f'{len(items)} {noun}{"s" if len(items) != 1 else ""}'
-
-
-def _listed(names, most=4):
-    return ', '.join(names[:most]) + (f' and {len(names) - most} more' if len(names) > most else '')

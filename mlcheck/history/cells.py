@@ -10,15 +10,14 @@ differ only in image, or only in node count, give a *contrast* cell: worse where
 clearly more than the other (something acted beyond what both share).
 """
 
-import functools
 import itertools
 import math
 import statistics
 from dataclasses import dataclass
 
-from mlcheck.errors import InputError
 from mlcheck.figures.directions import LOWER, better, worse_by
-from mlcheck.history import compare, hostlist
+from mlcheck.history import compare
+from mlcheck.history.runs import nodes_of as _nodes
 from mlcheck.history.samples import group
 
 INTERCONNECT = 'InterconnectCheck'
@@ -47,6 +46,7 @@ class Cell:
     used: frozenset = None         # nodes any run after used (None: not recorded)
     always: frozenset = frozenset()  # nodes every run after used
     other: 'Cell' = None           # a contrast's cell that lost less
+    runs: int = 0                  # the runs after it rests on
 
     @property
     def training(self):
@@ -72,10 +72,11 @@ def cells_of(judged, after, rule=compare.Rule()):
         for used, of in group(runs[c.key], lambda s: _nodes(s.nodelist) or None).items():
             found = _figure(c, of, noise[c.key[2]], rule, before)
             if found:
-                figures.setdefault(_failed(test, found) + (used,), []).append((c, found))
+                figures.setdefault(_failed(test, found) + (used,), []).append((c, found, len(of)))
         found = _figure(c, runs[c.key], noise[c.key[2]], rule, before)
         if found:
-            whole.setdefault(_failed(test, found) + (_used(runs[c.key]),), []).append((c, found))
+            whole.setdefault(_failed(test, found) + (_used(runs[c.key]),), []).append(
+                (c, found, len(runs[c.key])))
     cells = _cells(figures)
     # the contrasts between tests: of all of a test's runs, where the noise is smallest
     return cells + _contrasts([c for c in _cells(whole) if c.aspect == SPEED], rule)
@@ -87,17 +88,18 @@ def _failed(test, found):
 
 
 def _cells(figures):
-    """[Cell] of {(name, settings, aspect, nodes): [(comparison, (status, loss, spread))]}."""
+    """[Cell] of {(name, settings, aspect, nodes): [(comparison, (status, loss, spread), runs)]}."""
     cells = []
     for (name, _, aspect, used), found in figures.items():
         c = found[0][0]
-        statuses = {status for _, (status, _, _) in found}
+        statuses = {status for _, (status, _, _), _ in found}
         always = used if not isinstance(used, tuple) else used[1]
         used = used if not isinstance(used, tuple) else used[0]
         cells.append(Cell(name, name.split()[0], c.image, c.num_nodes, aspect,
                           'worse' if 'worse' in statuses else 'same' if statuses == {'same'} else 'unclear',
-                          statistics.median(loss for _, (_, loss, _) in found),
-                          statistics.median(spread for _, (_, _, spread) in found), used, always or frozenset()))
+                          statistics.median(loss for _, (_, loss, _), _ in found),
+                          statistics.median(spread for _, (_, _, spread), _ in found), used, always or frozenset(),
+                          runs=max(n for _, _, n in found)))
     return cells
 
 
@@ -124,8 +126,11 @@ def _figure(c, runs, noise, rule, before):
         return None
     if better(c.key[2], c.unit) == LOWER:
         loss = change / (1 + change)    # as the share of speed lost: a time +43 % is a rate -30 %
-    # a repetition's spread: its own where measured, never under the partition's typical one
-    spread = max(own, noise) * math.sqrt(1 / len(c.before) + 1 / len(values))
+    # a repetition's spread: its own where measured, never under the partition's typical one,
+    # nor under that of these runs after: they ran on the same nodes, so a fault slowed them
+    # alike, and one far from the others (a job beside another) is noise, not a loss
+    within = compare.stdev(values) / abs(mean_before) if len(values) >= 2 else 0.0
+    spread = max(own, noise, within) * math.sqrt(1 / len(c.before) + 1 / len(values))
     # the slowest rank's fraction names a slow GPU where it fell by more than the ranks of a job
     # differ from day to day: three thresholds, as a real one does (it moves with few ranks)
     least = SAME_BOUND * rule.threshold if c.key[2] == RANK_VAR else rule.threshold
@@ -182,15 +187,3 @@ def _contrasts(cells, rule):
             found.append(Cell(a.test, a.check, a.image, a.num_nodes, aspect, status, beyond, spread,
                               a.used, a.always, other=b))
     return found
-
-
-
-@functools.lru_cache(maxsize=4096)
-def _nodes(nodelist):
-    """The node names of a recorded node list ('nid001,nid002' or 'nid[001-003]'); none where
-    it is absent or unreadable (the node is then not judged)."""
-    try:
-        return frozenset(hostlist.expand(nodelist)) if nodelist else frozenset()
-    except InputError:
-        return frozenset()
-

@@ -66,6 +66,8 @@ class Comparison:
     noise: float = None     # the spread the change is judged against, relative (see judge)
     noise_of: str = ''      # 'both' sides pooled, or the one side ('before', 'after') that has it
     failed_after: int = 0   # test case runs after that ended without a value
+    failed_before: int = 0  # ... and before (a baseline's failed repetition: said, not gated)
+    set_aside: int = 0      # runs far from their side's others, left out of the noise (like_runs)
     units_after: set = field(default_factory=set)   # after's units that are not before's
 
     @property
@@ -84,6 +86,29 @@ def relative_noise(before, after):
     means = [(side, statistics.fmean(side)) for side in (before, after)]
     squares = sum((v - mean) ** 2 for side, mean in means for v in side)
     return math.sqrt(squares / dof) / statistics.fmean(before)
+
+
+# a run this many robust spreads (and more than the threshold) from its side's median is not
+# like the others (a slow node among healthy ones); 5: a healthy run of 4-5 that far from the
+# median of its side is rarer than 1 in 1,000 (bench/gate_false_alarms.py measures the gate)
+FAR = 5.0
+LIKE_FROM = 4      # fewer runs on a side cannot tell a far run from a wide spread
+
+
+def like_runs(values, threshold):
+    """The runs of one side that are alike: all of them, less a minority of two or more that lie
+    more than FAR robust spreads (1.4826 x the median absolute deviation) and more than the
+    threshold from the side's median. On a busy partition a test's repetitions land on whatever nodes are free; the
+    runs of a minority on one slow node must not widen the spread that judges them (the change
+    of the mean still counts them)."""
+    if len(values) < LIKE_FROM:
+        return values
+    middle = statistics.median(values)
+    spread = 1.4826 * statistics.median(abs(v - middle) for v in values)
+    alike = [v for v in values if abs(v - middle) <= max(FAR * spread, threshold * abs(middle))]
+    # one far run stays: a single stray repetition widens the spread more than it moves the
+    # mean, so it cannot make a regression on its own (see judge)
+    return alike if len(values) - len(alike) >= 2 and 2 * len(alike) > len(values) else values
 
 
 def one_sided_noise(spread_side, other, mean_before):
@@ -126,7 +151,11 @@ def judge(comparison, rule):
     enough = [name for name, side in (('before', c.before), ('after', c.after))
               if len(side) >= rule.min_repeats]
     if len(enough) == 2:
-        c.noise, c.noise_of = relative_noise(c.before, c.after), 'both'
+        before, after = like_runs(c.before, rule.threshold), like_runs(c.after, rule.threshold)
+        c.set_aside = len(c.before) + len(c.after) - len(before) - len(after)
+        # the spread among like runs, about their own side's mean, relative to before's mean
+        c.noise = relative_noise(before, after) * statistics.fmean(before) / c.mean_before
+        c.noise_of = 'both'
     elif enough == ['before']:
         c.noise, c.noise_of = one_sided_noise(c.before, c.after, c.mean_before), 'before'
     elif enough == ['after']:
@@ -167,6 +196,8 @@ def compare(before, after, rule=Rule()):
                     getattr(entry, side).append(value)
             elif side == 'after':
                 entry.failed_after += 1
+            else:
+                entry.failed_before += 1
     judged = [judge(table[key], rule) for key in sorted(table)
               if table[key].before or table[key].after or table[key].units_after]
     settings_after = {test_of(c.key) for c in judged if c.after}

@@ -5,6 +5,7 @@ markers and after solid with filled ones, legends outside the data, every point 
 
 import math
 import statistics
+import textwrap
 
 import matplotlib
 
@@ -75,7 +76,8 @@ def over_time(panels, title, path, colour_of):
     fig, axes = plt.subplots(rows, columns, figsize=(4.2 * columns, 2.8 * rows + LEGEND_INCHES),
                              squeeze=False)
     unit = ''
-    for ax, (name, image, sides) in zip(axes.flat, panels):
+    limits = relative_limits(panels)
+    for ax, (name, image, sides), ylim in zip(axes.flat, panels, limits):
         start, values, ticks = 1, [], {}
         for side, samples in sides.items():
             samples = sorted(samples, key=lambda s: s.time)
@@ -94,7 +96,7 @@ def over_time(panels, title, path, colour_of):
             values += y
             unit = samples[0].unit
         ax.set_xlim(0, max(start - 1, 2))
-        ax.set_ylim(*_padded(values))
+        ax.set_ylim(*ylim)
         ax.set_title(name, fontsize=9)
         ax.tick_params(labelsize=8)
         ax.grid(alpha=0.3)
@@ -111,11 +113,27 @@ def over_time(panels, title, path, colour_of):
                           linestyle=style['linestyle']) for side, style in SIDES.items()]
     handles += [plt.Line2D([], [], marker='s', linestyle='', color=colour, label=image)
                 for image, colour in colour_of.items() if any(image == p[1] for p in panels)]
-    fig.suptitle(title, fontsize=10)
+    # wrapped to the figure's width: a long check and partition name is not cut at both ends
+    fig.suptitle(textwrap.fill(title, int(4.2 * columns * 12)), fontsize=10)
     fig.legend(handles=handles, loc='lower center', ncol=len(handles), fontsize=8, frameon=False)
     fig.tight_layout(rect=(0, LEGEND_INCHES / (2.8 * rows + LEGEND_INCHES), 1, 1))
     fig.savefig(path, dpi=DPI)
     plt.close(fig)
+
+
+def relative_limits(panels):
+    """Each panel's y limits, all spanning the same share of their panel's mean before (or of
+    all its values, with no before): the widest panel's change, with MARGIN. Each panel's own
+    range made -3 % in one look like -41 % in another."""
+    refs, spans = [], []
+    for _, _, sides in panels:
+        values = [s.value for ss in sides.values() for s in ss if s.value is not None]
+        before = [s.value for s in sides.get('before', []) if s.value is not None]
+        ref = statistics.fmean(before or values) if values else 1.0
+        refs.append(ref or 1.0)
+        spans.append(max((abs(v / ref - 1) for v in values), default=0.0) if ref else 0.0)
+    span = (max(spans, default=0.0) or 0.05) * (1 + MARGIN)
+    return [(ref * (1 - span), ref * (1 + span)) for ref in refs]
 
 
 def _padded(values, from_zero=False):

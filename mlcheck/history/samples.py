@@ -35,7 +35,7 @@ class Sample:
     @property
     def key(self):
         """What is compared like with like: the test, its settings and the variable."""
-        return (self.partition, self.name, self.var, self.settings)
+        return (self.partition, self.name, self.var, run_inputs(self.settings))
 
     @property
     def system(self):
@@ -45,6 +45,14 @@ class Sample:
     def check(self):
         """The test's class name, which keys its references."""
         return self.name.split()[0]
+
+
+def run_inputs(settings):
+    """The recorded settings of a run that are its inputs, by which every comparison (and the
+    evidence table's runs, mlcheck.history.runs) is keyed: the one place that decides it. Today
+    all of them; an output recorded among them (the A/B rounds' `ab_verdict=...`) is taken out
+    here by issue 50, so that runs of equal inputs compare whatever their verdict."""
+    return settings
 
 
 def recorded(text):
@@ -77,3 +85,8 @@ def group(samples, by):
 
 def slug(text):
     return re.sub(r'[^A-Za-z0-9.]+', '-', text).strip('-')
+
+
+def listed(names, most=4):
+    """'a, b, c, d and 2 more': names in a line of the report."""
+    return ', '.join(names[:most]) + (f' and {len(names) - most} more' if len(names) > most else '')

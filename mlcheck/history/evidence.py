@@ -1,0 +1,114 @@
+"""The one table of evidence of a comparison, from which the report's rows, its exit status and
+its `likely cause:` line are all drawn, so that they never disagree: every run of both sides
+(mlcheck.history.runs: test, image, node count, nodes, repetition, session, end time, each figure
+or its failure and reason, stack facts), the judged comparisons of their figures
+(mlcheck.history.compare) and the causes located from them (mlcheck.history.causes).
+
+The contract of the exit status (docs/performance-history.md): 1 if and only if the report
+names a regression (a verdict that fails the gate), a failed run after, or a cause; 0 says
+nothing got slower or failed, and the first line says the same.
+"""
+
+import functools
+from dataclasses import dataclass
+
+from mlcheck.history import causes, compare
+from mlcheck.history.runs import runs_of
+from mlcheck.history.samples import listed
+
+NOTHING = 'no likely cause: nothing got slower or failed'
+
+
+@dataclass
+class EvidenceTable:
+    samples: tuple        # (before, after): [Sample], failed runs included (value None)
+    comparisons: list     # [compare.Comparison], judged
+    verdicts: list        # [causes.Verdict]
+    rule: compare.Rule
+
+    @classmethod
+    def of(cls, ran_before, ran_after, rule=compare.Rule()):
+        """The table of two sides' samples, failed runs included (value None)."""
+        comparisons = compare.compare(ran_before, ran_after, rule)
+        return cls((ran_before, ran_after), comparisons,
+                   causes.likely_causes(comparisons, ran_before, ran_after, rule), rule)
+
+    @functools.cached_property
+    def before(self):
+        """[Run] before (made when asked: most reports ask only the after side's failures)."""
+        return runs_of(self.samples[0], 'before')
+
+    @functools.cached_property
+    def after(self):
+        return runs_of(self.samples[1], 'after')
+
+    def failed(self, side='after'):
+        return [r for r in getattr(self, side) if r.failed]
+
+    def failing(self):
+        """The comparisons whose verdict fails the gate."""
+        return [c for c in self.comparisons if c.verdict in compare.FAILING]
+
+    def exit_status(self):
+        """1 iff the report names a regression, a failed run after, or a cause; else 0."""
+        return 1 if self.failing() or self.failed('after') or self.verdicts else 0
+
+    def cause_lines(self):
+        """The report's first lines: the causes, or what fails the gate where no cause is
+        located (tests that did not run after), or that nothing got slower or failed."""
+        if self.verdicts:
+            return [v.line() for v in self.verdicts]
+        if self.exit_status():
+            failing = self.failing()
+            tests = sorted({c.key[1] for c in failing})
+            return [f'no cause located: {len(tests)} test(s) fail the gate with no run after to locate '
+                    f'it ({", ".join(sorted({c.verdict for c in failing}))}: {listed(tests)}); a retired '
+                    'image or node count: leave its tests out with -n']
+        return [NOTHING] + self.within_noise_line()
+
+    def within_noise_line(self):
+        """One line on the figures worse past the threshold but within the noise factor times
+        their repetitions' spread: not judged slower, and not nothing either."""
+        worse = [c for c in self.comparisons if c.verdict == compare.WITHIN_NOISE and c.worse and c.worse > 0]
+        if not worse:
+            return []
+        c = max(worse, key=lambda c: c.worse)
+        return [f'within the noise: {len(worse)} figure(s) worse past the threshold but within '
+                f'{self.rule.noise_factor:g} x their repetitions\' spread (most: {c.key[1]} {c.key[2]} '
+                f'{100 * c.change:+.1f} %, noise {100 * c.noise:.1f} %): not judged slower; the rule '
+                'judges against the spread itself: more repetitions measure it better, a quieter '
+                'partition narrows it']
+
+    def runs_note(self, comparison):
+        """'1 of 3 failed after' (and before) of one comparison's test, or ''."""
+        notes = []
+        for side in ('before', 'after'):
+            failed = getattr(comparison, f'failed_{side}')
+            if failed:
+                ran = failed + len(getattr(comparison, side))
+                notes.append(f'{failed} of {ran} failed {side}')
+        return '; '.join(notes)
+
+    def fewest_runs(self):
+        """(runs, test, side) of the compared test with the fewest runs on a side, failed ones
+        counted; None where no test ran on both sides."""
+        counts = {}
+        for side in ('before', 'after'):
+            for r in getattr(self, side):
+                counts[(r.test_key, side)] = counts.get((r.test_key, side), 0) + 1
+        both = [(n, key[1], side) for (key, side), n in counts.items()
+                if (key, 'before') in counts and (key, 'after') in counts]
+        return min(both) if both else None
+
+    def failed_lines(self):
+        """The summary's lines on failed runs: after's fail the gate, before's are said."""
+        lines = []
+        for side, consequence in (('after', 'fails the gate'),
+                                  ('before', "the baseline's: said, not gated; record a baseline "
+                                             'whose every run passed')):
+            failed = self.failed(side)
+            if failed:
+                tests = sorted({r.test for r in failed})
+                lines.append(f'{len(failed)} run{"s" if len(failed) != 1 else ""} failed {side} '
+                             f'({listed(tests)}): {consequence}')
+        return lines
