@@ -44,4 +44,4 @@ def test_another_user_cannot_hold_the_locks(open_folder):
 def test_the_perf_log_lock_is_the_log_writers_alone():
     """ReFrame takes it (its wait has no deadline we can set): mode 0660, not 0664."""
     from mlcheck.harness.config import logging_config
-    assert logging_config()[0]['handlers_perflog'][0]['locking_file_mode'] == '660'
+    assert logging_config('/nonexistent/prefix')[0]['handlers_perflog'][0]['locking_file_mode'] == '660'
