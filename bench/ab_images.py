@@ -93,7 +93,7 @@ def session_verdict(scratch, share):
 
 
 def verdict_word(line):
-    found = re.search(r': (slower|same|faster|inconclusive)\b', line)     # the rule's reason names it
+    found = re.search(r': (not slower|slower|same|faster|inconclusive)\b', line)     # the rule's reason names it
     return found.group(1) if found else 'no verdict'
 
 

@@ -8,13 +8,18 @@ candidate, both knobs at once and a malformed candidate are one-line errors.
 """
 
 import copy
+import glob
 import json
+import pathlib
 import re
+import subprocess
+import tempfile
 import tomllib
 
 import pytest
 
 from conftest import partition_entry, srun_line
+from mlcheck.ab import rounds
 from mlcheck.data.staging import stage_mnist
 from mlcheck.errors import ConfigError
 from mlcheck.site.settings import PartitionSettings
@@ -30,7 +35,14 @@ def step_functions(script):
 
 
 def steps_run(script):
-    return re.findall(r'^mlcheck_ab_step_(\w \d+) >ab/r\d\d-[AB]\.out', script, re.M)
+    """The steps the job's rounds run, in order ('a 0': side A's step function, step index 0):
+    the script's rounds run in bash, each step function a stub that says its side and index."""
+    rounds_part = script[script.index(f'{rounds.RUN}() {{'):script.rindex('\ndone') + len('\ndone')]
+    stubs = 'mlcheck_ab_step_a() { echo "a $1"; }\nmlcheck_ab_step_b() { echo "b $1"; }\n'
+    with tempfile.TemporaryDirectory() as where:
+        subprocess.run(['bash', '-c', stubs + rounds_part], cwd=where, check=True)
+        said = [pathlib.Path(path).read_text().strip() for path in glob.glob(f'{where}/ab/r*.out')]
+    return sorted(said, key=lambda step: int(step.split()[1]))
 
 
 def recorded_settings(stagedir):
@@ -94,9 +106,10 @@ def test_each_check_runs_its_own_short_steps(tmp_path):
     for (check, _), (script, stagedir) in scripts.items():
         assert steps_run(script) == STEPS
         assert all(words in body for body in step_functions(script).values() for words in short[check])
-        # recorded with every figure, so that A/B runs are compared only with their like
+        # recorded with every figure, the comparison and not the rounds (a most), so that A/B
+        # runs of one pair are compared whatever their rounds
         recorded = recorded_settings(stagedir)
-        assert recorded.endswith(';compare_with=host;ab_rounds=2'), recorded
+        assert recorded.endswith(';compare_with=host'), recorded
 
 
 LAYER = 'aws-ofi-nccl'      # the candidate host layer of config/lumi.py and config/alps.py
@@ -115,7 +128,7 @@ def test_lumi_layer_steps_bind_the_candidate_in_side_b_only(tmp_path):
     assert str(plugin) not in steps['a'] and 'NCCL_NET_PLUGIN' not in steps['a']
     # the current layer's binds stay on both sides
     assert all('-B"/opt/cray:/opt/cray"' in steps[side] for side in 'ab')
-    assert recorded_settings(stagedir).endswith(f';compare_layers={LAYER};ab_rounds=2')
+    assert recorded_settings(stagedir).endswith(f';compare_layers={LAYER}')
 
 
 def test_alps_layer_writes_the_candidate_into_side_bs_environment_definition_only(tmp_path):
@@ -132,7 +145,7 @@ def test_alps_layer_writes_the_candidate_into_side_bs_environment_definition_onl
     assert hooks['B']['aws_ofi_nccl']['enabled'] == 'false' and hooks['B']['cxi']['enabled'] == 'true'
     # the partition's own [env] on both sides
     assert edf['A']['env']['NCCL_NET'] == edf['B']['env']['NCCL_NET'] == 'AWS Libfabric'
-    assert recorded_settings(stagedir).endswith(f';compare_layers={LAYER};ab_rounds=2')
+    assert recorded_settings(stagedir).endswith(f';compare_layers={LAYER}')
 
 
 def refusal(tmp_path, *knobs):
