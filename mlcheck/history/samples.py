@@ -7,6 +7,8 @@ import re
 from collections import defaultdict
 from dataclasses import dataclass
 
+from mlcheck.ab import rounds
+
 NOT_RECORDED = 'settings not recorded'   # how values without a settings column are labelled
 
 
@@ -34,8 +36,9 @@ class Sample:
 
     @property
     def key(self):
-        """What is compared like with like: the test, its settings and the variable."""
-        return (self.partition, self.name, self.var, self.settings)
+        """What is compared like with like: the test, its settings (its inputs: comparable()) and
+        the variable. The one place the comparison key is built."""
+        return (self.partition, self.name, self.var, comparable(self.settings))
 
     @property
     def system(self):
@@ -45,6 +48,15 @@ class Sample:
     def check(self):
         """The test's class name, which keys its references."""
         return self.name.split()[0]
+
+
+def comparable(settings):
+    """Recorded settings less what is no input of the figures (an older A/B run's rounds and
+    verdict, rounds.NOT_INPUTS): runs of one image against one other are compared whatever their
+    verdict, a fixed image's ab_ratio (0.82 -> 1.00) with the broken one's."""
+    items = settings.split(';')
+    kept = [item for item in items if item.partition('=')[0] not in rounds.NOT_INPUTS]
+    return settings if len(kept) == len(items) else ';'.join(kept)
 
 
 def recorded(text):
