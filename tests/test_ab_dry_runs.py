@@ -106,6 +106,12 @@ def test_each_check_runs_its_own_short_steps(tmp_path):
     for (check, _), (script, stagedir) in scripts.items():
         assert steps_run(script) == STEPS
         assert all(words in body for body in step_functions(script).values() for words in short[check])
+        # the job's looks read the check's main rate at the partition's threshold, and its time
+        # limit follows the rounds: 5 minutes and 60 s for each of the 2 x 2 steps
+        fact = {'MNISTDistributedCheck': 'samples_per_s', 'CIFAR100ResNetCheck': 'samples_per_s',
+                'InterconnectCheck': 'busbw'}[check]
+        assert f' -m mlcheck.ab.look --fact {fact} --threshold 0.03 --most 2 --false-slower 0.05 ' in script
+        assert '#SBATCH --time=0:9:0' in script
         # recorded with every figure, the comparison and not the rounds (a most), so that A/B
         # runs of one pair are compared whatever their rounds
         recorded = recorded_settings(stagedir)

@@ -75,14 +75,19 @@ def test_a_shift_that_no_round_puts_past_the_threshold_is_never_slower(data, thr
 @EXAMPLES
 @given(st.data(), st.floats(0.01, 0.15), st.integers(1, 8), st.floats(0.0, 0.3))
 def test_an_image_slow_in_some_rounds_is_never_same_nor_not_slower(data, threshold, slow, amplitude):
-    """Half speed (or any loss past twice the threshold) in `slow` rounds, the others' noise
-    within a quarter of the threshold a step: the check never passes, whatever the rounds and
-    the looks."""
+    """A loss past twice the threshold and far from the other rounds (half speed, say) in `slow`
+    rounds, fewer than half of them, the others' noise within a quarter of the threshold a step:
+    the check never passes, whatever the rounds and the looks."""
     drift = data.draw(slow_drift(amplitude))
     sigma = threshold / 4
     a, b = rounds(0.0, bounded_noise(data.draw, sigma), drift)
-    hit = data.draw(st.lists(st.integers(0, len(drift) - 1), min_size=1, max_size=slow, unique=True))
-    loss = data.draw(st.floats(1 - (1 - 2 * threshold) * math.exp(-widest(sigma)) + 1e-6, 0.9))
+    hit = data.draw(st.lists(st.integers(0, len(drift) - 1), min_size=1,
+                             max_size=min(slow, (len(drift) - 1) // 2), unique=True))
+    # the others' log(B/A) within +-w, their median too, their MAD at most 2w: far from them is
+    # below the median by more than OUTLIER * 1.4826 * 2w
+    w = widest(sigma)
+    far = (1 + 2 * rule.OUTLIER * 1.4826) * w + w
+    loss = data.draw(st.floats(max(1 - (1 - 2 * threshold) * math.exp(-w), 1 - math.exp(-far)) + 1e-6, 0.95))
     b = [y * (1 - loss) if i in hit else y for i, y in enumerate(b)]
     verdict = rule.judge(a, b, threshold, most=data.draw(st.sampled_from([len(b), 30])))
     assert verdict.verdict in ('slower', 'inconclusive'), verdict.reason
@@ -217,3 +222,12 @@ def test_a_control_says_the_threshold_its_rounds_support_not_the_ceiling():
     line = rule.control_line(noisy, 6, 0.1)
     n = rule.rounds_to_decide(noisy.sd, 0.1, 0.05)
     assert f'past the ceiling 0.1: with 6 rounds this partition cannot judge at 0.1, about {n} rounds would' in line
+
+
+def test_one_round_far_below_the_rest_blocks_a_pass_and_one_on_each_side_does_not():
+    quiet = [1.0, 1.01, 0.99, 1.005, 0.995, 1.0] * 5        # 30 rounds within 1 %
+    one_slow = quiet[:29] + [0.85]     # alone, its interval would be inside 1 +- 0.03: same
+    verdict = rule.judge([1.0] * 30, one_slow, 0.03)
+    assert verdict.verdict == 'inconclusive' and 'slow in some rounds, never same: 1 of 30 far below' in verdict.reason
+    both = quiet[:28] + [0.9, 1.1]       # noise on both sides alike: as an unchanged image's
+    assert rule.judge([1.0] * 30, both, 0.03).verdict in rule.PASSING

@@ -11,8 +11,8 @@ Three answers with a stated meaning, as Chromium's Pinpoint answers DIFFERENT / 
 `same` = the interval inside 1 +- threshold; `not slower` = the interval rules out a loss of the
 threshold's size, but not a gain (the knob asks "is B slower?": the check passes); otherwise
 `inconclusive`, with the rounds that would decide at the spread measured. An image slow in some
-rounds (more rounds below 1 - 2 x threshold than above 1 + 2 x threshold) is never `same` nor
-`not slower`: slower for the users who land on those runs.
+rounds (more rounds far below the rest than far above it: past twice the threshold and OUTLIER
+robust sds from the median) is never `same` nor `not slower`: slower for the users who land on those runs.
 
 The job runs until decided: the rule looks after 6 and 12 rounds and after the most the job may
 run (`ab_rounds`), and stops at the first look that finds B `slower`; a passing verdict waits for
@@ -32,6 +32,7 @@ MIN_ROUNDS = 5
 FIRST_LOOKS = (6, 12)         # then the most the job may run
 FALSE_SLOWER = 0.05           # the most often an unchanged image is called slower, all looks together
 POWER = 0.9                   # of the rounds advised: an unchanged image decided this often
+OUTLIER = 4                   # robust sds (1.4826 MAD) from the median: a round far from the rest
 PASSING = ('same', 'faster', 'not slower')
 VERDICTS = ('slower', 'same', 'faster', 'not slower', 'inconclusive')
 
@@ -156,13 +157,20 @@ def judge_look(ratios, threshold, alpha, names=('A', 'B'), looks_=()):
     ratio, low, high = math.exp(mean), math.exp(mean - half), math.exp(mean + half)
     slow = sum(r < 1 - 2 * threshold for r in ratios)
     fast = sum(r > 1 + 2 * threshold for r in ratios)
+    # rounds far from the rest: past twice the threshold and OUTLIER robust sds from the median
+    centre = statistics.median(logs)
+    spread = 1.4826 * statistics.median(abs(x - centre) for x in logs)
+    far_slow = sum(x < min(math.log(1 - 2 * threshold), centre - OUTLIER * spread) for x in logs)
+    far_fast = sum(x > max(math.log(1 + 2 * threshold), centre + OUTLIER * spread) for x in logs)
     said = (f'{b} against {a}: B/A {ratio:.3f} [{low:.3f}, {high:.3f}] over {n} rounds '
             f'({1 - 2 * alpha:.1%} interval), threshold {threshold:.3f}')
     rounds_past = (f'{slow} of {n} rounds below {1 - 2 * threshold:.3f} (twice the threshold), '
                    f'{fast} above {1 + 2 * threshold:.3f}')
     found = dict(ratio=ratio, low=low, high=high, rounds=n, sd=sd, slow_rounds=slow, looks=looks_, figures=said)
-    # an image slow in some rounds more often than fast in others is slow for some users
-    slow_in_some = slow > fast
+    # an image slow in some rounds, far from the rest, more often than fast in others: slow
+    # for the users who land on those runs (an unchanged image's noise puts rounds past twice
+    # the threshold on both sides alike, and seldom far from the rest)
+    slow_in_some = far_slow > far_fast
     if high < 1 and ratio < 1 - threshold:
         return Verdict('slower', f'{said}: slower; {rounds_past}', **found)
     if low > 1 and ratio > 1 + threshold:
@@ -173,7 +181,8 @@ def judge_look(ratios, threshold, alpha, names=('A', 'B'), looks_=()):
         return Verdict('not slower', f'{said}: not slower, a loss of the threshold ruled out '
                        '(whether faster, cannot tell)', **found)
     if low > 1 - threshold:
-        why = f'slow in some rounds ({rounds_past}), so never same'
+        why = (f'slow in some rounds, never same: {far_slow} of {n} far below the rest (below '
+               f'{1 - 2 * threshold:.3f} and {OUTLIER} robust sds under the median), {far_fast} far above')
     elif high < 1:
         why = 'B is slower than A (the interval below 1), by more than the threshold or by less: cannot tell'
     else:

@@ -1,8 +1,10 @@
 """-S compare_with=<image>: the check's job runs, on its nodes, rounds of one short step of each
 image (mlcheck.ab.rounds), the check's sanity judges every step, and the paired rule
 (mlcheck.ab.rule) gives the verdict on B/A of the check's main rate: the test's image is B (the
-candidate), compare_with A (the current one). `slower` and `inconclusive` fail the performance
-stage with the rule's reason (docs/ab-images.md).
+candidate), compare_with A (the current one). The job runs up to ab_rounds rounds and stops at
+the look that finds B slower (mlcheck.ab.look); `slower` and `inconclusive` fail the performance
+stage with the rule's reason, but for an A=A control, which says the threshold its rounds support
+and passes unless its sides differ (docs/ab-images.md).
 
 -S compare_layers=<name> runs the same rounds with the test's image on both sides: A with the
 partition's current host layer, B with the candidate host layer `name` of the partition
