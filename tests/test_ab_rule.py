@@ -172,7 +172,7 @@ def test_a_job_cut_short_before_its_last_look_is_inconclusive():
     # 20 of 30 rounds (its time limit): its look at 12 said same, but passing waits for the last
     b = [1.0, 1.01, 0.99] * 7
     verdict = rule.judge([1.0] * 20, b[:20], 0.05, most=30)
-    assert verdict.verdict == 'inconclusive' and 'the job stopped after 20 of its 30 rounds' in verdict.reason
+    assert verdict.verdict == 'inconclusive' and 'undecided after 20 of up to 30 rounds' in verdict.reason
 
 
 def test_an_early_look_stops_to_fail_never_to_pass():

@@ -133,14 +133,15 @@ def judge(a_rates, b_rates, threshold, names=('A', 'B'), failed=(), most=None,
         # four misses the first 6 rounds 18 % of the time, all 30 rounds 0.02 %
         if verdict.verdict == 'slower' or (look == most and verdict.decided):
             return verdict
-    # the last look reached found no answer, or the job ended before its last look (its time limit)
+    # the last look found no answer; or a look before it (the job's, between rounds), or a job
+    # that ended there (its time limit), found no `slower`: a pass waits for the last look
     needed = rounds_to_decide(verdict.sd, threshold, alphas[most])
-    if reached[-1] < most:
-        said = f'{verdict.figures}: inconclusive, the job stopped after {n} of its {most} rounds'
-    else:
-        said = verdict.reason
+    last = reached[-1] == most
+    said = (verdict.reason if last
+            else f'{verdict.figures}: inconclusive, undecided after {n} of up to {most} rounds')
     advice = (f'about {needed} rounds would decide at this spread (-S ab_rounds={needed})' if needed > most
-              else f'{most} rounds decide at this spread {POWER:.0%} of the time; these did not')
+              else f'{most} rounds decide at this spread {POWER:.0%} of the time'
+              + ('; these did not' if last else ''))
     return Verdict('inconclusive', f'{said}; {advice}',
                    **{k: getattr(verdict, k) for k in ('ratio', 'low', 'high', 'rounds', 'sd',
                                                        'slow_rounds', 'looks', 'figures')})
