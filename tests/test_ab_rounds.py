@@ -88,3 +88,12 @@ def test_the_look_stops_the_job_when_b_is_slower_or_a_step_failed_and_goes_on_ot
     write_step(tmp_path, 13, 'A', 0, 1000.0)
     write_step(tmp_path, 13, 'B', 1)
     assert look_at(13) == 'stop' and 'round 13 B: exit status 1' in (tmp_path / look.LOOKS_FILE).read_text()
+
+
+def test_a_step_whose_rate_is_0_is_a_failed_step_not_a_crash(tmp_path):
+    write_step(tmp_path, 1, 'A', 0, 100.0)
+    write_step(tmp_path, 1, 'B', 0)
+    (tmp_path / rounds.DIR / 'r01-B.out').write_text(fact_line({'event': 'result', 'rank': 0, 'samples_per_s': 0.0}, task=0))
+    steps = rounds.read_steps(tmp_path, 1, {'A': 'old', 'B': 'new'})
+    a, b, failed = rounds.judged_rates(steps, 'samples_per_s')
+    assert (a, b, failed) == ([], [], ['round 1 new: no samples_per_s above 0 in its output'])

@@ -132,7 +132,10 @@ def paired_rates(steps, rate_of):
 def judged_rates(steps, fact):
     """(A rates, B rates, failed steps' lines) of `steps`, the rate of a step the result fact
     `fact` of its output: what the rule judges, in the job's looks and in the check's verdict."""
+    def rate(step):     # a rate of 0 (or less) is no rate: its ratio has no logarithm
+        value = step.run.result_value(fact)
+        return value if value is not None and value > 0 else None
     failed = [problem for problem in map(step_problem, steps) if problem]
-    failed += [f'{step.name}: no {fact} in its output' for step in steps
-               if step.status == 0 and step.run.result_value(fact) is None]
-    return (*paired_rates(steps, lambda step: step.run.result_value(fact)), failed)
+    failed += [f'{step.name}: no {fact} above 0 in its output' for step in steps
+               if step.status == 0 and rate(step) is None]
+    return (*paired_rates(steps, rate), failed)
