@@ -145,10 +145,14 @@ def test_the_estimate_is_the_geometric_mean_and_the_interval_a_t_interval_over_r
 
 
 def test_the_rounds_that_would_decide():
-    # n = (z_a + z_b)^2 sd^2 / d^2: 5 % a side, 90 % power, sd 0.08 of log(B/A), a 5 % loss
+    # n = (t_a + z_b)^2 sd^2 / d^2: 5 % a side, 90 % power, sd 0.08 of log(B/A), a 5 % loss; the
+    # normal's z_a (1.645) says 21 rounds, the t quantile of 21 degrees of freedom (1.72) 22
     d = -math.log(0.95)
-    assert rule.rounds_to_decide(0.08, 0.05, 0.05) == math.ceil((1.644854 + 1.281552) ** 2 * 0.08 ** 2 / d ** 2)
-    assert rule.supported_threshold(0.08, 22, 0.05) == pytest.approx(0.05, abs=0.002)
+    n = rule.rounds_to_decide(0.08, 0.05, 0.05)
+    assert math.ceil((1.644854 + 1.281552) ** 2 * 0.08 ** 2 / d ** 2) == 21 and n == 22
+    assert (rule.t_quantile(0.95, n - 1) + 1.281552) ** 2 * 0.08 ** 2 / d ** 2 <= n
+    assert (rule.t_quantile(0.95, n - 2) + 1.281552) ** 2 * 0.08 ** 2 / d ** 2 > n - 1
+    assert rule.supported_threshold(0.08, n, 0.05) <= 0.05 < rule.supported_threshold(0.08, n - 1, 0.05)
 
 
 def test_too_few_rounds_and_a_failed_step_are_inconclusive():

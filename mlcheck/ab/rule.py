@@ -60,15 +60,22 @@ def z_quantile(p):
 
 def rounds_to_decide(sd, threshold, alpha):
     """Rounds whose t-interval (one side at `alpha`) would rule out a loss of `threshold` for an
-    unchanged image POWER of the time, at a spread `sd` of log(B/A): (z_a + z_b)^2 sd^2 / d^2."""
+    unchanged image POWER of the time, at a spread `sd` of log(B/A): n = (z_a + z_b)^2 sd^2 / d^2,
+    with z_a the t quantile of n - 1 degrees of freedom (wider than the normal's at few rounds)."""
     d = -math.log(1 - threshold)
-    return max(MIN_ROUNDS, math.ceil((z_quantile(1 - alpha) + z_quantile(POWER)) ** 2 * sd ** 2 / d ** 2))
+
+    def enough(n):
+        return (t_quantile(1 - alpha, n - 1) + z_quantile(POWER)) ** 2 * sd ** 2 / d ** 2 <= n
+    n = max(MIN_ROUNDS, math.ceil((z_quantile(1 - alpha) + z_quantile(POWER)) ** 2 * sd ** 2 / d ** 2))
+    while not enough(n):
+        n += 1
+    return n
 
 
 def supported_threshold(sd, rounds, alpha):
     """The smallest threshold that `rounds` rounds at a spread `sd` of log(B/A) decide for an
     unchanged image POWER of the time: the inverse of rounds_to_decide."""
-    return 1 - math.exp(-(z_quantile(1 - alpha) + z_quantile(POWER)) * sd / math.sqrt(rounds))
+    return 1 - math.exp(-(t_quantile(1 - alpha, rounds - 1) + z_quantile(POWER)) * sd / math.sqrt(rounds))
 
 
 def control_line(verdict, most, ceiling, false_slower=FALSE_SLOWER):
