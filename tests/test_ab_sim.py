@@ -6,11 +6,11 @@ layer-fault test: nothing the judge reads), against torch-2.9.1.
 Sized so that a healthy run fails at most once in a thousand (docs/testing.md):
 - the control runs 6 rounds (each image first in half of them) at `-S ab_false_slower=0.001`,
   its own confidence: one look, a 99.8 % t-interval, so an image against itself is `slower` at
-  most 0.1 % of the time (resampled from 54 recorded control rounds: 0 of 20,000; Gaussian and
-  heavy-tailed noise: tests/test_ab_rule.py). The rule users run keeps its 5 %. In CI's run of
-  42e5ead the control at the old rule's 1.6 % said `slower`, B below A in all six rounds: 54
-  recorded rounds since put B/A at 1.004 +- 0.006, and the second step of a round against the
-  first at 0.996 +- 0.006 (docs/ab-images.md): nothing favours A; one in sixty, by chance.
+  most 0.1 % of the time (Gaussian and heavy-tailed step noise: tests/test_ab_rule.py). The rule
+  users run keeps its 5 %. In CI's run of 42e5ead the control at the old rule's 1.6 % said
+  `slower`, B below A in all six rounds: 144 recorded control rounds since put B/A at
+  1.003 +- 0.004, and the second step of a round against the first at 0.994 +- 0.004
+  (docs/ab-images.md): nothing favours A; one in sixty, by chance.
 - the slowed image (B/A about 0.36 in every recorded job) may run 12 rounds and stops at the
   look after 6 that finds it `slower` (the users' 5 %).
 """
