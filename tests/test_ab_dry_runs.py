@@ -98,20 +98,20 @@ def test_an_image_the_partition_does_not_know_is_refused_at_setup(tmp_path):
 
 def test_each_check_runs_its_own_short_steps(tmp_path):
     scripts = dry_run_scripts('simulated', 'sim:cluster', tmp_path, '-P', 'num_nodes=2', '-P', 'image=host',
-                              '-S', 'compare_with=host', '-S', 'ab_rounds=2')
+                              '-S', 'compare_with=host', '-S', 'ab_rounds=6')     # a control: 6 at least
     # the training checks' steps time no rank alone: a slow rank slows both images alike
     short = {'MNISTDistributedCheck': ['--epochs 2 --batch-size 64 --solo-steps 0 --ranks-per-node 2 --steps 20'],
              'CIFAR100ResNetCheck': ['--epochs 2 --steps 20', '--solo-steps 0'],
              'InterconnectCheck': ['--max-iters 20 --blocks 3']}
     for (check, _), (script, stagedir) in scripts.items():
-        assert steps_run(script) == STEPS
+        assert steps_run(script) == [f'{side.lower()} {i}' for i, (_, side) in enumerate(rounds.order(6))]
         assert all(words in body for body in step_functions(script).values() for words in short[check])
         # the job's looks read the check's main rate at the partition's threshold, and its time
-        # limit follows the rounds: 5 minutes and 60 s for each of the 2 x 2 steps
+        # limit follows the rounds: 5 minutes and 60 s for each of the 2 x 6 steps and 2 warm-up steps
         fact = {'MNISTDistributedCheck': 'samples_per_s', 'CIFAR100ResNetCheck': 'samples_per_s',
                 'InterconnectCheck': 'busbw'}[check]
-        assert f' -m mlcheck.ab.look --fact {fact} --threshold 0.03 --most 2 --false-slower 0.05 ' in script
-        assert '#SBATCH --time=0:9:0' in script
+        assert f' -m mlcheck.ab.look --fact {fact} --threshold 0.03 --most 6 --false-slower 0.05 ' in script
+        assert '#SBATCH --time=0:19:0' in script
         # recorded with every figure, the comparison and not the rounds (a most), so that A/B
         # runs of one pair are compared whatever their rounds
         recorded = recorded_settings(stagedir)
@@ -223,3 +223,15 @@ def test_only_a_container_engine_partition_reads_an_environment_definition():
     del extras['mlcheck']['edf']     # no tables of its own: still read, with each image's variables
     assert PartitionSettings.from_extras('daint:normal', extras, 'ContainerEngine').reads_edf
     assert PartitionSettings.from_extras('daint:normal', extras, 'containerengine').reads_edf
+
+
+def test_a_control_of_fewer_rounds_than_the_first_look_is_refused_at_setup(tmp_path):
+    """An A=A control at ab_rounds=5 was `slower` or `faster`, so failed, 9-10 % of the time
+    (one look of 5 rounds with the whole 5 % a side): a control needs the first look's rounds."""
+    stage_mnist(str(tmp_path / 'data'))
+    done = run_reframe('simulated', tmp_path / 'rfm', '--dry-run', '-n', 'MNIST', '-P', 'num_nodes=1',
+                       '-P', 'image=host', '-S', f'data_dir={tmp_path / "data"}', '-S', 'compare_with=host',
+                       '-S', 'ab_rounds=5')
+    assert done.returncode != 0
+    reasons = [line for line in done.stdout.splitlines() if 'ab_rounds' in line and 'Reason' in line]
+    assert reasons and '-S ab_rounds=5: an A=A control needs at least 6 rounds' in reasons[0], done.stdout

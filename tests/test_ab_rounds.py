@@ -96,4 +96,31 @@ def test_a_step_whose_rate_is_0_is_a_failed_step_not_a_crash(tmp_path):
     (tmp_path / rounds.DIR / 'r01-B.out').write_text(fact_line({'event': 'result', 'rank': 0, 'samples_per_s': 0.0}, task=0))
     steps = rounds.read_steps(tmp_path, 1, {'A': 'old', 'B': 'new'})
     a, b, failed = rounds.judged_rates(steps, 'samples_per_s')
-    assert (a, b, failed) == ([], [], ['round 1 new: no samples_per_s above 0 in its output'])
+    assert (a, b, failed) == ([], [], ['round 1 new: no finite samples_per_s above 0 in its output'])
+
+
+def test_each_side_is_warmed_up_before_round_1_and_the_warm_up_is_no_round(tmp_path):
+    """A cold image (page cache, a first-time load) slow in its first rounds only was `slower`
+    12-25 % of the time (the red-team's K2): the job runs one untimed step of each side before
+    round 1, on ports of its own, into files no round reads."""
+    run_rounds(tmp_path, 2, ())
+    warm = {path.name: path.read_text().strip() for path in (tmp_path / rounds.DIR).glob('warm-up-*.out')}
+    assert warm == {'warm-up-A.out': 'a 4', 'warm-up-B.out': 'b 5'}
+    # the warm-up ran first: its files are older than round 1's
+    assert (tmp_path / rounds.DIR / 'warm-up-B.status').stat().st_mtime_ns <= \
+        (tmp_path / rounds.DIR / 'r01-A.status').stat().st_mtime_ns
+    assert rounds.rounds_run(tmp_path) == 2
+
+
+def test_a_step_whose_rate_is_not_finite_is_a_failed_step_and_the_look_stops(tmp_path, monkeypatch, capsys):
+    """`Infinity` in a step's result line crashed `python -m mlcheck.ab.look` (a traceback, no
+    looks.txt, no stop): the step failed, the look says so and stops the job."""
+    monkeypatch.chdir(tmp_path)
+    for round_ in range(1, 7):
+        write_step(tmp_path, round_, 'A', 0, 1000.0)
+        write_step(tmp_path, round_, 'B', 0, 1000.0)
+    (tmp_path / rounds.DIR / 'r04-B.out').write_text(
+        fact_line({'event': 'result', 'rank': 0, 'samples_per_s': 1000.0}, task=0).replace('1000.0', 'Infinity'))
+    look.main(['6', '--fact', 'samples_per_s', '--threshold', '0.03', '--most', '30'])
+    assert capsys.readouterr().out.strip() == 'stop'
+    assert 'round 4 B: no finite samples_per_s above 0 in its output' in (tmp_path / look.LOOKS_FILE).read_text()

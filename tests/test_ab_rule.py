@@ -5,8 +5,11 @@ known fraction. The issue cases (issue 50) are the recorded figures the old rule
 rates stated in docs/ab-images.md are the Monte Carlo figures tested here.
 """
 
+import json
 import math
+import pathlib
 import random
+import re
 import statistics
 
 import pytest
@@ -176,7 +179,8 @@ def test_a_job_cut_short_before_its_last_look_is_inconclusive():
     # 20 of 30 rounds (its time limit): its look at 12 said same, but passing waits for the last
     b = [1.0, 1.01, 0.99] * 7
     verdict = rule.judge([1.0] * 20, b[:20], 0.05, most=30)
-    assert verdict.verdict == 'inconclusive' and 'undecided after 20 of up to 30 rounds' in verdict.reason
+    assert verdict.verdict == 'inconclusive' and 'the job ended after 20 of its 30 rounds' in verdict.reason
+    assert verdict.rounds == 20 and 'over 20 rounds' in verdict.reason, verdict.reason
 
 
 def test_an_early_look_stops_to_fail_never_to_pass():
@@ -235,3 +239,114 @@ def test_one_round_far_below_the_rest_blocks_a_pass_and_one_on_each_side_does_no
     assert verdict.verdict == 'inconclusive' and 'slow in some rounds, never same: 1 of 30 far below' in verdict.reason
     both = quiet[:28] + [0.9, 1.1]       # noise on both sides alike: as an unchanged image's
     assert rule.judge([1.0] * 30, both, 0.03).verdict in rule.PASSING
+
+
+# --- the red-team's cases of issue 50 (/tmp/redteam-i50-ab, their rounds in
+# tests/data/ab-redteam/rounds.json), each seen wrong on i50 at bb17eab ---
+
+REDTEAM = json.loads((pathlib.Path(__file__).parent / 'data' / 'ab-redteam' / 'rounds.json').read_text())
+
+
+def redteam(case, **kw):
+    rates = REDTEAM[case]
+    return rule.judge(rates['A'], rates['B'], rates['threshold'], most=rates['most'], **kw)
+
+
+def test_a_round_hit_by_a_machine_event_is_named_and_no_rounds_are_promised():
+    """K1: A=A, other work starts mid-round 13 (A before the drop, B after: B/A 0.67). The rule
+    said 'about 139 rounds would decide (-S ab_rounds=139)'; rerun so, the guard blocked it again
+    (4 % of such reruns decide). Name the far round, which side ran first, and what tells a
+    machine event from an image slow in some runs."""
+    verdict = redteam('K1')
+    assert verdict.verdict == 'inconclusive', verdict.reason
+    assert 'round 13 (B/A 0.666, A ran first)' in verdict.reason, verdict.reason
+    assert 'rounds would decide' not in verdict.reason and '-S ab_rounds=' not in verdict.reason
+    assert 'rerun' in verdict.reason and 'recurs' in verdict.reason, verdict.reason
+    # the guard alone blocking (30 rounds within 1 %, one at 0.85): no rounds either
+    quiet = [1.0, 1.01, 0.99, 1.005, 0.995, 1.0] * 5
+    alone = rule.judge([1.0] * 30, quiet[:29] + [0.85], 0.03)
+    assert 'round 30 (B/A 0.850, B ran first)' in alone.reason and 'decide' not in alone.reason, alone.reason
+
+
+def test_a_cold_start_in_the_first_rounds_is_named_by_its_rounds():
+    """K2: B 40 % slow in rounds 1-3 only (a cold image), `slower`; K3: 30 % slow in rounds 1-2,
+    `inconclusive` with 'about 210 rounds would decide'. The job now warms each side up before
+    round 1 (tests/test_ab_rounds.py); the reason names the far rounds, the first ones."""
+    slower = redteam('K2')
+    assert re.search(r'far below the rest: rounds 1 \(B/A 0\.\d+, A ran first\), 2 \(B/A 0\.\d+, B ran first\), '
+                     r'3 \(B/A 0\.\d+, A ran first\)', slower.reason), slower.reason
+    assert 'the first rounds' in slower.reason, slower.reason
+    incon = redteam('K3')
+    assert incon.verdict == 'inconclusive' and 'rounds 1 (B/A 0.63' in incon.reason, incon.reason
+    assert '-S ab_rounds=' not in incon.reason, incon.reason
+
+
+def test_a_look_before_the_last_promises_no_rounds():
+    """An early look's spread, of 6 rounds, said 'about 690 rounds would decide' (K3 at 6) and
+    '39' for an A=A job that 30 rounds decide: the job goes on, and says only that."""
+    rates = REDTEAM['K3']
+    verdict = rule.judge(rates['A'][:6], rates['B'][:6], 0.03, most=30, going_on=True)
+    assert 'undecided after 6 of up to 30 rounds; the job goes on' in verdict.reason, verdict.reason
+    assert 'would decide' not in verdict.reason
+
+
+@pytest.mark.parametrize('rounds_', [2, 3, 4])
+def test_a_job_of_few_rounds_gives_its_interval_and_the_rounds_that_would_decide(rounds_):
+    """K7: a job of 3 rounds said only 'fewer than 5', though the docs promise the interval and
+    the rounds that would decide."""
+    rng = random.Random(rounds_)
+    a, b = rounds(0.0, lambda: rng.gauss(0, 0.05), [1.0] * rounds_)
+    for most in (rounds_, 30):      # ab_rounds=3, or a job of 30 cut short
+        verdict = rule.judge(a, b, 0.03, most=most)
+        assert verdict.verdict == 'inconclusive' and verdict.rounds == rounds_, verdict.reason
+        assert re.search(rf'B/A \d\.\d+ \[\d\.\d+, \d\.\d+\] over {rounds_} rounds', verdict.reason), verdict.reason
+        needed = rule.rounds_to_decide(verdict.sd, 0.03, rule.split(rule.looks(most))[-1])
+        assert f'about {needed} rounds would decide' in verdict.reason or \
+            f'{most} rounds decide at this spread' in verdict.reason, verdict.reason
+
+
+@pytest.mark.parametrize('bad', [0.0, -5.0, math.nan, math.inf, None, 'fast'])
+@pytest.mark.parametrize('side', ['A', 'B'])
+def test_a_rate_that_is_not_a_finite_positive_number_is_a_one_line_inconclusive(bad, side):
+    a, b = [1000.0] * 12, [990.0, 1010.0] * 6
+    (a if side == 'A' else b)[3] = bad
+    verdict = rule.judge(a, b, 0.03, most=12)
+    assert verdict.verdict == 'inconclusive' and '\n' not in verdict.reason
+    assert f'round 4 {side}: rate {bad!r} is not a number above 0' in verdict.reason, verdict.reason
+
+
+def test_rates_of_unequal_rounds_are_inconclusive_not_a_crash():
+    verdict = rule.judge([1.0] * 7, [1.0] * 6, 0.03)
+    assert verdict.verdict == 'inconclusive' and '7 rates of A against 6 of B' in verdict.reason
+
+
+def test_a_ratio_past_the_plausible_is_refused_naming_it():
+    """B in samples/s against A in thousands (B/A about 1000) was `faster` and passed."""
+    rng = random.Random(3)
+    a, b = rounds(0.0, lambda: rng.gauss(0, 0.02), [1.0] * 30)
+    verdict = rule.judge(a, [1000 * y for y in b], 0.03)
+    assert verdict.verdict == 'inconclusive' and verdict.fails, verdict.reason
+    assert f'beyond the plausible 1/{rule.PLAUSIBLE:g}-{rule.PLAUSIBLE:g}' in verdict.reason and 'units' in verdict.reason
+
+
+def test_every_failed_step_is_listed():
+    verdict = rule.judge([1.0] * 6, [1.0] * 6, 0.05, failed=['round 2 b: exit status 1', 'round 5 a: exit status 9'])
+    assert '2 step(s) failed: round 2 b: exit status 1; round 5 a: exit status 9' in verdict.reason
+
+
+def test_a_job_cut_short_reports_the_rounds_it_ran():
+    """Cut at 29 of 30 rounds, it reported its figures over 12."""
+    rng = random.Random(29)
+    a, b = rounds(0.0, lambda: rng.gauss(0, 0.03), [1.0] * 29)
+    verdict = rule.judge(a, b, 0.03, most=30)
+    assert verdict.verdict == 'inconclusive' and verdict.rounds == 29 and 'over 29 rounds' in verdict.reason
+    assert 'the job ended after 29 of its 30 rounds' in verdict.reason, verdict.reason
+
+
+@pytest.mark.parametrize('failed', [dict(failed=['round 4 b: exit status 1']), dict()])
+def test_a_control_without_a_spread_says_so_in_one_line(failed):
+    """rule.control_line raised TypeError for a control with no spread measured (a failed step,
+    or too few rounds)."""
+    verdict = rule.judge([1.0] * 6, [1.0] * 6, 0.03, **failed) if failed else rule.judge([1.0], [1.0], 0.03)
+    line = rule.control_line(verdict, 30, 0.1)
+    assert line.startswith('A=A control: no spread measured') and '\n' not in line, line

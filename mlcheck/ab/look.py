@@ -24,7 +24,7 @@ def main(argv=None):
     steps = rounds.read_steps('.', args.round, {rounds.A: 'A', rounds.B: 'B'})
     a_rates, b_rates, failed = rounds.judged_rates(steps, args.fact)
     verdict = rule.judge(a_rates, b_rates, args.threshold, failed=failed, most=args.most,
-                         false_slower=args.false_slower)
+                         false_slower=args.false_slower, going_on=True)
     with open(LOOKS_FILE, 'a') as f:
         f.write(f'after round {args.round}: {verdict.reason}\n')
     stop = verdict.verdict == 'slower' or bool(failed)

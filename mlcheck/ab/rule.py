@@ -23,16 +23,17 @@ docs/ab-images.md). The job script calls look.py between rounds; the check's ver
 same looks over the rounds read back, so the two always agree.
 """
 
+import dataclasses
 import functools
 import math
 import statistics
-from dataclasses import dataclass, field
 
 MIN_ROUNDS = 5
 FIRST_LOOKS = (6, 12)         # then the most the job may run
 FALSE_SLOWER = 0.05           # the most often an unchanged image is called slower, all looks together
 POWER = 0.9                   # of the rounds advised: an unchanged image decided this often
 OUTLIER = 4                   # robust sds (1.4826 MAD) from the median: a round far from the rest
+PLAUSIBLE = 20                # a round's B/A past 1/20-20 is a reading in other units, not an image
 PASSING = ('same', 'faster', 'not slower')
 VERDICTS = ('slower', 'same', 'faster', 'not slower', 'inconclusive')
 
@@ -81,6 +82,8 @@ def supported_threshold(sd, rounds, alpha):
 def control_line(verdict, most, ceiling, false_slower=FALSE_SLOWER):
     """What an A=A control's Verdict says of the partition: the threshold that `most` rounds
     decide at the spread measured, and where that passes `ceiling`, the rounds that would."""
+    if verdict.sd is None:      # a failed step, or fewer than 2 rounds: nothing measured
+        return f'A=A control: no spread measured: {verdict.reason}'
     alpha = split(looks(most), false_slower)[-1]
     supported = supported_threshold(verdict.sd, most, alpha)
     line = (f'A=A control: log(B/A) spread {verdict.sd:.3f} (sd) over {verdict.rounds} rounds: with up '
@@ -92,7 +95,7 @@ def control_line(verdict, most, ceiling, false_slower=FALSE_SLOWER):
     return line
 
 
-@dataclass(frozen=True)
+@dataclasses.dataclass(frozen=True)
 class Verdict:
     verdict: str            # one of VERDICTS
     reason: str             # one line, naming both images and the ratio
@@ -102,8 +105,9 @@ class Verdict:
     rounds: int = 0         # the rounds judged (the look that decided, or the last reached)
     sd: float = None        # standard deviation of log(B/A) over those rounds
     slow_rounds: int = 0    # rounds below 1 - 2 x threshold
-    looks: tuple = field(default=(), compare=False)     # the rounds of every look taken
-    figures: str = field(default='', compare=False)     # the reason's words before the verdict
+    far_slow: tuple = ()    # the rounds (1, 2, ...) far below the rest, where more than far above
+    looks: tuple = dataclasses.field(default=(), compare=False)     # the rounds of every look taken
+    figures: str = dataclasses.field(default='', compare=False)     # the reason's words before the verdict
 
     @property
     def fails(self):
@@ -114,44 +118,87 @@ class Verdict:
         return self.verdict != 'inconclusive'
 
 
+def rate_problems(a_rates, b_rates):
+    """A line for each rate that is not a finite number above 0 (its ratio has no logarithm)."""
+    return [f'round {round_} {side}: rate {rate!r} is not a number above 0'
+            for round_, pair in enumerate(zip(a_rates, b_rates), 1) for side, rate in zip('AB', pair)
+            if isinstance(rate, bool) or not isinstance(rate, (int, float))
+            or not (math.isfinite(rate) and rate > 0)]
+
+
 def judge(a_rates, b_rates, threshold, names=('A', 'B'), failed=(), most=None,
-          false_slower=FALSE_SLOWER):
+          false_slower=FALSE_SLOWER, going_on=False):
     """The Verdict of rounds whose main rates (higher is faster) were `a_rates[i]`, `b_rates[i]`,
     of a job that may run `most` rounds (default: the rounds given): the first look that decides,
-    or the last look reached. `failed`: one line per failed step; `names`: the two images."""
+    or the last look reached. `failed`: one line per failed step; `names`: the two images;
+    `going_on`: the job's own look between rounds (the job runs on unless B is `slower`)."""
     a, b = names
-    if len(a_rates) != len(b_rates):
-        raise ValueError(f'{len(a_rates)} rates of A against {len(b_rates)} of B')
     n = len(a_rates)
+
+    def refused(why):
+        return Verdict('inconclusive', f'{b} against {a}: inconclusive, {why}', rounds=n)
+    if len(a_rates) != len(b_rates):
+        return refused(f'{len(a_rates)} rates of A against {len(b_rates)} of B')
+    failed = [*failed, *rate_problems(a_rates, b_rates)]
     if failed:
-        return Verdict('inconclusive', f'{b} against {a}: inconclusive, {len(failed)} step(s) failed: '
-                       f'{failed[0]}', rounds=n)
+        return refused(f'{len(failed)} step(s) failed: {"; ".join(failed)}')
+    ratios = [y / x for x, y in zip(a_rates, b_rates)]
+    wild = [f'round {i} B/A {r:.4g}' for i, r in enumerate(ratios, 1) if not 1 / PLAUSIBLE <= r <= PLAUSIBLE]
+    if wild:
+        return refused(f'{", ".join(wild[:3])}{" ..." if len(wild) > 3 else ""}: beyond the plausible '
+                       f'1/{PLAUSIBLE:g}-{PLAUSIBLE:g} of one image against another (its rates in other units?)')
     most = most or n
     plan = looks(most)
+    alphas = dict(zip(plan, split(plan, false_slower)))
     reached = [look for look in plan if look <= n]
     if not reached or reached[-1] < MIN_ROUNDS:
-        return Verdict('inconclusive', f'{b} against {a}: inconclusive, {n} round(s) completed, '
-                       f'fewer than {max(MIN_ROUNDS, plan[0])}', rounds=n)
-    alphas = dict(zip(plan, split(plan, false_slower)))
-    ratios = [y / x for x, y in zip(a_rates, b_rates)]
+        fewer = f'{n} round(s) completed, fewer than {max(MIN_ROUNDS, plan[0])}'
+        if n < 2:
+            return refused(f'{fewer}: no spread to size the rounds by')
+        # the figures of the rounds run, at the last look's share, and the rounds that would decide
+        # (the guard's robust spread of so few rounds means nothing: no round is far from it)
+        verdict = dataclasses.replace(judge_look(ratios, threshold, alphas[most], names, (n,)), far_slow=())
+        return inconclusive(verdict, f'{verdict.figures}: inconclusive, {fewer}', threshold, most, alphas[most])
     for look in reached:
         verdict = judge_look(ratios[:look], threshold, alphas[look], names, tuple(reached))
         # an early look stops the job to fail it, never to pass it: a slowdown in one run of
         # four misses the first 6 rounds 18 % of the time, all 30 rounds 0.02 %
         if verdict.verdict == 'slower' or (look == most and verdict.decided):
             return verdict
-    # the last look found no answer; or a look before it (the job's, between rounds), or a job
-    # that ended there (its time limit), found no `slower`: a pass waits for the last look
-    needed = rounds_to_decide(verdict.sd, threshold, alphas[most])
-    last = reached[-1] == most
-    said = (verdict.reason if last
-            else f'{verdict.figures}: inconclusive, undecided after {n} of up to {most} rounds')
-    advice = (f'about {needed} rounds would decide at this spread (-S ab_rounds={needed})' if needed > most
-              else f'{most} rounds decide at this spread {POWER:.0%} of the time'
-              + ('; these did not' if last else ''))
-    return Verdict('inconclusive', f'{said}; {advice}',
-                   **{k: getattr(verdict, k) for k in ('ratio', 'low', 'high', 'rounds', 'sd',
-                                                       'slow_rounds', 'looks', 'figures')})
+    if going_on:
+        return inconclusive(verdict, f'{verdict.figures}: inconclusive, undecided after {n} of up to '
+                                     f'{most} rounds; the job goes on')
+    if n > reached[-1]:     # the job ended between looks (its time limit): judge all it ran
+        verdict = judge_look(ratios[:most], threshold, alphas[most], names, (*reached, min(n, most)))
+        if verdict.verdict == 'slower':
+            return verdict
+    if min(n, most) < most:
+        said = f'{verdict.figures}: inconclusive, the job ended after {n} of its {most} rounds'
+    else:
+        said = verdict.reason
+    return inconclusive(verdict, said, threshold, most, alphas[most])
+
+
+def inconclusive(verdict, said, threshold=None, most=None, alpha=None):
+    """An inconclusive Verdict with the figures of `verdict` and the reason `said`, and, given
+    the threshold, the most rounds and the last look's share, what would decide: the rounds at
+    the spread measured, unless rounds far below the rest widen it (more rounds would not help:
+    the reason names them)."""
+    if threshold is not None and not verdict.far_slow:
+        needed = rounds_to_decide(verdict.sd, threshold, alpha)
+        said += (f'; about {needed} rounds would decide at this spread (-S ab_rounds={needed})' if needed > most
+                 else f'; {most} rounds decide at this spread {POWER:.0%} of the time'
+                 + ('; these did not' if verdict.rounds >= most else ''))
+    return Verdict('inconclusive', said, **{k: getattr(verdict, k) for k in (
+        'ratio', 'low', 'high', 'rounds', 'sd', 'slow_rounds', 'far_slow', 'looks', 'figures')})
+
+
+def far_rounds(ratios, rounds_):
+    """'round 13 (B/A 0.674, A ran first)' or 'rounds 1 (...), 2 (...)': the side that ran
+    second takes a machine event that begins mid-round."""
+    from mlcheck.ab.rounds import first     # the job's order (the job's look imports it anyway)
+    said = ', '.join(f'{r} (B/A {ratios[r - 1]:.3f}, {first(r)} ran first)' for r in rounds_)
+    return f'round{"s" if len(rounds_) > 1 else ""} {said}'
 
 
 def judge_look(ratios, threshold, alpha, names=('A', 'B'), looks_=()):
@@ -168,19 +215,26 @@ def judge_look(ratios, threshold, alpha, names=('A', 'B'), looks_=()):
     # rounds far from the rest: past twice the threshold and OUTLIER robust sds from the median
     centre = statistics.median(logs)
     spread = 1.4826 * statistics.median(abs(x - centre) for x in logs)
-    far_slow = sum(x < min(math.log(1 - 2 * threshold), centre - OUTLIER * spread) for x in logs)
+    far_slow = [i for i, x in enumerate(logs, 1) if x < min(math.log(1 - 2 * threshold), centre - OUTLIER * spread)]
     far_fast = sum(x > max(math.log(1 + 2 * threshold), centre + OUTLIER * spread) for x in logs)
+    # an image slow in some rounds, far from the rest, more often than fast in others: slow
+    # for the users who land on those runs (an unchanged image's noise puts rounds past twice
+    # the threshold on both sides alike, and seldom far from the rest)
+    slow_in_some = len(far_slow) > far_fast
     said = (f'{b} against {a}: B/A {ratio:.3f} [{low:.3f}, {high:.3f}] over {n} rounds '
             f'({1 - 2 * alpha:.1%} interval), threshold {threshold:.3f}')
     rounds_past = (f'{slow} of {n} rounds below {1 - 2 * threshold:.3f} (twice the threshold), '
                    f'{fast} above {1 + 2 * threshold:.3f}')
-    found = dict(ratio=ratio, low=low, high=high, rounds=n, sd=sd, slow_rounds=slow, looks=looks_, figures=said)
-    # an image slow in some rounds, far from the rest, more often than fast in others: slow
-    # for the users who land on those runs (an unchanged image's noise puts rounds past twice
-    # the threshold on both sides alike, and seldom far from the rest)
-    slow_in_some = far_slow > far_fast
+    far = ''
+    if slow_in_some:
+        far = (f'{len(far_slow)} of {n} far below the rest: {far_rounds(ratios, far_slow)} (below '
+               f'{1 - 2 * threshold:.3f} and {OUTLIER} robust sds under the median), {far_fast} far above')
+        if far_slow == list(range(1, len(far_slow) + 1)):
+            far += '; the first rounds: a cold start (page cache, a first load) that the warm-up step did not take?'
+    found = dict(ratio=ratio, low=low, high=high, rounds=n, sd=sd, slow_rounds=slow, looks=looks_, figures=said,
+                 far_slow=tuple(far_slow) if slow_in_some else ())
     if high < 1 and ratio < 1 - threshold:
-        return Verdict('slower', f'{said}: slower; {rounds_past}', **found)
+        return Verdict('slower', f'{said}: slower; {rounds_past}' + (f'; {far}' if far else ''), **found)
     if low > 1 and ratio > 1 + threshold:
         return Verdict('faster', f'{said}: faster', **found)
     if low > 1 - threshold and not slow_in_some:
@@ -189,10 +243,14 @@ def judge_look(ratios, threshold, alpha, names=('A', 'B'), looks_=()):
         return Verdict('not slower', f'{said}: not slower, a loss of the threshold ruled out '
                        '(whether faster, cannot tell)', **found)
     if low > 1 - threshold:
-        why = (f'slow in some rounds, never same: {far_slow} of {n} far below the rest (below '
-               f'{1 - 2 * threshold:.3f} and {OUTLIER} robust sds under the median), {far_fast} far above')
+        why = f'slow in some rounds, never same: {far}'
     elif high < 1:
         why = 'B is slower than A (the interval below 1), by more than the threshold or by less: cannot tell'
     else:
         why = 'the interval reaches past the threshold'
+    if slow_in_some:
+        if not why.startswith('slow in some'):
+            why += f'; {far}'
+        why += ('; a far round alone may be a machine event (other work starting mid-round slows the '
+                'side that ran second): rerun; a far round that recurs with the same image is the image')
     return Verdict('inconclusive', f'{said}: inconclusive, {why}', **found)

@@ -94,6 +94,11 @@ class ABRounds(rfm.RegressionTestPlugin):
     def set_up_ab_rounds(self, image, data, waits):
         """The job: the launcher line wrapped as a function, one function per side, the rounds."""
         sides = self.ab_sides(image)
+        if self.is_control() and self.ab_rounds < rule.FIRST_LOOKS[0]:
+            # one look of fewer rounds, the whole false rate a side: slower or faster, so a
+            # failed control, 9-10 % of the time
+            raise ConfigError(f'-S ab_rounds={self.ab_rounds}: an A=A control needs at least '
+                              f'{rule.FIRST_LOOKS[0]} rounds, the first look\'s')
         for name, value in self.ab_steps.knobs.items():
             setattr(self, name, value)
         before, self.executable, after = rounds.launcher_function()
@@ -112,7 +117,8 @@ class ABRounds(rfm.RegressionTestPlugin):
         self._ab_script = ([*prepare, *before], [*after, *functions, *rounds.round_lines(
             self.ab_rounds, rule.looks(self.ab_rounds)[:-1], self.look_command())])
         self.keep_files += [rounds.DIR]
-        self.time_limit = f'{math.ceil((SETUP_S + 2 * self.ab_rounds * self.ab_steps.step_s) / 60)}m'
+        # every step of the most rounds and the warm-up step of each side
+        self.time_limit = f'{math.ceil((SETUP_S + 2 * (self.ab_rounds + 1) * self.ab_steps.step_s) / 60)}m'
 
     def threshold_of_partition(self):
         return min(self.settings.ab_threshold, self.settings.ab_threshold_ceiling)
@@ -180,7 +186,7 @@ class ABRounds(rfm.RegressionTestPlugin):
         self.ab_verdict = rule.judge(a_rates, b_rates, threshold, names=self.ab_names(), failed=failed,
                                      most=self.ab_rounds, false_slower=self.ab_false_slower)
         said = [self.ab_verdict.reason]
-        if self.is_control() and self.ab_verdict.sd is not None:
+        if self.is_control():
             said.append(rule.control_line(self.ab_verdict, self.ab_rounds, self.settings.ab_threshold_ceiling,
                                           self.ab_false_slower)
                         + f"; record it as the partition's ab_threshold, which is {threshold:g} now")
