@@ -148,13 +148,15 @@ def test_the_estimate_is_the_geometric_mean_and_the_interval_a_t_interval_over_r
 
 
 def test_the_rounds_that_would_decide():
-    # n = (t_a + z_b)^2 sd^2 / d^2: 5 % a side, 90 % power, sd 0.08 of log(B/A), a 5 % loss; the
-    # normal's z_a (1.645) says 21 rounds, the t quantile of 21 degrees of freedom (1.72) 22
+    # n = (t_a + t_b)^2 sd^2 / d^2: 5 % a side, 90 % power, sd 0.08 of log(B/A), a 5 % loss; the
+    # normal's quantiles (1.645, 1.282) say 21 rounds, the t quantiles of 22 degrees of freedom 23:
+    # the spread is estimated from the rounds (with the normal's z_b, controls at the threshold
+    # they were said to support were decided 87-89 % of the time, the red-team's calib.py)
     d = -math.log(0.95)
     n = rule.rounds_to_decide(0.08, 0.05, 0.05)
-    assert math.ceil((1.644854 + 1.281552) ** 2 * 0.08 ** 2 / d ** 2) == 21 and n == 22
-    assert (rule.t_quantile(0.95, n - 1) + 1.281552) ** 2 * 0.08 ** 2 / d ** 2 <= n
-    assert (rule.t_quantile(0.95, n - 2) + 1.281552) ** 2 * 0.08 ** 2 / d ** 2 > n - 1
+    assert math.ceil((1.644854 + 1.281552) ** 2 * 0.08 ** 2 / d ** 2) == 21 and n == 23
+    assert (rule.t_quantile(0.95, n - 1) + rule.t_quantile(0.9, n - 1)) ** 2 * 0.08 ** 2 / d ** 2 <= n
+    assert (rule.t_quantile(0.95, n - 2) + rule.t_quantile(0.9, n - 2)) ** 2 * 0.08 ** 2 / d ** 2 > n - 1
     assert rule.supported_threshold(0.08, n, 0.05) <= 0.05 < rule.supported_threshold(0.08, n - 1, 0.05)
 
 
