@@ -4,6 +4,7 @@ the other: torch-2.9.1 against itself (the A=A control) and torch-2.14.1, slowed
 layer-fault test: nothing the judge reads), against torch-2.9.1.
 
 Sized so that a healthy run fails at most once in a thousand (docs/testing.md):
+- each job warms each image up with one untimed step before round 1 (docs/ab-images.md);
 - the control runs 6 rounds (each image first in half of them) at `-S ab_false_slower=0.001`,
   its own confidence: one look, a 99.8 % t-interval, so an image against itself is `slower` at
   most 0.1 % of the time (Gaussian and heavy-tailed step noise: tests/test_ab_rule.py). The rule

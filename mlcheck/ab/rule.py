@@ -13,6 +13,8 @@ threshold's size, but not a gain (the knob asks "is B slower?": the check passes
 `inconclusive`, with the rounds that would decide at the spread measured. An image slow in some
 rounds (more rounds far below the rest than far above it: past twice the threshold and OUTLIER
 robust sds from the median) is never `same` nor `not slower`: slower for the users who land on those runs.
+The reason names such rounds by number and the side that ran first in each, and promises no
+rounds where they widen the interval: a machine event hits one round, an image's loss recurs.
 
 The job runs until decided: the rule looks after 6 and 12 rounds and after the most the job may
 run (`ab_rounds`), and stops at the first look that finds B `slower`; a passing verdict waits for
@@ -27,6 +29,8 @@ import dataclasses
 import functools
 import math
 import statistics
+
+from mlcheck.ab import rounds
 
 MIN_ROUNDS = 5
 FIRST_LOOKS = (6, 12)         # then the most the job may run
@@ -194,12 +198,11 @@ def inconclusive(verdict, said, threshold=None, most=None, alpha=None):
         'ratio', 'low', 'high', 'rounds', 'sd', 'slow_rounds', 'far_slow', 'looks', 'figures')})
 
 
-def far_rounds(ratios, rounds_):
+def far_rounds(ratios, numbers):
     """'round 13 (B/A 0.674, A ran first)' or 'rounds 1 (...), 2 (...)': the side that ran
     second takes a machine event that begins mid-round."""
-    from mlcheck.ab.rounds import first     # the job's order (the job's look imports it anyway)
-    said = ', '.join(f'{r} (B/A {ratios[r - 1]:.3f}, {first(r)} ran first)' for r in rounds_)
-    return f'round{"s" if len(rounds_) > 1 else ""} {said}'
+    said = ', '.join(f'{r} (B/A {ratios[r - 1]:.3f}, {rounds.first(r)} ran first)' for r in numbers)
+    return f'round{"s" if len(numbers) > 1 else ""} {said}'
 
 
 def judge_look(ratios, threshold, alpha, names=('A', 'B'), looks_=()):
