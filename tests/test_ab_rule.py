@@ -266,6 +266,16 @@ def test_a_round_hit_by_a_machine_event_is_named_and_no_rounds_are_promised():
     assert 'round 13 (B/A 0.666, A ran first)' in verdict.reason, verdict.reason
     assert 'rounds would decide' not in verdict.reason and '-S ab_rounds=' not in verdict.reason
     assert 'rerun' in verdict.reason and 'recurs' in verdict.reason, verdict.reason
+    # K1 again (the red-team's keycases.py, seed 2), the round 15 % down and not far from the rest
+    # by the guard's robust spread, yet alone putting the rounds past the most: named, no rounds
+    rng = random.Random(8)
+    a = [1000 * (1 + rng.gauss(0, 0.03)) for _ in range(30)]
+    b = [1000 * (1 + rng.gauss(0, 0.03)) for _ in range(30)]
+    b[16] *= 0.85
+    one = rule.judge(a, b, 0.03, most=30)
+    assert one.verdict == 'inconclusive' and not one.far_slow, one.reason
+    assert 'one round alone widens the interval past deciding, round 17 (B/A 0.859, A ran first): without it 30 ' \
+        'rounds would decide' in one.reason and '-S ab_rounds=' not in one.reason, one.reason
     # the guard alone blocking (30 rounds within 1 %, one at 0.85): no rounds either
     quiet = [1.0, 1.01, 0.99, 1.005, 0.995, 1.0] * 5
     alone = rule.judge([1.0] * 30, quiet[:29] + [0.85], 0.03)

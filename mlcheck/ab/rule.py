@@ -37,6 +37,8 @@ FIRST_LOOKS = (6, 12)         # then the most the job may run
 FALSE_SLOWER = 0.05           # the most often an unchanged image is called slower, all looks together
 POWER = 0.9                   # of the rounds advised: an unchanged image decided this often
 OUTLIER = 4                   # robust sds (1.4826 MAD) from the median: a round far from the rest
+MACHINE_EVENT = ('one such round alone may be a machine event (other work starting mid-round slows the '
+                 'side that ran second): rerun; such a round that recurs with the same image is the image')
 PLAUSIBLE = 20                # a round's B/A past 1/20-20 is a reading in other units, not an image
 PASSING = ('same', 'faster', 'not slower')
 VERDICTS = ('slower', 'same', 'faster', 'not slower', 'inconclusive')
@@ -181,19 +183,26 @@ def judge(a_rates, b_rates, threshold, names=('A', 'B'), failed=(), most=None,
         said = f'{verdict.figures}: inconclusive, the job ended after {n} of its {most} rounds'
     else:
         said = verdict.reason
-    return inconclusive(verdict, said, threshold, most, alphas[most])
+    return inconclusive(verdict, said, threshold, most, alphas[most], ratios[:verdict.rounds])
 
 
-def inconclusive(verdict, said, threshold=None, most=None, alpha=None):
+def inconclusive(verdict, said, threshold=None, most=None, alpha=None, ratios=()):
     """An inconclusive Verdict with the figures of `verdict` and the reason `said`, and, given
-    the threshold, the most rounds and the last look's share, what would decide: the rounds at
-    the spread measured, unless rounds far below the rest widen it (more rounds would not help:
-    the reason names them)."""
+    the threshold, the most rounds, the last look's share and the rounds' `ratios`, what would
+    decide: the rounds at the spread measured, unless rounds far below the rest widen it, or one
+    round below twice the threshold alone puts them past the most (more rounds would not help
+    if it recurs, and the guard would block them: the reason names the round instead)."""
     if threshold is not None and not verdict.far_slow:
         needed = rounds_to_decide(verdict.sd, threshold, alpha)
-        said += (f'; about {needed} rounds would decide at this spread (-S ab_rounds={needed})' if needed > most
-                 else f'; {most} rounds decide at this spread {POWER:.0%} of the time'
-                 + ('; these did not' if verdict.rounds >= most else ''))
+        lowest = min(range(len(ratios)), key=ratios.__getitem__) if len(ratios) > 2 else None
+        if needed > most and lowest is not None and ratios[lowest] < 1 - 2 * threshold and rounds_to_decide(
+                statistics.stdev(math.log(r) for i, r in enumerate(ratios) if i != lowest), threshold, alpha) <= most:
+            said += (f'; one round alone widens the interval past deciding, {far_rounds(ratios, [lowest + 1])}: '
+                     f'without it {most} rounds would decide at this spread; {MACHINE_EVENT}')
+        else:
+            said += (f'; about {needed} rounds would decide at this spread (-S ab_rounds={needed})' if needed > most
+                     else f'; {most} rounds decide at this spread {POWER:.0%} of the time'
+                     + ('; these did not' if verdict.rounds >= most else ''))
     return Verdict('inconclusive', said, **{k: getattr(verdict, k) for k in (
         'ratio', 'low', 'high', 'rounds', 'sd', 'slow_rounds', 'far_slow', 'looks', 'figures')})
 
@@ -255,6 +264,5 @@ def judge_look(ratios, threshold, alpha, names=('A', 'B'), looks_=()):
     if slow_in_some:
         if not why.startswith('slow in some'):
             why += f'; {far}'
-        why += ('; a far round alone may be a machine event (other work starting mid-round slows the '
-                'side that ran second): rerun; a far round that recurs with the same image is the image')
+        why += f'; {MACHINE_EVENT}'
     return Verdict('inconclusive', f'{said}: inconclusive, {why}', **found)
