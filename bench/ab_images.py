@@ -9,11 +9,12 @@ duty cycle, stopped (SIGSTOP) for SHARE of every second, all ranks at once: the 
 under a CPU quota of 1 - SHARE. Each case and repetition is one 1-node MNIST A/B session, and
 two plain sessions (the image, then the image under the duty cycle) of about the A/B job's time
 in all. Needs
-root and the cluster (bin/simslurm up); a 6-round A/B job took 80-103 s on the quiet 2-core
-machine, a repetition of the four cases with the sessions of one 7-8 minutes, 10 repetitions 72
-minutes (docs/ab-images.md has the table).
+root and the cluster (bin/simslurm up). A job runs up to --rounds rounds and stops at the look
+that finds B slower: on the loaded 2-core machine an A=A job of 30 rounds took 408-413 s, a 5 %
+loss 182-445 s, a 10 % one 91-183 s, a repetition of the three 13-17 minutes (docs/ab-images.md
+has the tables; --keep keeps every job's rounds for bench/ab_resample.py).
 
-    .venv/bin/python bench/ab_images.py [--repeat 10] [--rounds 6] [--keep DIR]
+    .venv/bin/python bench/ab_images.py [--repeat 10] [--rounds 30] [--keep DIR]
 """
 
 import argparse
@@ -93,7 +94,7 @@ def session_verdict(scratch, share):
 
 
 def verdict_word(line):
-    found = re.search(r': (slower|same|faster|inconclusive)\b', line)     # the rule's reason names it
+    found = re.search(r': (not slower|slower|same|faster|inconclusive)\b', line)     # the rule's reason names it
     return found.group(1) if found else 'no verdict'
 
 
@@ -106,7 +107,7 @@ def machine_speed():
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split('\n\n')[0])
     parser.add_argument('--repeat', type=int, default=10)
-    parser.add_argument('--rounds', type=int, default=6)
+    parser.add_argument('--rounds', type=int, default=30, help='the most rounds of a job (-S ab_rounds)')
     parser.add_argument('--shares', type=float, nargs='*', default=SHARES)
     parser.add_argument('--session-shares', type=float, nargs='*',
                         help='the shares whose plain sessions run too (default: every share)')

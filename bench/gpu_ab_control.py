@@ -7,9 +7,10 @@ The same CIFAR-100 program (src/pytorch/cifar/train_cifar100.py --mode single --
 of mlcheck.ab.rounds), each run a fresh process, each run's images/s read from its `MLCHECK
 {json}` result line (`samples_per_s`: images/s over the epochs after the first). Then, as the A/B
 check does with the same image on both sides (mlcheck/harness/ab_rounds.py): the ratios B/A per
-round, the threshold they support (mlcheck.ab.rule.threshold_of_control: median + 3 MAD of
-|B/A - 1|, at most --ceiling), and the verdict of mlcheck.ab.rule.judge at --threshold (at most
---ceiling). A=A should judge `same`; `inconclusive` says the noise is wider than the threshold.
+round, the verdict of mlcheck.ab.rule.judge at --threshold (at most --ceiling) over --rounds
+(the most; the looks as the job's), and the threshold the spread supports with that many rounds
+(mlcheck.ab.rule.control_line). A=A should judge `same` or `not slower`; `inconclusive` says the
+noise is wider than the threshold at these rounds.
 
     python bench/gpu_ab_control.py --data-dir DATA --out DIR             # on a GPU: ResNet-50, batch 256
     python bench/gpu_ab_control.py --data-dir DATA --out DIR --device cpu --model resnet18 \\
@@ -127,25 +128,19 @@ def main():
     b_rates = [rates[r, rounds.B] for r in complete]
     ratios = [b / a for a, b in zip(a_rates, b_rates)]
     threshold = min(args.threshold, args.ceiling)
-    control = rule.threshold_of_control(ratios, args.ceiling) if ratios else None
-    verdict = rule.judge(a_rates, b_rates, threshold, names=('A', 'B (=A)'), failed=failed)
-    at_control = rule.judge(a_rates, b_rates, control, names=('A', 'B (=A)'), failed=failed) \
-        if control is not None else None
+    verdict = rule.judge(a_rates, b_rates, threshold, names=('A', 'B (=A)'), failed=failed, most=args.rounds)
+    control = rule.control_line(verdict, args.rounds, args.ceiling) if verdict.sd is not None else None
 
     print('ratios B/A: ' + (', '.join(f'round {r} {x:.4f}' for r, x in zip(complete, ratios)) or 'none'))
     if control is not None:
-        print(f'A=A control: these rounds support threshold {control:.4f} (median + {rule.CONTROL_MADS} '
-              f'MAD of |B/A - 1|, ceiling {args.ceiling:g})')
+        print(control)
     print(f'verdict at threshold {threshold:g}: {verdict.verdict}: {verdict.reason}')
-    if at_control is not None:
-        print(f'verdict at the control threshold {control:.4f}: {at_control.verdict}: {at_control.reason}')
     summary = {'event': 'ab_control', 'model': args.model, 'batch_size': args.batch_size,
                'epochs': args.epochs, 'steps': args.steps, 'device': args.device,
                'rounds_planned': args.rounds, 'rounds': complete, 'a_rates': a_rates, 'b_rates': b_rates,
                'ratios': ratios, 'ceiling': args.ceiling, 'threshold': threshold,
-               'control_threshold': control, 'verdict': verdict.verdict, 'reason': verdict.reason,
-               'ratio': verdict.ratio, 'low': verdict.low, 'high': verdict.high,
-               'verdict_at_control': at_control.verdict if at_control else None,
+               'control': control, 'verdict': verdict.verdict, 'reason': verdict.reason,
+               'ratio': verdict.ratio, 'low': verdict.low, 'high': verdict.high, 'sd': verdict.sd,
                'failed': failed, 'stopped': stopped, 'seconds': round(time.monotonic() - start, 1)}
     print(json.dumps(summary), flush=True)
     with open(os.path.join(args.out, 'ab_control.json'), 'w') as f:

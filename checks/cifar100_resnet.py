@@ -34,7 +34,7 @@ class CIFAR100ResNetCheck(DistributedTrainingCheck):
         **program_knobs.CIFAR100,       # the program's flags, with their defaults (src/pytorch/program_knobs.py)
     }
     figure_settings = tuple(knobs)
-    ab_steps = Steps('images_per_s', {'epochs': 2, 'steps': 20, 'solo_steps': 0})     # -S compare_with
+    ab_steps = Steps('samples_per_s', {'epochs': 2, 'steps': 20, 'solo_steps': 0})     # -S compare_with
     declare_knobs(locals(), knobs)      # each a variable; the program's flags (knob_arguments)
 
     def task_shape(self):

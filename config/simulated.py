@@ -82,6 +82,10 @@ site_configuration = {
                     # `$machine_speed`, config/references/sim.yaml), measured as the run's first
                     # test of this partition is set up: loading this file measures nothing
                     'machine_speed': speed.MEASURED,
+                    # A=A controls of 1-node MNIST A/B jobs (2026-11-28, 54 rounds) spread log(B/A)
+                    # 4.5 % (sd): 30 rounds decide an unchanged image at 0.026 (docs/ab-images.md),
+                    # and a steady 5 % loss is `slower` only where the threshold is well below it
+                    'ab_threshold': 0.03,
                     # 2 shared cores: a small ResNet for a few steps, no loader processes
                     'checks': {
                         # 3 epochs of 11 steps: the suite within ~6 minutes (10 epochs took 380 s

@@ -8,13 +8,18 @@ candidate, both knobs at once and a malformed candidate are one-line errors.
 """
 
 import copy
+import glob
 import json
+import pathlib
 import re
+import subprocess
+import tempfile
 import tomllib
 
 import pytest
 
 from conftest import partition_entry, srun_line
+from mlcheck.ab import rounds
 from mlcheck.data.staging import stage_mnist
 from mlcheck.errors import ConfigError
 from mlcheck.site.settings import PartitionSettings
@@ -30,7 +35,14 @@ def step_functions(script):
 
 
 def steps_run(script):
-    return re.findall(r'^mlcheck_ab_step_(\w \d+) >ab/r\d\d-[AB]\.out', script, re.M)
+    """The steps the job's rounds run, in order ('a 0': side A's step function, step index 0):
+    the script's rounds run in bash, each step function a stub that says its side and index."""
+    rounds_part = script[script.index(f'{rounds.RUN}() {{'):script.rindex('\ndone') + len('\ndone')]
+    stubs = 'mlcheck_ab_step_a() { echo "a $1"; }\nmlcheck_ab_step_b() { echo "b $1"; }\n'
+    with tempfile.TemporaryDirectory() as where:
+        subprocess.run(['bash', '-c', stubs + rounds_part], cwd=where, check=True)
+        said = [pathlib.Path(path).read_text().strip() for path in glob.glob(f'{where}/ab/r*.out')]
+    return sorted(said, key=lambda step: int(step.split()[1]))
 
 
 def recorded_settings(stagedir):
@@ -86,17 +98,24 @@ def test_an_image_the_partition_does_not_know_is_refused_at_setup(tmp_path):
 
 def test_each_check_runs_its_own_short_steps(tmp_path):
     scripts = dry_run_scripts('simulated', 'sim:cluster', tmp_path, '-P', 'num_nodes=2', '-P', 'image=host',
-                              '-S', 'compare_with=host', '-S', 'ab_rounds=2')
+                              '-S', 'compare_with=host', '-S', 'ab_rounds=6')     # a control: 6 at least
     # the training checks' steps time no rank alone: a slow rank slows both images alike
     short = {'MNISTDistributedCheck': ['--epochs 2 --batch-size 64 --solo-steps 0 --ranks-per-node 2 --steps 20'],
              'CIFAR100ResNetCheck': ['--epochs 2 --steps 20', '--solo-steps 0'],
              'InterconnectCheck': ['--max-iters 20 --blocks 3']}
     for (check, _), (script, stagedir) in scripts.items():
-        assert steps_run(script) == STEPS
+        assert steps_run(script) == [f'{side.lower()} {i}' for i, (_, side) in enumerate(rounds.order(6))]
         assert all(words in body for body in step_functions(script).values() for words in short[check])
-        # recorded with every figure, so that A/B runs are compared only with their like
+        # the job's looks read the check's main rate at the partition's threshold, and its time
+        # limit follows the rounds: 5 minutes and 60 s for each of the 2 x 6 steps and 2 warm-up steps
+        fact = {'MNISTDistributedCheck': 'samples_per_s', 'CIFAR100ResNetCheck': 'samples_per_s',
+                'InterconnectCheck': 'busbw'}[check]
+        assert f' -m mlcheck.ab.look --fact {fact} --threshold 0.03 --most 6 --false-slower 0.05 ' in script
+        assert '#SBATCH --time=0:19:0' in script
+        # recorded with every figure, the comparison and not the rounds (a most), so that A/B
+        # runs of one pair are compared whatever their rounds
         recorded = recorded_settings(stagedir)
-        assert recorded.endswith(';compare_with=host;ab_rounds=2'), recorded
+        assert recorded.endswith(';compare_with=host'), recorded
 
 
 LAYER = 'aws-ofi-nccl'      # the candidate host layer of config/lumi.py and config/alps.py
@@ -115,7 +134,7 @@ def test_lumi_layer_steps_bind_the_candidate_in_side_b_only(tmp_path):
     assert str(plugin) not in steps['a'] and 'NCCL_NET_PLUGIN' not in steps['a']
     # the current layer's binds stay on both sides
     assert all('-B"/opt/cray:/opt/cray"' in steps[side] for side in 'ab')
-    assert recorded_settings(stagedir).endswith(f';compare_layers={LAYER};ab_rounds=2')
+    assert recorded_settings(stagedir).endswith(f';compare_layers={LAYER}')
 
 
 def test_alps_layer_writes_the_candidate_into_side_bs_environment_definition_only(tmp_path):
@@ -132,7 +151,7 @@ def test_alps_layer_writes_the_candidate_into_side_bs_environment_definition_onl
     assert hooks['B']['aws_ofi_nccl']['enabled'] == 'false' and hooks['B']['cxi']['enabled'] == 'true'
     # the partition's own [env] on both sides
     assert edf['A']['env']['NCCL_NET'] == edf['B']['env']['NCCL_NET'] == 'AWS Libfabric'
-    assert recorded_settings(stagedir).endswith(f';compare_layers={LAYER};ab_rounds=2')
+    assert recorded_settings(stagedir).endswith(f';compare_layers={LAYER}')
 
 
 def refusal(tmp_path, *knobs):
@@ -204,3 +223,15 @@ def test_only_a_container_engine_partition_reads_an_environment_definition():
     del extras['mlcheck']['edf']     # no tables of its own: still read, with each image's variables
     assert PartitionSettings.from_extras('daint:normal', extras, 'ContainerEngine').reads_edf
     assert PartitionSettings.from_extras('daint:normal', extras, 'containerengine').reads_edf
+
+
+def test_a_control_of_fewer_rounds_than_the_first_look_is_refused_at_setup(tmp_path):
+    """An A=A control at ab_rounds=5 was `slower` or `faster`, so failed, 9-10 % of the time
+    (one look of 5 rounds with the whole 5 % a side): a control needs the first look's rounds."""
+    stage_mnist(str(tmp_path / 'data'))
+    done = run_reframe('simulated', tmp_path / 'rfm', '--dry-run', '-n', 'MNIST', '-P', 'num_nodes=1',
+                       '-P', 'image=host', '-S', f'data_dir={tmp_path / "data"}', '-S', 'compare_with=host',
+                       '-S', 'ab_rounds=5')
+    assert done.returncode != 0
+    reasons = [line for line in done.stdout.splitlines() if 'ab_rounds' in line and 'Reason' in line]
+    assert reasons and '-S ab_rounds=5: an A=A control needs at least 6 rounds' in reasons[0], done.stdout

@@ -1,12 +1,15 @@
 """The A/B verdict rule (mlcheck.ab.rule) on rounds generated from the physics of the noise: each
 step's rate is the base rate times a slow drift common to the round's two steps (the machine
 moving across the job: it cancels in B/A) times its own multiplicative noise; B is shifted by a
-known fraction. The rates stated in docs/ab-images.md are the Monte Carlo figures tested here.
+known fraction. The issue cases (issue 50) are the recorded figures the old rule got wrong. The
+rates stated in docs/ab-images.md are the Monte Carlo figures tested here.
 """
 
 import json
 import math
+import pathlib
 import random
+import re
 import statistics
 
 import pytest
@@ -28,13 +31,12 @@ def rounds(shift, noise_of, drift):
 
 
 @st.composite
-def slow_drift(draw, amplitude):
-    """A drift of up to +-`amplitude` over 5-12 rounds, moving at most amplitude/2 per round."""
-    n = draw(st.integers(rule.MIN_ROUNDS, 12))
+def slow_drift(draw, amplitude, most=30):
+    """A drift of up to +-`amplitude` over 5-`most` rounds, moving at most amplitude/2 per round."""
+    n = draw(st.integers(rule.MIN_ROUNDS, most))
     level, drift = 1.0, []
     for _ in range(n):
-        level = min(1 + amplitude, max(1 - amplitude,
-                                       level + draw(st.floats(-amplitude / 2, amplitude / 2))))
+        level = min(1 + amplitude, max(1 - amplitude, level + draw(st.floats(-amplitude / 2, amplitude / 2))))
         drift.append(level)
     return drift
 
@@ -43,141 +45,359 @@ def bounded_noise(draw, sigma):
     return lambda: draw(st.floats(-sigma, sigma))
 
 
-@EXAMPLES
-@given(st.data(), st.floats(0.01, 0.15), st.floats(0.0, 0.03), st.floats(0.0, 0.3))
-def test_a_shift_inside_the_noise_is_never_slower(data, threshold, sigma, amplitude):
-    # the largest shift whose every round's B/A stays above 1 - threshold, whatever the drift
-    inside = max(0.0, 1 - (1 - threshold) * (1 + sigma) / (1 - sigma))
-    shift = data.draw(st.floats(-0.2, inside))
-    a, b = rounds(shift, bounded_noise(data.draw, sigma), data.draw(slow_drift(amplitude)))
-    assert rule.judge(a, b, threshold).verdict != 'slower'
+def widest(sigma):
+    """The widest log(B/A) a round's bounded noise of +-sigma per step can make, either side."""
+    return math.log((1 + sigma) / (1 - sigma))
 
 
 @EXAMPLES
 @given(st.data(), st.floats(0.01, 0.15), st.floats(0.0, 0.03), st.floats(0.0, 0.3))
-def test_a_control_is_never_slower_whatever_the_drift(data, threshold, sigma, amplitude):
-    a, b = rounds(0.0, bounded_noise(data.draw, sigma), data.draw(slow_drift(amplitude)))
-    verdict = rule.judge(a, b, max(threshold, 2.2 * sigma))
-    assert verdict.verdict in ('same', 'inconclusive'), verdict.reason
-
-
-@EXAMPLES
-@given(st.data(), st.floats(0.01, 0.15), st.floats(0.0, 0.03), st.floats(0.0, 0.05))
-def test_a_shift_past_threshold_and_noise_and_drift_is_slower(data, threshold, sigma, amplitude):
+def test_a_steady_shift_past_threshold_and_noise_is_slower(data, threshold, sigma, amplitude):
     drift = data.draw(slow_drift(amplitude))
-    # every B step below 1 - threshold of its round's A, and below every A step across rounds
-    spread = max(drift) / min(drift)
-    past = 1 - min(1 - threshold, 1 / spread) * (1 - sigma) / (1 + sigma)
+    # the estimate past the threshold, and the interval's upper end below 1 at the last look:
+    # a sample of values within a width w has sd at most w/2 * sqrt(n/(n-1)), and the last look's
+    # t quantile is at most 2.2 (5 rounds at 5 %; more rounds, a larger share of it)
+    w = 2 * widest(sigma)
+    past = 1 - (1 - threshold) * math.exp(-widest(sigma) - 2.2 * w / 2 * math.sqrt(5 / 4) / math.sqrt(len(drift)))
     shift = data.draw(st.floats(min(past + 1e-6, 0.9), 0.9))
     a, b = rounds(shift, bounded_noise(data.draw, sigma), drift)
-    verdict = rule.judge(a, b, threshold, names=('old.sif', 'new.sif'))
+    verdict = rule.judge(a, b, threshold, names=('old.sif', 'new.sif'), most=len(drift))
     assert verdict.verdict == 'slower', verdict.reason
     assert 'new.sif against old.sif' in verdict.reason and f'{verdict.ratio:.3f}' in verdict.reason
 
 
-def monte_carlo(shift, threshold, n_rounds=6, sigma=0.01, amplitude=0.05, runs=2000, seed=39):
-    """Fraction of `runs` judged slower: Gaussian per-step noise of `sigma`, a drift that moves
-    at most +-amplitude/4 a round (within +-amplitude)."""
+@EXAMPLES
+@given(st.data(), st.floats(0.01, 0.15), st.floats(0.0, 0.03), st.floats(0.0, 0.3))
+def test_a_shift_that_no_round_puts_past_the_threshold_is_never_slower(data, threshold, sigma, amplitude):
+    # every round's B/A above 1 - threshold: the estimate is too, whatever the drift. Where the
+    # noise alone can pass the threshold the shift must be a gain (the bound was clamped at 0,
+    # and Hypothesis found 5 unchanged rounds at 1.6 % noise past a 1.2 % threshold: `slower`)
+    inside = 1 - (1 - threshold) * math.exp(widest(sigma))
+    shift = data.draw(st.floats(-0.2, inside))
+    a, b = rounds(shift, bounded_noise(data.draw, sigma), data.draw(slow_drift(amplitude)))
+    assert rule.judge(a, b, threshold, most=len(a)).verdict != 'slower'
+
+
+@EXAMPLES
+@given(st.data(), st.floats(0.01, 0.15), st.integers(1, 8), st.floats(0.0, 0.3))
+def test_an_image_slow_in_some_rounds_is_never_same_nor_not_slower(data, threshold, slow, amplitude):
+    """A loss past twice the threshold and far from the other rounds (half speed, say) in `slow`
+    rounds, fewer than half of them, the others' noise within a quarter of the threshold a step:
+    the check never passes, whatever the rounds and the looks."""
+    drift = data.draw(slow_drift(amplitude))
+    sigma = threshold / 4
+    a, b = rounds(0.0, bounded_noise(data.draw, sigma), drift)
+    hit = data.draw(st.lists(st.integers(0, len(drift) - 1), min_size=1,
+                             max_size=min(slow, (len(drift) - 1) // 2), unique=True))
+    # the others' log(B/A) within +-w, their median too, their MAD at most 2w: far from them is
+    # below the median by more than OUTLIER * 1.4826 * 2w
+    w = widest(sigma)
+    far = (1 + 2 * rule.OUTLIER * 1.4826) * w + w
+    loss = data.draw(st.floats(max(1 - (1 - 2 * threshold) * math.exp(-w), 1 - math.exp(-far)) + 1e-6, 0.95))
+    b = [y * (1 - loss) if i in hit else y for i, y in enumerate(b)]
+    verdict = rule.judge(a, b, threshold, most=data.draw(st.sampled_from([len(b), 30])))
+    assert verdict.verdict in ('slower', 'inconclusive'), verdict.reason
+    assert verdict.fails
+
+
+def false_slower_rate(noise_of, most, runs, false_slower=rule.FALSE_SLOWER, seed=41):
+    """Fraction of `runs` A=A jobs of up to `most` rounds judged slower at any look. The threshold
+    is tiny: the estimate's own condition then never helps, the interval alone must hold the rate."""
     rng = random.Random(seed)
     slower = 0
     for _ in range(runs):
-        level, drift = 1.0, []
-        for _ in range(n_rounds):
-            level = min(1 + amplitude, max(1 - amplitude, level + rng.uniform(-amplitude, amplitude) / 4))
-            drift.append(level)
-        a, b = rounds(shift, lambda: rng.gauss(0, sigma), drift)
-        slower += rule.judge(a, b, threshold).verdict == 'slower'
+        a, b = rounds(0.0, lambda: noise_of(rng), [1.0] * most)
+        slower += rule.judge(a, b, 1e-6, most=most, false_slower=false_slower).verdict == 'slower'
     return slower / runs
 
 
-# (shift, drift amplitude, the rate's bounds): docs/ab-images.md states the measured rates, for
-# 6 rounds, 1 % Gaussian step noise and threshold 3 %; a drift wider than the shift blurs the
-# quartiles' separation, and costs power, never false alarms
-@pytest.mark.parametrize('shift, amplitude, at_least, at_most', [
-    (0.0, 0.05, 0.0, 0.0),      # A=A: no false slower
-    (0.0, 0.2, 0.0, 0.0),
-    (0.01, 0.05, 0.0, 0.01),    # inside the threshold
-    (0.04, 0.05, 0.9, 1.0),     # threshold + 1 sigma
-    (0.05, 0.05, 0.99, 1.0),    # threshold + 2 sigma
-    (0.05, 0.2, 0.75, 0.9),
-    (0.10, 0.2, 0.99, 1.0),
-])
-def test_the_stated_rates_of_slower(shift, amplitude, at_least, at_most):
-    rate = monte_carlo(shift, threshold=0.03, amplitude=amplitude)
-    assert at_least <= rate <= at_most, rate
+NOISES = {
+    'gauss-8%': lambda rng: rng.gauss(0, 0.08),
+    # one step in five 15-20 % slow, as in a recorded control of the simulated partition
+    'slow-steps': lambda rng: -rng.uniform(0.15, 0.2) if rng.random() < 0.2 else rng.gauss(0, 0.02),
+}
 
 
-def test_too_few_rounds_a_failed_step_and_a_wide_spread_are_inconclusive():
+# Looks after 6, 12 and 30 rounds: an A=A job is `slower` at most 5 % over all of them (measured
+# 4.9 % Gaussian, 3.9 % with slow steps, 4,000 jobs each; docs/ab-images.md). 3,000 jobs: the
+# bound 0.05 + 3 standard errors (0.004) keeps a correct rule from failing here by chance.
+@pytest.mark.parametrize('noise', NOISES)
+def test_the_sequential_looks_keep_the_stated_false_slower_rate(noise):
+    assert false_slower_rate(NOISES[noise], 30, 3000) <= rule.FALSE_SLOWER + 3 * math.sqrt(0.05 * 0.95 / 3000)
+
+
+def test_a_test_of_its_own_confidence_is_slower_at_most_once_in_a_thousand():
+    # tests/test_ab_sim.py's control: 6 rounds at ab_false_slower=0.001 (one look, exact for
+    # Gaussian noise); 10,000 jobs each: expected at most 10, bound 10 + 4 sd
+    for noise in NOISES.values():
+        assert false_slower_rate(noise, 6, 10000, false_slower=0.001) <= 0.001 + 4 * math.sqrt(0.001 / 10000)
+
+
+def test_the_looks_and_their_split():
+    assert rule.looks(30) == (6, 12, 30) and rule.looks(12) == (6, 12) and rule.looks(6) == (6,)
+    assert rule.looks(5) == (5,) and rule.looks(8) == (6, 8)
+    assert sum(rule.split(rule.looks(30))) == pytest.approx(rule.FALSE_SLOWER)
+    assert rule.split((6, 12, 24)) == pytest.approx((0.05 / 7, 0.1 / 7, 0.2 / 7))
+
+
+def test_the_estimate_is_the_geometric_mean_and_the_interval_a_t_interval_over_rounds():
+    ratios = [0.9, 1.0, 1.1, 0.95, 1.05, 1.0]
+    verdict = rule.judge([1.0] * 6, ratios, 0.05)     # one look of 6 rounds: the whole 5 % a side
+    logs = [math.log(r) for r in ratios]
+    half = 2.015048 * statistics.stdev(logs) / math.sqrt(6)      # t(0.95, 5 degrees of freedom)
+    assert verdict.ratio == pytest.approx(math.exp(statistics.fmean(logs)))
+    assert (verdict.low, verdict.high) == pytest.approx((verdict.ratio * math.exp(-half), verdict.ratio * math.exp(half)))
+    assert '(90.0% interval)' in verdict.reason
+
+
+def test_the_rounds_that_would_decide():
+    # n = (t_a + t_b)^2 sd^2 / d^2: 5 % a side, 90 % power, sd 0.08 of log(B/A), a 5 % loss; the
+    # normal's quantiles (1.645, 1.282) say 21 rounds, the t quantiles of 22 degrees of freedom 23:
+    # the spread is estimated from the rounds (with the normal's z_b, controls at the threshold
+    # they were said to support were decided 87-89 % of the time, the red-team's calib.py)
+    d = -math.log(0.95)
+    n = rule.rounds_to_decide(0.08, 0.05, 0.05)
+    assert math.ceil((1.644854 + 1.281552) ** 2 * 0.08 ** 2 / d ** 2) == 21 and n == 23
+    assert (rule.t_quantile(0.95, n - 1) + rule.t_quantile(0.9, n - 1)) ** 2 * 0.08 ** 2 / d ** 2 <= n
+    assert (rule.t_quantile(0.95, n - 2) + rule.t_quantile(0.9, n - 2)) ** 2 * 0.08 ** 2 / d ** 2 > n - 1
+    assert rule.supported_threshold(0.08, n, 0.05) <= 0.05 < rule.supported_threshold(0.08, n - 1, 0.05)
+
+
+def test_too_few_rounds_and_a_failed_step_are_inconclusive():
     assert 'fewer than 5' in rule.judge([1.0] * 4, [0.5] * 4, 0.05).reason
-    failed = rule.judge([1.0] * 6, [1.0] * 6, 0.05, names=('a', 'b'),
-                        failed=['round 3 b: rank 1 did not finish'])
+    assert 'fewer than 6' in rule.judge([1.0] * 5, [0.5] * 5, 0.05, most=30).reason
+    failed = rule.judge([1.0] * 6, [1.0] * 6, 0.05, names=('a', 'b'), failed=['round 3 b: rank 1 did not finish'])
     assert failed.verdict == 'inconclusive' and 'rank 1 did not finish' in failed.reason
-    wide = rule.judge([1.0] * 6, [1.0, 0.8, 1.2, 0.9, 1.1, 1.0], 0.05)
-    assert wide.verdict == 'inconclusive' and 'spread wider' in wide.reason
-    assert 'slower than A' not in wide.reason and 'faster than A' not in wide.reason
-    # the reason, which the failing check prints, says the verdict
-    too_few = rule.judge([1.0] * 4, [0.5] * 4, 0.05)
-    assert all(': inconclusive, ' in v.reason for v in (too_few, failed, wide))
+    assert failed.fails
 
 
-@pytest.mark.parametrize('b, shown', [
-    # the bench's 5 % duty cycle, rep 6 (2026-11-28): every round below 1, median above 0.95
-    ([0.93, 0.96, 0.98, 0.95, 0.97, 0.96], 'B is slower than A (the interval below 1)'),
-    ([1.07, 1.04, 1.02, 1.05, 1.03, 1.04], 'B is faster than A (the interval above 1)')])
-def test_an_interval_on_one_side_of_1_but_past_the_threshold_says_the_change_it_shows(b, shown):
-    verdict = rule.judge([1.0] * 6, b, 0.05, names=('old', 'new'))
-    assert verdict.verdict == 'inconclusive' and shown in verdict.reason, verdict.reason
-    assert 'by more than the threshold or by less: cannot tell' in verdict.reason
+def test_a_wide_spread_is_inconclusive_and_says_the_rounds_that_would_decide():
+    rng = random.Random(5)
+    a, b = rounds(0.0, lambda: rng.gauss(0, 0.08), [1.0] * 12)
+    verdict = rule.judge(a, b, 0.02, most=12)
+    n = rule.rounds_to_decide(verdict.sd, 0.02, rule.split((6, 12))[-1])
+    assert verdict.verdict == 'inconclusive' and n > 12
+    assert f'about {n} rounds would decide at this spread (-S ab_rounds={n})' in verdict.reason, verdict.reason
 
 
-def test_a_median_drop_without_separated_rounds_is_not_slower():
-    # B/A 0.9 in every round, but the drift puts B's quartiles among A's: not slower (CVS's rule)
-    drift = [1.0, 1.3, 1.0, 1.3, 1.0, 1.3]
-    a, b = rounds(0.1, lambda: 0.0, drift)
-    assert rule.judge(a, b, 0.05).verdict == 'inconclusive'
+def test_a_job_cut_short_before_its_last_look_is_inconclusive():
+    # 20 of 30 rounds (its time limit): its look at 12 said same, but passing waits for the last
+    b = [1.0, 1.01, 0.99] * 7
+    verdict = rule.judge([1.0] * 20, b[:20], 0.05, most=30)
+    assert verdict.verdict == 'inconclusive' and 'the job ended after 20 of its 30 rounds' in verdict.reason
+    assert verdict.rounds == 20 and 'over 20 rounds' in verdict.reason, verdict.reason
 
 
-def test_the_control_threshold_is_median_plus_3_mad_capped():
-    ratios = [1.01, 0.99, 1.02, 0.98, 1.0, 1.03]
-    deviations = sorted(abs(r - 1) for r in ratios)     # .00 .01 .01 .02 .02 .03: median .015
-    assert rule.threshold_of_control(ratios, 1.0) == pytest.approx(0.015 + 3 * 0.005)
-    assert rule.threshold_of_control(ratios, 0.02) == 0.02
-    assert deviations[0] == pytest.approx(0.0)
+def test_an_early_look_stops_to_fail_never_to_pass():
+    slow = rule.judge([1.0] * 30, [0.8, 0.81, 0.79] * 10, 0.05, most=30)
+    assert slow.verdict == 'slower' and slow.rounds == 6
+    same = rule.judge([1.0] * 30, [1.0, 1.01, 0.99] * 10, 0.05, most=30)
+    assert same.verdict == 'same' and same.rounds == 30
 
 
-def test_the_median_interval_is_order_statistics():
-    assert rule.median_interval([5, 1, 4, 2, 3, 6]) == (1, 6)       # n=6: 97 % coverage
-    assert rule.median_interval(list(range(1, 21))) == (6, 15)       # n=20: k=6 covers 95.9 %, 7 88 %
+# --- the cases of issue 50, each seen wrong with the rule of 42e5ead (median, quartiles, sign) ---
+
+def test_half_speed_in_4_of_20_rounds_is_slower_and_says_how_many():
+    """The rule fed an image at half speed in 4 of 20 rounds (mean B/A 0.90): the median said
+    `same` and the check passed."""
+    b = [1.0, 1.01, 0.99, 0.5, 1.0, 1.02, 0.98, 1.0, 0.5, 1.01, 0.99, 1.0, 0.5, 1.0, 0.98, 1.02, 1.0, 0.5, 1.0, 0.99]
+    verdict = rule.judge([1.0] * 20, b, 0.05)
+    assert verdict.verdict == 'slower', verdict.reason
+    assert '4 of 20 rounds below 0.900 (twice the threshold)' in verdict.reason
 
 
-def test_an_a_a_control_whose_steps_were_noisier_than_the_threshold_is_not_slower():
-    """torch-2.9.1 against itself on the quiet simulated partition (2026-11-28, 5 rounds in the
-    order A B, B A, ...): three of B's 2-second timed epochs ran 15-20 % slow, the median B/A was
-    0.823 and the quartiles apart (B's upper 1063, A's lower 1075), and the rule without the
-    interval said `slower`. The median's interval [0.797, 1.088] holds 1: inconclusive."""
-    a = [1189.4, 1088.2, 1143.9, 1075.5, 1062.1]
-    b = [948.3, 1184.4, 930.5, 885.6, 1063.0]
-    verdict = rule.judge(a, b, 0.05, names=('torch-2.9.1', 'torch-2.9.1'))
+def test_an_interval_that_rules_out_the_loss_is_not_slower_and_passes():
+    """torch-2.14.1 against torch-2.9.1 over 12 rounds: B/A 1.040 [0.999, 1.201], `inconclusive`,
+    the check failed, though the interval ruled out "slower". Rounds alike: B/A 1.025, spread 7 %."""
+    b = [0.923, 0.956, 0.99, 1.025, 1.062, 1.1, 1.139, 0.943, 1.115, 1.004, 1.047, 1.025]
+    verdict = rule.judge([1.0] * 12, b, 0.03)
+    assert verdict.verdict == 'not slower' and not verdict.fails, verdict.reason
+
+
+def test_every_round_below_1_by_under_the_threshold_is_not_slower():
+    """CI's control (42e5ead, 6 rounds): B/A 0.914 [0.840, 0.988], every round below 1, called
+    `slower` at 1.6 %: at the test's own confidence (0.1 %) the interval holds 1."""
+    b = [0.86, 0.93, 0.95, 0.88, 0.90, 0.97]
+    verdict = rule.judge([1.0] * 6, b, 0.03, false_slower=0.001)
+    assert verdict.verdict == 'inconclusive' and '(99.8% interval)' in verdict.reason, verdict.reason
+
+
+def test_a_control_says_the_threshold_its_rounds_support_not_the_ceiling():
+    """The A=A control printed 'these rounds support threshold 0.100' (the ceiling) when its
+    rounds spread 0.73-1.21: say the figure, and past the ceiling how many rounds would judge."""
+    rng = random.Random(7)
+    a, b = rounds(0.0, lambda: rng.gauss(0, 0.03), [1.0] * 30)
+    quiet = rule.judge(a, b, 0.05, most=30)
+    line = rule.control_line(quiet, 30, 0.1)
+    assert f'supports threshold {rule.supported_threshold(quiet.sd, 30, rule.split((6, 12, 30))[-1]):.3f}' in line
+    assert 'past the ceiling' not in line
+    noisy = rule.judge([1.0] * 6, [0.73, 1.21, 0.9, 1.1, 0.8, 1.05], 0.05, most=6)
+    line = rule.control_line(noisy, 6, 0.1)
+    n = rule.rounds_to_decide(noisy.sd, 0.1, 0.05)
+    assert f'past the ceiling 0.1: with 6 rounds this partition cannot judge at 0.1, about {n} rounds would' in line
+
+
+def test_one_round_far_below_the_rest_blocks_a_pass_and_one_on_each_side_does_not():
+    quiet = [1.0, 1.01, 0.99, 1.005, 0.995, 1.0] * 5        # 30 rounds within 1 %
+    one_slow = quiet[:29] + [0.85]     # alone, its interval would be inside 1 +- 0.03: same
+    verdict = rule.judge([1.0] * 30, one_slow, 0.03)
+    assert verdict.verdict == 'inconclusive' and 'slow in some rounds, never same: 1 of 30 far below' in verdict.reason
+    both = quiet[:28] + [0.9, 1.1]       # noise on both sides alike: as an unchanged image's
+    assert rule.judge([1.0] * 30, both, 0.03).verdict in rule.PASSING
+
+
+# --- the red-team's cases of issue 50 (/tmp/redteam-i50-ab, their rounds in
+# tests/data/ab-redteam/rounds.json), each seen wrong on i50 at bb17eab ---
+
+REDTEAM = json.loads((pathlib.Path(__file__).parent / 'data' / 'ab-redteam' / 'rounds.json').read_text())
+
+
+def redteam(case, **kw):
+    rates = REDTEAM[case]
+    return rule.judge(rates['A'], rates['B'], rates['threshold'], most=rates['most'], **kw)
+
+
+def test_a_round_hit_by_a_machine_event_is_named_and_no_rounds_are_promised():
+    """K1: A=A, other work starts mid-round 13 (A before the drop, B after: B/A 0.67). The rule
+    said 'about 139 rounds would decide (-S ab_rounds=139)'; rerun so, the guard blocked it again
+    (4 % of such reruns decide). Name the far round, which side ran first, and what tells a
+    machine event from an image slow in some runs."""
+    verdict = redteam('K1')
     assert verdict.verdict == 'inconclusive', verdict.reason
-    assert 'spread wider than the threshold' in verdict.reason and '-S ab_rounds' in verdict.reason
+    assert 'round 13 (B/A 0.666, A ran first)' in verdict.reason, verdict.reason
+    assert 'rounds would decide' not in verdict.reason and '-S ab_rounds=' not in verdict.reason
+    assert 'rerun' in verdict.reason and 'recurs' in verdict.reason, verdict.reason
+    # K1 again (the red-team's keycases.py, seed 2), the round 15 % down and not far from the rest
+    # by the guard's robust spread, yet alone putting the rounds past the most: named, no rounds
+    rng = random.Random(8)
+    a = [1000 * (1 + rng.gauss(0, 0.03)) for _ in range(30)]
+    b = [1000 * (1 + rng.gauss(0, 0.03)) for _ in range(30)]
+    b[16] *= 0.85
+    one = rule.judge(a, b, 0.03, most=30)
+    assert one.verdict == 'inconclusive' and not one.far_slow, one.reason
+    assert 'one round alone widens the interval past deciding, round 17 (B/A 0.859, A ran first): without it 30 ' \
+        'rounds would decide' in one.reason and '-S ab_rounds=' not in one.reason, one.reason
+    # the guard alone blocking (30 rounds within 1 %, one at 0.85): no rounds either
+    quiet = [1.0, 1.01, 0.99, 1.005, 0.995, 1.0] * 5
+    alone = rule.judge([1.0] * 30, quiet[:29] + [0.85], 0.03)
+    assert 'round 30 (B/A 0.850, B ran first)' in alone.reason and 'decide' not in alone.reason, alone.reason
+
+
+def test_a_cold_start_in_the_first_rounds_is_named_by_its_rounds():
+    """K2: B 40 % slow in rounds 1-3 only (a cold image), `slower`; K3: 30 % slow in rounds 1-2,
+    `inconclusive` with 'about 210 rounds would decide'. The job now warms each side up before
+    round 1 (tests/test_ab_rounds.py); the reason names the far rounds, the first ones."""
+    slower = redteam('K2')
+    assert re.search(r'far below the rest: rounds 1 \(B/A 0\.\d+, A ran first\), 2 \(B/A 0\.\d+, B ran first\), '
+                     r'3 \(B/A 0\.\d+, A ran first\)', slower.reason), slower.reason
+    assert 'the first rounds' in slower.reason, slower.reason
+    incon = redteam('K3')
+    assert incon.verdict == 'inconclusive' and 'rounds 1 (B/A 0.63' in incon.reason, incon.reason
+    assert '-S ab_rounds=' not in incon.reason, incon.reason
+
+
+def test_a_look_before_the_last_promises_no_rounds():
+    """An early look's spread, of 6 rounds, said 'about 690 rounds would decide' (K3 at 6) and
+    '39' for an A=A job that 30 rounds decide: the job goes on, and says only that."""
+    rates = REDTEAM['K3']
+    verdict = rule.judge(rates['A'][:6], rates['B'][:6], 0.03, most=30, going_on=True)
+    assert 'undecided after 6 of up to 30 rounds; the job goes on' in verdict.reason, verdict.reason
+    assert 'would decide' not in verdict.reason
+
+
+@pytest.mark.parametrize('rounds_', [2, 3, 4])
+def test_a_job_of_few_rounds_gives_its_interval_and_the_rounds_that_would_decide(rounds_):
+    """K7: a job of 3 rounds said only 'fewer than 5', though the docs promise the interval and
+    the rounds that would decide."""
+    rng = random.Random(rounds_)
+    a, b = rounds(0.0, lambda: rng.gauss(0, 0.05), [1.0] * rounds_)
+    for most in (rounds_, 30):      # ab_rounds=3, or a job of 30 cut short
+        verdict = rule.judge(a, b, 0.03, most=most)
+        assert verdict.verdict == 'inconclusive' and verdict.rounds == rounds_, verdict.reason
+        assert re.search(rf'B/A \d\.\d+ \[\d\.\d+, \d\.\d+\] over {rounds_} rounds', verdict.reason), verdict.reason
+        needed = rule.rounds_to_decide(verdict.sd, 0.03, rule.split(rule.looks(most))[-1])
+        assert f'about {needed} rounds would decide' in verdict.reason or \
+            f'{most} rounds decide at this spread' in verdict.reason, verdict.reason
+
+
+@pytest.mark.parametrize('bad', [0.0, -5.0, math.nan, math.inf, None, 'fast'])
+@pytest.mark.parametrize('side', ['A', 'B'])
+def test_a_rate_that_is_not_a_finite_positive_number_is_a_one_line_inconclusive(bad, side):
+    a, b = [1000.0] * 12, [990.0, 1010.0] * 6
+    (a if side == 'A' else b)[3] = bad
+    verdict = rule.judge(a, b, 0.03, most=12)
+    assert verdict.verdict == 'inconclusive' and '\n' not in verdict.reason
+    assert f'round 4 {side}: rate {bad!r} is not a number above 0' in verdict.reason, verdict.reason
+
+
+def test_rates_of_unequal_rounds_are_inconclusive_not_a_crash():
+    verdict = rule.judge([1.0] * 7, [1.0] * 6, 0.03)
+    assert verdict.verdict == 'inconclusive' and '7 rates of A against 6 of B' in verdict.reason
+
+
+def test_a_ratio_past_the_plausible_is_refused_naming_it():
+    """B in samples/s against A in thousands (B/A about 1000) was `faster` and passed."""
+    rng = random.Random(3)
+    a, b = rounds(0.0, lambda: rng.gauss(0, 0.02), [1.0] * 30)
+    verdict = rule.judge(a, [1000 * y for y in b], 0.03)
+    assert verdict.verdict == 'inconclusive' and verdict.fails, verdict.reason
+    assert f'beyond the plausible 1/{rule.PLAUSIBLE:g}-{rule.PLAUSIBLE:g}' in verdict.reason and 'units' in verdict.reason
+
+
+def test_every_failed_step_is_listed():
+    verdict = rule.judge([1.0] * 6, [1.0] * 6, 0.05, failed=['round 2 b: exit status 1', 'round 5 a: exit status 9'])
+    assert '2 step(s) failed: round 2 b: exit status 1; round 5 a: exit status 9' in verdict.reason
+
+
+def test_a_job_cut_short_reports_the_rounds_it_ran():
+    """Cut at 29 of 30 rounds, it reported its figures over 12."""
+    rng = random.Random(29)
+    a, b = rounds(0.0, lambda: rng.gauss(0, 0.03), [1.0] * 29)
+    verdict = rule.judge(a, b, 0.03, most=30)
+    assert verdict.verdict == 'inconclusive' and verdict.rounds == 29 and 'over 29 rounds' in verdict.reason
+    assert 'the job ended after 29 of its 30 rounds' in verdict.reason, verdict.reason
+
+
+@pytest.mark.parametrize('failed', [dict(failed=['round 4 b: exit status 1']), dict()])
+def test_a_control_without_a_spread_says_so_in_one_line(failed):
+    """rule.control_line raised TypeError for a control with no spread measured (a failed step,
+    or too few rounds)."""
+    verdict = rule.judge([1.0] * 6, [1.0] * 6, 0.03, **failed) if failed else rule.judge([1.0], [1.0], 0.03)
+    line = rule.control_line(verdict, 30, 0.1)
+    assert line.startswith('A=A control: no spread measured') and '\n' not in line, line
+
+
+RATE = st.one_of(st.floats(allow_nan=True, allow_infinity=True), st.none(), st.integers(-5, 5))
+
+
+@EXAMPLES
+@given(st.lists(st.tuples(RATE, RATE), min_size=0, max_size=40), st.integers(1, 40), st.floats(0.01, 0.15))
+def test_any_rates_give_a_one_line_verdict_never_a_crash(pairs, most, threshold):
+    """Whatever a step's result line held (0, NaN, inf, None, negative, a units mix-up), the job's
+    look and the check's verdict get a Verdict with a one-line reason; one that is not
+    `inconclusive` came from rates all finite, above 0 and within the plausible ratio."""
+    a, b = [x for x, _ in pairs], [y for _, y in pairs]
+    verdict = rule.judge(a, b, threshold, most=most)
+    assert verdict.verdict in rule.VERDICTS and '\n' not in verdict.reason
+    if verdict.decided:
+        assert not rule.rate_problems(a, b)
+        assert all(1 / rule.PLAUSIBLE <= y / x <= rule.PLAUSIBLE for x, y in zip(a, b))
+    assert rule.control_line(verdict, max(most, rule.FIRST_LOOKS[0]), 0.1).startswith('A=A control: ')
 
 
 def test_an_a_a_control_on_an_h200_is_inconclusive_not_slower():
     """bench/gpu_ab_control.py on the lent H200 (2026-11-28, issue 52): the CIFAR-100 program
     (ResNet-50, batch 256, device path) as A and as B, each run a fresh process, 5 rounds. The
-    runs' levels spread 11,005-14,852 images/s (9 % of their mean), B/A 0.758-1.059: the spread
-    is wider than 5 % and than the control's own threshold, which reaches the 10 % ceiling. The
-    rule says inconclusive at both, never slower (docs/ab-images.md: what a GPU needs)."""
+    runs' levels spread 11,005-14,852 images/s (9 % of their mean), B/A 0.758-1.059: wider than a
+    5 % or a 10 % threshold. The rule says inconclusive at both, never slower, with the rounds
+    that would decide (docs/ab-images.md: what a GPU needs)."""
     recorded = json.loads(saved('gpu/h200_ab_control.json'))
     a, b = recorded['a_rates'], recorded['b_rates']
     assert len(a) == len(b) == 5 and recorded['device'] == 'gpu'
-    ratios = [y / x for x, y in zip(a, b)]
-    assert rule.threshold_of_control(ratios, 0.1) == 0.1
     for threshold in (0.05, 0.1):
         verdict = rule.judge(a, b, threshold, names=('A', 'B (=A)'))
         assert verdict.verdict == 'inconclusive', verdict.reason
-        assert (verdict.low, verdict.high) == (pytest.approx(0.758, abs=1e-3), pytest.approx(1.059, abs=1e-3))
-
+        assert verdict.low < 1 < verdict.high and 'rounds would decide' in verdict.reason
 
 
 def test_an_a_a_control_on_an_h200_with_pinned_runs_is_no_steadier():
@@ -191,22 +411,3 @@ def test_an_a_a_control_on_an_h200_with_pinned_runs_is_no_steadier():
     assert statistics.stdev(levels) == pytest.approx(0.115, abs=1e-3)
     verdict = rule.judge(a, b, 0.1, names=('A', 'B (=A)'))
     assert verdict.verdict == 'inconclusive' and 'fewer than 5' in verdict.reason
-
-@pytest.mark.parametrize('noise_of, rounds_, at_most', [
-    # Gaussian step noise of 5 and 8 % (the simulated partition's 2-second steps: 5-8 %) against
-    # a threshold of 5 %: the rule can only be right by saying inconclusive; the sign test
-    # bounds `slower` at 2**-n whatever the noise (every ratio below 1), 3.1 % at 5 rounds
-    (lambda rng: rng.gauss(0, 0.05), 5, 2 ** -5),
-    (lambda rng: rng.gauss(0, 0.08), 5, 2 ** -5),
-    (lambda rng: rng.gauss(0, 0.05), 6, 2 ** -6),
-    (lambda rng: rng.gauss(0, 0.08), 6, 2 ** -6),
-    # one step in five 15-20 % slow, as in the recorded control above
-    (lambda rng: -rng.uniform(0.15, 0.2) if rng.random() < 0.2 else rng.gauss(0, 0.02), 5, 2 ** -5),
-], ids=['5%-5', '8%-5', '5%-6', '8%-6', 'slow-steps-5'])
-def test_an_a_a_control_noisier_than_the_threshold_is_seldom_slower(noise_of, rounds_, at_most):
-    rng = random.Random(41)
-    slower = 0
-    for _ in range(2000):
-        a, b = rounds(0.0, lambda: noise_of(rng), [1.0] * rounds_)
-        slower += rule.judge(a, b, 0.05).verdict == 'slower'
-    assert slower / 2000 <= at_most, slower / 2000

@@ -188,7 +188,7 @@ def test_unknown_check_knob_in_config_fails_that_check_in_one_line(tmp_path):
                        '-P', 'num_nodes=1', '-P', f'image={image}', '-S', f'data_dir={tmp_path / "data"}')
     assert done.returncode != 0
     assert ('config error: partition lumi:standard-g extras.mlcheck.checks.cifar100: unknown key(s) '
-            'batchsize; allowed: ab_rounds, amp, augment, batch_size, channels_last, collective_timeout, '
+            'batchsize; allowed: ab_false_slower, ab_rounds, amp, augment, batch_size, channels_last, collective_timeout, '
             'compare_layers, compare_with, data, epochs, '
             'low_power_fraction, mode, model, profile_steps, rendezvous_timeout, slow_rank_fraction, solo_steps, steps, '
             'telemetry_interval, throttle, throttle_rank, warmup_steps, workers') in done.stdout

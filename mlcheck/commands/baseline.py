@@ -24,6 +24,7 @@ from datetime import datetime
 import yaml
 
 from mlcheck import locks
+from mlcheck.ab import rounds
 from mlcheck.commands.common import (add_source_arguments, argument_parser, config_file, one_line_errors,
                                     open_database, parse_fraction, text_table)
 from mlcheck.errors import InputError
@@ -408,6 +409,16 @@ def record(args):
         raise InputError(f'selection {args.selection!r} holds no value of {", ".join(unknown)}'
                          + (f' for a test named like {args.name!r}' if args.name else ''))
     samples = [s for s in samples if s.var not in RUN_LENGTH_TOTALS or s.var in args.var]
+    # a reference is keyed by the image alone; an A/B ratio belongs to its pair, and its own job
+    # judges it (docs/ab-images.md): none is written, whatever the run's settings
+    ab_runs = [s for s in samples if rounds.is_ab(s.settings)]
+    samples = [s for s in samples if not rounds.is_ab(s.settings)]
+    if ab_runs and not samples:
+        raise InputError(f'selection {args.selection!r} holds only A/B runs (-S compare_with, '
+                         'compare_layers), whose ratios their own jobs judge: no references written')
+    if ab_runs:
+        print(f'{len(ab_runs)} value(s) of A/B runs ({", ".join(sorted({s.var for s in ab_runs}))}) '
+              'not written: a reference is keyed by the image alone, an A/B ratio by its pair')
     if not samples:
         raise InputError(f'selection {args.selection!r} holds no value but the run-length totals '
                          f'({", ".join(sorted(RUN_LENGTH_TOTALS))}: name them with --var)'

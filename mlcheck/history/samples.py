@@ -7,6 +7,8 @@ import re
 from collections import defaultdict
 from dataclasses import dataclass
 
+from mlcheck.ab import rounds
+
 NOT_RECORDED = 'settings not recorded'   # how values without a settings column are labelled
 
 
@@ -34,7 +36,8 @@ class Sample:
 
     @property
     def key(self):
-        """What is compared like with like: the test, its settings and the variable."""
+        """What is compared like with like: the test, its settings (its inputs: run_inputs()) and
+        the variable. The one place the comparison key is built."""
         return (self.partition, self.name, self.var, run_inputs(self.settings))
 
     @property
@@ -49,10 +52,13 @@ class Sample:
 
 def run_inputs(settings):
     """The recorded settings of a run that are its inputs, by which every comparison (and the
-    evidence table's runs, mlcheck.history.runs) is keyed: the one place that decides it. Today
-    all of them; an output recorded among them (the A/B rounds' `ab_verdict=...`) is taken out
-    here by issue 50, so that runs of equal inputs compare whatever their verdict."""
-    return settings
+    evidence table's runs, mlcheck.history.runs) is keyed: the one place that decides it. An
+    output recorded among them (an older A/B run's rounds and verdict, rounds.NOT_INPUTS) is
+    taken out, so that runs of one image against one other are compared whatever their verdict:
+    a fixed image's ab_ratio (0.82 -> 1.00) with the broken one's."""
+    items = settings.split(';')
+    kept = [item for item in items if item.partition('=')[0] not in rounds.NOT_INPUTS]
+    return settings if len(kept) == len(items) else ';'.join(kept)
 
 
 def recorded(text):

@@ -116,8 +116,8 @@ SCHEMA = {
         'ab_threshold': {
             'type': 'number', 'exclusiveMinimum': 0, 'maximum': 1, 'default': 0.05,
             'description': "the A/B verdict's threshold on B/A (`-S compare_with=`, docs/ab-images.md): "
-                           'what an A=A control on this partition supports (median + 3 MAD of '
-                           '|B/A - 1|), with its figures beside it'},
+                           'the smallest change that matters, at least what an A=A control on this '
+                           'partition says it supports with `ab_rounds` rounds, with its figures beside it'},
         'ab_threshold_ceiling': {
             'type': 'number', 'exclusiveMinimum': 0, 'maximum': 1, 'default': 0.1,
             'description': 'the most the A/B threshold may be, an A=A control\'s included: a partition '
