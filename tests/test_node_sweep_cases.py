@@ -244,7 +244,7 @@ def test_a_one_node_record_without_its_node_is_a_named_left_out_line(tmp_path, c
              dataclasses.replace(s, nodelist='') for s in found]
     code, out, _ = judged(tmp_path, capsys, found, None, '--expect', 'nid[001-016]')
     assert code == 1 and 'left out, unreadable (1)' in out, out
-    assert 'a one-node run whose record names no node (empty job_nodelist)' in out, out
+    assert "a one-node run whose job_nodelist '' names no single node" in out, out
 
 
 def test_healthy_repetitions_at_5_percent_noise_drain_no_node():

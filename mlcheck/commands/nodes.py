@@ -117,8 +117,10 @@ def vet(args):
         raise InputError(f'no test named like {args.name!r} in {args.selection}')
     if args.var and not any(s.var in args.var for s in found):
         raise InputError(f'no variable {", ".join(args.var)} in {args.selection}')
+    # the nodes a RESUME line could name: their evidence must be newer than their drain (the
+    # others are left alone by resume_plan, each with why)
     drained_since = {node: (state.since, state.reason) for node, state in (states or {}).items()
-                     if state.out_of_service and state.since is not None}
+                     if state.since is not None and slurm_states.resumable(state, resume_reason)}
     sweep = nodes.judge(found, rule, expected, args.var, gap, known, partitions, args.name,
                         drained_since, unreadable)
     plan = slurm_states.resume_plan(sweep.healthy, states, why_unread, resume_reason)

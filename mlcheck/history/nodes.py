@@ -124,7 +124,7 @@ def judge(found, rule=Rule(), expected=(), variables=(), gap=SWEEP_GAP, known=No
     # multi-node run nor a node's evidence (docs/node-sweep.md)
     unreadable = list(unreadable) + [
         (f'{where(s)}, job {s.jobid or "?"} ended {stamp(s.time)}', None,
-         'a one-node run whose record names no node (empty job_nodelist)')
+         f'a one-node run whose job_nodelist {s.nodelist!r} names no single node')
         for node, s in placed if node is None and s.num_nodes == 1]
     placed = [(n, s) for n, s in placed if n is not None or s.num_nodes != 1]
     partitions = _partition_names(found, partitions)

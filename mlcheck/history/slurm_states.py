@@ -134,6 +134,14 @@ class ResumePlan:
     no_lines: str = ''        # why no scontrol line is printed at all ('' when they are)
 
 
+def resumable(state, resume_reason=None):
+    """Whether a RESUME line may name the node in `state`: out of service, not set aside, for
+    mlcheck's own reason or the maintenance's (`resume_reason` matching the whole reason)."""
+    return (state.out_of_service and not state.set_aside
+            and (state.reason.startswith(OWN_REASON)
+                 or bool(resume_reason and resume_reason.fullmatch(state.reason))))
+
+
 def resume_plan(healthy, states, why_unread='', resume_reason=None):
     """Which of the `healthy` nodes the RESUME line may name, given Slurm's `states` (None: not
     read, for `why_unread`) and the admin's maintenance reason (a compiled pattern that must match
@@ -150,7 +158,7 @@ def resume_plan(healthy, states, why_unread='', resume_reason=None):
             plan.left_alone[node] = now.set_aside
         elif not now.out_of_service:
             plan.in_service.append(node)
-        elif now.reason.startswith(OWN_REASON) or (resume_reason and resume_reason.fullmatch(now.reason)):
+        elif resumable(now, resume_reason):
             plan.resume.append(node)
         else:
             plan.left_alone[node] = f'drained for another reason: {now.reason!r}'
