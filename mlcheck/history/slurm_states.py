@@ -38,9 +38,8 @@ _NAME = re.compile(r'^NodeName=(\S+)')
 _STATE = re.compile(r'\sState=(\S+)')
 _PARTITIONS = re.compile(r'\sPartitions=(\S*)')
 # the reason, up to Slurm's ' [user@time]' after it (the reason itself may hold spaces)
-_REASON = re.compile(r'\sReason=(.*) \[[^\[\]]*@[^\[\]]*\]')
+_REASON = re.compile(r'\sReason=(.*) \[[^\[\]]*@([^\[\]]*)\]')
 _BARE_REASON = re.compile(r'\sReason=(.*?)(?=\s\w+=|$)')
-_DRAINED_AT = re.compile(r'\sReason=.* \[[^\[\]@]*@([0-9T:-]+)\]')
 
 
 @dataclass(frozen=True)
@@ -85,7 +84,7 @@ def parse(text, where):
             name.group(1), state.group(1) if state else '',
             reason.group(1).strip() if reason and reason.group(1) != '(null)' else '',
             tuple(filter(None, partitions.group(1).split(','))) if partitions else (),
-            _since(_DRAINED_AT.search(record)))
+            _since(_REASON.search(record)))
     if not found:
         raise InputError(f'{where}: no node in it (expected `scontrol show node --oneliner`)')
     return found
@@ -95,7 +94,7 @@ def _since(match):
     """Slurm's time of a reason, in the local time where the command runs (as Slurm writes it,
     and as a perf log's times without an offset are read); None where not said or unreadable."""
     try:
-        return datetime.fromisoformat(match.group(1)).timestamp() if match else None
+        return datetime.fromisoformat(match.group(2)).timestamp() if match else None
     except ValueError:
         return None
 
