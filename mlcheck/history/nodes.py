@@ -170,8 +170,9 @@ def judge(found, rule=Rule(), expected=(), variables=(), gap=SWEEP_GAP, known=No
                   partition_wide=partition_wide, sweeps=history_of.said)
     for node, said in wide_nodes.items():
         multi.not_judged.setdefault(node, []).extend(said)
-    sweep.unreadable = sorted({f'{at}: {why}' + (f' (node {node}: not judged)' if node else '')
-                               for at, node, why in unreadable})
+    named = lambda node: node and (not expected or node in expected)   # --expect: no other
+    sweep.unreadable = sorted({f'{at}: {why}' + (f' (node {node}: not judged)' if named(node)
+                                                 else '') for at, node, why in unreadable})
     for node, lines in history.group([u for u in unreadable if u[1]], lambda u: u[1]).items():
         at, _, why = lines[0]
         multi.not_judged.setdefault(node, []).append(
