@@ -7,22 +7,25 @@ peers, the failed runs and the nodes that never ran, as one verdict per node.
 SELECTION is a session UUID, a period START:END, 'latest', or a perf log file or directory with
 an optional @START:END (as for mlcheck-report), of one-node runs such as
 `reframe -c checks/ -r -P num_nodes=1 --distribute=all`, and of the node-pair sweep (the
-interconnect check over the nodes). Only the latest sweep of each partition is judged (runs
-whose ends leave no gap longer than --sweep-gap); earlier ones are history. A node is drained
+interconnect check over the nodes). Only the latest sweep of each test (a check, image and
+settings on a partition: runs whose ends leave no gap longer than --sweep-gap) is judged;
+earlier ones are history. Where Slurm can be read, a node is vetted only by runs that ended
+after Slurm drained it; where neither Slurm nor --expect gives the nodes, no scontrol line is
+printed. A node is drained
 when a figure is worse than its peers' better quartile (upper for a rate, lower for a time) by
-more than --threshold and --spread-factor times their spread, when any repetition of a check
-failed, or when its every node pair was slow;
+more than --threshold and --spread-factor times their spread (or one repetition by far), when
+any repetition of a check failed, or when its every node pair was slow;
 not judged when the evidence cannot say (too few peers, a figure too noisy to tell nodes apart,
 past the threshold but within the peers' noise, only some of its partition's tests, a failed
 multi-node run over it, a failure shared by most nodes); healthy otherwise; not vetted when
 not in the latest sweep. The verdict comes first, with the scontrol lines to drain and then to
 resume, printed (shell-quoted), never run: the RESUME line names only healthy nodes that Slurm
-shows drained or down for mlcheck's reason or --resume-reason; a pair slow only together is
-listed as a slow link.
+shows drained or down for mlcheck's reason or --resume-reason (the whole reason), responding,
+and not set aside; a pair slow only together is listed as a slow link.
 
-Exit status: 0 every expected node judged healthy; 1 a node drained, not judged or not vetted,
-a link named, a multi-node run or a test on most nodes failed; 2 bad input (one line: a node
-named ALL or like a partition too); 3 internal error.
+Exit status: 0 every expected node judged healthy; 1 a node drained, not judged, not vetted or
+left alone, a record left out, a link named, a multi-node run or a test on most nodes failed;
+2 bad input (one line: a node named ALL or like a partition too); 3 internal error.
 """
 
 import os

@@ -1,5 +1,5 @@
-"""A partition sweep judged node by node: the latest sweep of each partition (latest_sweeps;
-earlier ones are history), each figure of each check (the same check, image, settings and
+"""A partition sweep judged node by node: the latest sweep of each test (latest_sweeps;
+earlier ones are history; none older than Slurm's drain of a node vouches for it), each figure of each check (the same check, image, settings and
 variable) on every node against the same figure on its partition's peers, by the one peer rule
 (mlcheck.judging.peers.below_peers); nodes that failed a repetition of a check, unless most
 nodes failed it (the partition's failure); nodes expected, or in an earlier sweep, but not
