@@ -16,7 +16,12 @@ Stability (issue 36, item 6): two independent draws of one partition of 16-4,096
 mlcheck-nodes: the share of healthy nodes named in one draw and not the other, and of slow nodes
 named in both.
 
+Repetitions (the red-team of issue 47, finding 10): healthy partitions with --repeat 3, the
+share of healthy nodes drained or not judged for one slow repetition, and a node 40 % or 20 %
+slow in one run of three: how often drained, and never healthy.
+
     PYTHONPATH=. .venv/bin/python bench/node_sweep.py [--runs 5] [--trials 400] [--sweeps 1]
+    PYTHONPATH=. .venv/bin/python bench/node_sweep.py --only repetitions --trials 400
 """
 
 import argparse
@@ -138,12 +143,45 @@ def stability(trials, sizes=(16, 64, 512, 4096), noises=(0.01, 0.03, 0.05), repe
                   f'{total.slow:12d}')
 
 
+def repetitions(trials, sizes=(64, 512), noises=(0.01, 0.03, 0.05), repeats=3):
+    """The rule on single repetitions (nodes.slow_repetitions): healthy partitions of n nodes,
+    `repeats` runs each (tests/node_sessions.py), the share of healthy nodes drained for one
+    slow repetition and not judged for one; then one node slow by 40 % and by 20 % in one run of
+    `repeats`: the share of sweeps draining it, and leaving it not healthy."""
+    from node_sessions import node_name, session
+    print(f'runs per node: {repeats}')
+    print('nodes  noise  healthy drained (a run)  healthy not judged (a run)  '
+          '40% in 1 run drained  not healthy  20% in 1 run drained  not healthy')
+    for n in sizes:
+        for noise in noises:
+            rng = random.Random(n + int(1000 * noise))
+            sweeps = max(2, trials * 16 // n)
+            drained = unsure = 0
+            caught = {0.4: [0, 0], 0.2: [0, 0]}
+            for _ in range(sweeps):
+                sweep = nodes.judge(session(n, noise, {}, rng, repeats=repeats))
+                said = lambda reasons: any('repetitions' in str(r) for r in reasons)
+                drained += sum(said(r) for r in sweep.drain.values())
+                unsure += sum(said(r) for r in sweep.not_judged.values())
+                for slow in caught:
+                    bad = node_name(0)
+                    sweep = nodes.judge(session(n, noise, {}, rng, repeats=repeats,
+                                                slow_runs={(bad, 1): slow}))
+                    caught[slow][0] += bad in sweep.drain
+                    caught[slow][1] += bad not in sweep.healthy
+            healthy = sweeps * n
+            print(f'{n:5d}  {100 * noise:4.0f}%  {100 * drained / healthy:22.4f}%  '
+                  f'{100 * unsure / healthy:25.3f}%  '
+                  + '  '.join(f'{100 * c[0] / sweeps:19.1f}%  {100 * c[1] / sweeps:10.1f}%'
+                              for c in caught.values()))
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split('\n')[0])
     parser.add_argument('--runs', type=int, default=5)
     parser.add_argument('--sweeps', type=int, default=1, help='scale: sweeps appended to the log')
     parser.add_argument('--trials', type=int, default=400)
-    parser.add_argument('--only', choices=('scale', 'false-alarms', 'stability'))
+    parser.add_argument('--only', choices=('scale', 'false-alarms', 'stability', 'repetitions'))
     parser.add_argument('--nodes', type=int, action='append', help='stability: these sizes only')
     parser.add_argument('--noise', type=float, action='append', help='stability: these noises only')
     parser.add_argument('--repeats', type=int, default=1, help='stability: runs per node')
@@ -155,6 +193,8 @@ def main():
     if args.only in (None, 'stability'):
         stability(args.trials, args.nodes or (16, 64, 512, 4096),
                   args.noise or (0.01, 0.03, 0.05), args.repeats)
+    if args.only in (None, 'repetitions'):
+        repetitions(args.trials, args.nodes or (64, 512), args.noise or (0.01, 0.03, 0.05))
 
 
 if __name__ == '__main__':

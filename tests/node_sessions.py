@@ -17,15 +17,16 @@ def node_name(i):
     return f'nid{i:05d}'
 
 
-def session(n, noise, slow, rng, partition='lumi:gpu', time=1.79e9, repeats=1):
+def session(n, noise, slow, rng, partition='lumi:gpu', time=1.79e9, repeats=1, slow_runs=None):
     """The records of one sweep of nodes nid00000.. of `partition`: {node: fraction slower};
-    `repeats` runs per node (--repeat), each in conditions of its own."""
+    `repeats` runs per node (--repeat), each in conditions of its own; `slow_runs` {(node,
+    run): fraction slower} in that run only (a GPU that throttles now and then)."""
     found = []
     for i in range(n):
         host = node_name(i)
         step = STEP_S / (1 - slow.get(host, 0))
         for run in range(repeats):
-            conditions = rng.gauss(1, noise)
+            conditions = rng.gauss(1, noise) / (1 - (slow_runs or {}).get((host, run), 0))
             epoch = sum(step * conditions * rng.gauss(1, 0.01) for _ in range(STEPS))
             found += [Sample(partition, NAME, 'host', 1, 'samples_per_s', STEPS * BATCH / epoch,
                              'samples/s', time + run, jobid=str(i), nodelist=host),

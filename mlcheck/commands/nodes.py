@@ -7,22 +7,25 @@ peers, the failed runs and the nodes that never ran, as one verdict per node.
 SELECTION is a session UUID, a period START:END, 'latest', or a perf log file or directory with
 an optional @START:END (as for mlcheck-report), of one-node runs such as
 `reframe -c checks/ -r -P num_nodes=1 --distribute=all`, and of the node-pair sweep (the
-interconnect check over the nodes). Only the latest sweep of each partition is judged (runs
-whose ends leave no gap longer than --sweep-gap); earlier ones are history. A node is drained
+interconnect check over the nodes). Only the latest sweep of each test (a check, image and
+settings on a partition: runs whose ends leave no gap longer than --sweep-gap) is judged;
+earlier ones are history. Where Slurm can be read, a node is vetted only by runs that ended
+after Slurm drained it; where neither Slurm nor --expect gives the nodes, no scontrol line is
+printed. A node is drained
 when a figure is worse than its peers' better quartile (upper for a rate, lower for a time) by
-more than --threshold and --spread-factor times their spread, when any repetition of a check
-failed, or when its every node pair was slow;
+more than --threshold and --spread-factor times their spread (or one repetition by far), when
+any repetition of a check failed, or when its every node pair was slow;
 not judged when the evidence cannot say (too few peers, a figure too noisy to tell nodes apart,
 past the threshold but within the peers' noise, only some of its partition's tests, a failed
 multi-node run over it, a failure shared by most nodes); healthy otherwise; not vetted when
 not in the latest sweep. The verdict comes first, with the scontrol lines to drain and then to
 resume, printed (shell-quoted), never run: the RESUME line names only healthy nodes that Slurm
-shows drained or down for mlcheck's reason or --resume-reason; a pair slow only together is
-listed as a slow link.
+shows drained or down for mlcheck's reason or --resume-reason (the whole reason), responding,
+and not set aside; a pair slow only together is listed as a slow link.
 
-Exit status: 0 every expected node judged healthy; 1 a node drained, not judged or not vetted,
-a link named, a multi-node run or a test on most nodes failed; 2 bad input (one line: a node
-named ALL or like a partition too); 3 internal error.
+Exit status: 0 every expected node judged healthy; 1 a node drained, not judged, not vetted or
+left alone, a record left out, a link named, a multi-node run or a test on most nodes failed;
+2 bad input (one line: a node named ALL or like a partition too); 3 internal error.
 """
 
 import os
@@ -73,7 +76,9 @@ def parse_args(argv):
                              'the latest sweep of a partition is judged (default: %(default)s)')
     parser.add_argument('--resume-reason', metavar='PATTERN',
                         help="resume also nodes drained with a reason this regular expression "
-                             "finds (the maintenance's); default: only mlcheck's own reasons")
+                             "matches whole (the maintenance's: 'upgrade 2026-11', or "
+                             "'upgrade 2026-11.*' for any text after it); default: only "
+                             "mlcheck's own reasons")
     parser.add_argument('--slurm-states', metavar='FILE',
                         help='saved output of `scontrol show node --oneliner` to check the '
                              'RESUME line against (default: run scontrol here, if there is one)')
@@ -99,7 +104,9 @@ def vet(args):
     known = set(states) if states is not None else set(expected) if expected else None
     partitions = {p for s in (states or {}).values() for p in s.partitions}
     selection = parse_selection(args.selection)
-    found = load(selection, open_database(args, [selection]), with_failed=True)
+    unreadable = []
+    found = load(selection, open_database(args, [selection]), with_failed=True,
+                 left_out=unreadable)
     notes = []
     if max_age is not None:
         since = time.time() - max_age
@@ -113,14 +120,22 @@ def vet(args):
         raise InputError(f'no test named like {args.name!r} in {args.selection}')
     if args.var and not any(s.var in args.var for s in found):
         raise InputError(f'no variable {", ".join(args.var)} in {args.selection}')
-    sweep = nodes.judge(found, rule, expected, args.var, gap, known, partitions, args.name)
+    # the nodes a RESUME line could name: their evidence must be newer than their drain (the
+    # others are left alone by resume_plan, each with why)
+    drained_since = {node: (state.since, state.reason) for node, state in (states or {}).items()
+                     if state.since is not None and slurm_states.resumable(state, resume_reason)}
+    sweep = nodes.judge(found, rule, expected, args.var, gap, known, partitions, args.name,
+                        drained_since, unreadable)
     plan = slurm_states.resume_plan(sweep.healthy, states, why_unread, resume_reason)
+    if known is None:     # no node list to check names against: no line Slurm reads
+        plan.resume, plan.no_lines = [], (f'Slurm cannot be read here ({why_unread}) and no '
+                                          '--expect names the nodes')
     # the files first: a reader that stops reading (| head) must not cost them
     summary = write_summary(args.output, args, sweep, rule, plan, notes) if args.output else None
     print('\n'.join(report_lines(sweep, rule, plan, notes)))
     if summary:
         print(f'summary: {summary}')
-    return EXIT_REGRESSION if not all_healthy(sweep) else 0
+    return EXIT_REGRESSION if not all_healthy(sweep, plan) else 0
 
 
 def compiled(pattern):
@@ -132,10 +147,12 @@ def compiled(pattern):
         raise InputError(f'--resume-reason {pattern!r}: not a regular expression: {err}') from None
 
 
-def all_healthy(sweep):
-    """Every expected node judged healthy, and nothing else named."""
+def all_healthy(sweep, plan=None):
+    """Every expected node judged healthy and none left alone by the RESUME line, no record
+    left out, and nothing else named."""
     return not (sweep.drain or sweep.not_judged or sweep.not_vetted or sweep.slow_links
-                or sweep.multi_node_failed or sweep.partition_wide)
+                or sweep.multi_node_failed or sweep.partition_wide or sweep.unreadable
+                or (plan is not None and plan.left_alone))
 
 
 def parse_age(text, option='--max-age'):
@@ -170,6 +187,12 @@ def drain_lines(sweep):
     return lines
 
 
+def drain_text(sweep):
+    """The nodes to drain with their worst reason, as text: where no node list checks the
+    names, no scontrol line is printed."""
+    return [f'  {node}: {findings[0]}' for node, findings in sweep.drain.items()]
+
+
 def resume_line(plan):
     return scontrol(hostlist.compress(plan.resume), 'RESUME') if plan.resume else ''
 
@@ -180,7 +203,7 @@ def resume_lines(sweep, plan):
     lines = ['', f'healthy ({len(sweep.healthy)}): {hostlist.compress(sweep.healthy)}']
     if plan.resume:
         lines += ['  to resume them (printed, never run; after the DRAIN lines):', resume_line(plan)]
-    if plan.unchecked:
+    if plan.unchecked and not plan.no_lines:
         lines.append(f"  the RESUME line was not checked against Slurm's current reasons "
                      f'({plan.unchecked}): resume only nodes drained for the maintenance')
     if plan.in_service:
@@ -229,18 +252,28 @@ def verdict_lines(sweep, rule, plan):
                       'fix the configuration, data or image:',
                   *(f'  {said}' for said in sweep.partition_wide)]
     if sweep.drain:
-        lines += ['', f'drain ({len(sweep.drain)}):', *drain_lines(sweep)]
+        lines += ['', f'drain ({len(sweep.drain)}):',
+                  *(drain_lines(sweep) if not plan.no_lines else drain_text(sweep))]
     if sweep.healthy:
         lines += resume_lines(sweep, plan)
+    if plan.no_lines:
+        lines += ['', f'no scontrol line printed: {plan.no_lines}, so no name here is checked '
+                      'against the partition\'s nodes (a NodeSet\'s or a partition\'s name '
+                      'would pass): give --expect HOSTLIST, or --slurm-states FILE, or run '
+                      'where Slurm can be read']
     if sweep.not_judged:
         lines += ['', f'not judged ({len(sweep.not_judged)}): the evidence cannot say, so '
                       'neither healthy nor drained:']
         lines += [f'  {node}: not judged: {"; ".join(why)}'
                   for node, why in sweep.not_judged.items()]
     if sweep.not_vetted:
-        lines += ['', f'not vetted ({len(sweep.not_vetted)}): no record, so neither healthy '
-                      'nor drained:']
+        lines += ['', f'not vetted ({len(sweep.not_vetted)}): no evidence (no record in the '
+                      'latest sweep, or none since Slurm drained it), so neither healthy nor '
+                      'drained:']
         lines += [f'  {node}: {reason}' for node, reason in sweep.not_vetted.items()]
+    if sweep.unreadable:
+        lines += ['', f'left out, unreadable ({len(sweep.unreadable)}): records that vouch for '
+                      'no node, and fail the sweep:', *(f'  {said}' for said in sweep.unreadable)]
     if sweep.slow_links:
         lines += ['', f'slow links ({len(sweep.slow_links)}): slow only together, each node fine '
                       'with its other partners; for the fabric team, not a node to drain:']
@@ -273,6 +306,9 @@ def caveats(sweep, notes=()):
     """What the terminal and nodes.md both say below the figures: the notes, the figures judged
     by the threshold alone, the multi-node records."""
     lines = list(notes)
+    if sweep.outside:
+        lines.append(f'{sweep.outside} node(s) outside --expect ran in the sweep: peers only, '
+                     'named in no line')
     alone = sum(v.spread is None and not v.not_judged for v in sweep.figures)
     if alone:
         lines.append(f'{alone} figure(s) on fewer than {MIN_FOR_SPREAD} nodes: judged by the '
@@ -295,18 +331,22 @@ def write_summary(directory, args, sweep, rule, plan, notes=()):
     text += ['## Drain', '']
     text += [f'- **{node}**: ' + '; '.join(map(str, reasons))
              for node, reasons in sweep.drain.items()] or ['None.']
-    if sweep.drain:
+    if sweep.drain and not plan.no_lines:
         text += ['', '```sh', *drain_lines(sweep), '```']
     text += ['', '## Healthy', '']
     said = [line.strip() for line in resume_lines(sweep, plan) if line and
             not line.startswith('scontrol') and 'to resume them' not in line]
     text += [*said, *(['', '```sh', resume_line(plan), '```'] if plan.resume else [])] \
         if sweep.healthy else ['None.']
+    if plan.no_lines:
+        text += ['', f'No scontrol line: {plan.no_lines}.']
     text += ['', '## Not judged', '']
     text += [f'- **{node}**: not judged: ' + '; '.join(why)
              for node, why in sweep.not_judged.items()] or ['None.']
     text += ['', '## Not vetted', '']
     text += [f'- **{node}**: {reason}' for node, reason in sweep.not_vetted.items()] or ['None.']
+    if sweep.unreadable:
+        text += ['', '## Left out, unreadable', '', *(f'- {said}' for said in sweep.unreadable)]
     text += ['', '## Slow links', '']
     text += [f'- **{a} <-> {b}**: {reason}'
              for (a, b), reason in sweep.slow_links.items()] or ['None.']

@@ -75,7 +75,9 @@ def node_of(sample):
 
 def nodes_of(sample):
     """The nodes of a record's job, in its node list's order (each a host name, or InputError)."""
-    text = sample.nodelist.strip()
+    text = sample.nodelist
+    if text != text.strip():     # refused, never trimmed: Slurm would not read it as written
+        raise InputError(f'{where(sample)}: its node list {text!r} has space around it: refused')
     if text[:2] in ("['", '["'):      # a list as Python prints it: ['nid001', 'nid002']
         text = ','.join(name.strip("'\" ") for name in text[1:-1].split(','))
     if hostlist.HOST_NAME.fullmatch(text):

@@ -1,5 +1,5 @@
-"""A partition sweep judged node by node: the latest sweep of each partition (latest_sweeps;
-earlier ones are history), each figure of each check (the same check, image, settings and
+"""A partition sweep judged node by node: the latest sweep of each test (latest_sweeps;
+earlier ones are history; none older than Slurm's drain of a node vouches for it), each figure of each check (the same check, image, settings and
 variable) on every node against the same figure on its partition's peers, by the one peer rule
 (mlcheck.judging.peers.below_peers); nodes that failed a repetition of a check, unless most
 nodes failed it (the partition's failure); nodes expected, or in an earlier sweep, but not
@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from mlcheck.errors import InputError
 from mlcheck.figures import directions, stack as stacks
 from mlcheck.history import node_names, samples as history
+from mlcheck.history.slurm_states import OWN_REASON
 from mlcheck.history.multi_node import NO_REASON, multi_node_verdicts
 from mlcheck.history.node_records import (Figure, Finding, figure_of, node_of, run_of, short,
                                           stamp, test_name, where)
@@ -32,6 +33,9 @@ TOO_FEW = 'too few peers'
 # the same on every node at one node, by definition: no figure to tell nodes apart
 SAME_AT_ONE_NODE = frozenset({'scaling_efficiency'})
 SWEEP_GAP = 3600  # seconds between two runs' ends that start a new sweep (docs/node-sweep.md)
+# a repetition this many of the repetitions' standard deviations worse than the peers (and past
+# the threshold) is no healthy run's noise: measured in docs/node-sweep.md
+FAR_SPREAD = 5.0
 STACK_FACTS = [name for name in stacks.FACTS if name != 'image']   # the image is the test's own
 
 
@@ -82,7 +86,9 @@ class Sweep:
     multi_node_failed: int = 0         # of those, failed runs
     left_out: list = field(default_factory=list)     # [sentence]: figures that tell no node apart
     partition_wide: list = field(default_factory=list)  # [sentence]: tests failed on most nodes
-    sweeps: list = field(default_factory=list)       # [sentence]: which sweep of each partition
+    sweeps: list = field(default_factory=list)       # [sentence]: which sweep of each test
+    unreadable: list = field(default_factory=list)   # [sentence]: records left out, unreadable
+    outside: int = 0                   # nodes that ran outside --expect: peers only
 
     @property
     def drain(self):
@@ -104,13 +110,23 @@ def higher_is_better(var, unit):
 
 
 def judge(found, rule=Rule(), expected=(), variables=(), gap=SWEEP_GAP, known=None,
-          partitions=(), name=''):
-    """The Sweep of the latest sweep of each partition in the records `found` (Samples, failed
+          partitions=(), name='', drained_since=None, unreadable=()):
+    """The Sweep of the latest sweep of each test in the records `found` (Samples, failed
     ones with value None), with the nodes `expected` (host names) that must each have run their
-    partition's checks. `variables`, `name`: the figures judged (default: all), by variable
-    and by text in the test's name; a failure is never left out. Node names are checked by
-    node_names against `known` and `partitions`."""
+    partition's checks (and the only nodes given a verdict, when given). `variables`, `name`:
+    the figures judged (default: all), by variable and by text in the test's name; a failure is
+    never left out. Node names are checked by node_names against `known` and `partitions`.
+    `drained_since` {node: (Unix seconds, reason)}: when Slurm drained a node (a node is vetted
+    only by runs that ended after it); `unreadable` [(where, node or None, why)]: records left
+    out, their nodes not judged."""
     placed = [(node_of(s), s) for s in found]
+    # a one-node run that names no node (an empty job_nodelist) is a record left out, never a
+    # multi-node run nor a node's evidence (docs/node-sweep.md)
+    unreadable = list(unreadable) + [
+        (f'{where(s)}, job {s.jobid or "?"} ended {stamp(s.time)}', None,
+         f'a one-node run whose job_nodelist {s.nodelist!r} names no single node')
+        for node, s in placed if node is None and s.num_nodes == 1]
+    placed = [(n, s) for n, s in placed if n is not None or s.num_nodes != 1]
     partitions = _partition_names(found, partitions)
     check = functools.partial(node_names.checked, partitions=partitions, known=known)
     for node in expected:
@@ -154,8 +170,60 @@ def judge(found, rule=Rule(), expected=(), variables=(), gap=SWEEP_GAP, known=No
                   partition_wide=partition_wide, sweeps=history_of.said)
     for node, said in wide_nodes.items():
         multi.not_judged.setdefault(node, []).extend(said)
+    named = lambda node: node and (not expected or node in expected)   # --expect: no other
+    sweep.unreadable = sorted({f'{at}: {why}' + (f' (node {node}: not judged)' if named(node)
+                                                 else '') for at, node, why in unreadable})
+    for node, lines in history.group([u for u in unreadable if u[1]], lambda u: u[1]).items():
+        at, _, why = lines[0]
+        multi.not_judged.setdefault(node, []).append(
+            f'{len(lines)} record(s) of its left out as unreadable (first {at}: {why}): it may '
+            'have failed')
     verdicts(sweep, placed, multi.not_judged, expected, history_of.nodes)
+    unvetted_since_drained(sweep, placed, drained_since or {})
+    if expected:
+        within(sweep, set(expected))
     return sweep
+
+
+def unvetted_since_drained(sweep, placed, drained_since):
+    """A healthy node that Slurm drained after its latest run of a test ended is not vetted: the
+    evidence is older than the drain (a partition swept only before the maintenance, the perf
+    logs of the previous one, a node drained since by an admin or by mlcheck's later sweep)."""
+    last = {}
+    for node, s in placed:
+        key = (node, short(test_name(s.name)))
+        last[key] = max(last.get(key, 0), s.time)
+    ends = history.group(last.items(), lambda kv: kv[0][0])
+    for node in list(sweep.healthy):
+        if node not in drained_since or node not in ends:
+            continue
+        since, reason = drained_since[node]
+        (_, test), ended = min(ends[node], key=lambda kv: kv[1])
+        if ended < since:
+            whose = (': a drain by mlcheck newer than the evidence judged here, left alone'
+                     if reason.startswith(OWN_REASON) else '')
+            sweep.healthy.remove(node)
+            sweep.not_vetted[node] = (f'no evidence since it was drained: Slurm drained it at '
+                                      f'{stamp(since)} ({reason!r}), after its last run of '
+                                      f'{test} ended at {stamp(ended)}{whose}')
+    sweep.not_vetted = dict(sorted(sweep.not_vetted.items()))
+
+
+def within(sweep, scope):
+    """Only the nodes of --expect get a verdict or appear in a printed line; the others ran as
+    peers only, and are counted."""
+    outside = set(sweep.nodes) - scope
+    for verdicts_ in (sweep.failed, sweep.not_judged, sweep.not_vetted, sweep.reruns, sweep.stack):
+        for node in set(verdicts_) - scope:
+            del verdicts_[node]
+    for verdict in sweep.figures:
+        verdict.named = [named for named in verdict.named if named[0] in scope]
+        verdict.within_noise = [named for named in verdict.within_noise if named[0] in scope]
+    sweep.healthy = [node for node in sweep.healthy if node in scope]
+    sweep.slow_links = {link: why for link, why in sweep.slow_links.items()
+                        if set(link) <= scope}
+    if outside:
+        sweep.outside = len(outside)
 
 
 def _partition_names(found, partitions):
@@ -167,25 +235,29 @@ def _partition_names(found, partitions):
 class History:
     """The records before each partition's latest sweep: read as history, never as evidence."""
     said: list = field(default_factory=list)       # a sentence per partition: which sweep counts
-    nodes: dict = field(default_factory=dict)      # {partition: {node: its last run's end}}
+    nodes: dict = field(default_factory=dict)      # {'test on partition': {node: last end}}
     failed: dict = field(default_factory=dict)     # {(node, run): when it last failed}
 
 
 def latest_sweeps(placed, gap):
-    """The records of each partition's latest sweep, and the History of the others. A sweep is
-    the runs of a partition whose ends follow each other with no gap longer than `gap` seconds
-    (one ReFrame session, with the node-pair sweep run after it: perf logs name no session, the
-    results database names one per reframe command); the repetitions of --repeat are runs of
-    the one sweep."""
+    """The records of each test's latest sweep, and the History of the others. A test is a
+    check, image and settings on one partition (node_records.run_of); its sweep is its runs
+    whose ends follow each other with no gap longer than `gap` seconds (one ReFrame session:
+    perf logs name no session, the results database names one per reframe command); the
+    repetitions of --repeat are runs of the one sweep. Per test, not per partition: a test re-run
+    alone hours later (one image, a fixed dataset) is that test's latest sweep and says nothing
+    of the others, each judged on its own latest sweep."""
     kept, past = [], History()
-    for partition, records in sorted(history.group(placed, lambda ns: ns[1].partition).items()):
+    by_test = history.group(placed, lambda ns: run_of(ns[1]))
+    for run, records in sorted(by_test.items()):
         records = sorted(records, key=lambda ns: ns[1].time)
         starts = [i for i in range(1, len(records))
                   if records[i][1].time - records[i - 1][1].time > gap]
         first = starts[-1] if starts else 0
         latest, earlier = records[first:], records[:first]
         kept += latest
-        said = (f'{partition}: the latest sweep counts: {len(latest)} record(s), runs ended '
+        label = f'{short(run[1])} on {run[0]}'
+        said = (f'{label}: the latest sweep counts: {len(latest)} record(s), runs ended '
                 f'{stamp(latest[0][1].time)} to {stamp(latest[-1][1].time)}')
         if earlier:
             ends = [records[i - 1][1].time for i in starts]
@@ -194,7 +266,7 @@ def latest_sweeps(placed, gap):
         past.said.append(said)
         for node, s in earlier:
             if node is not None:
-                past.nodes.setdefault(partition, {})[node] = s.time
+                past.nodes.setdefault(label, {})[node] = s.time
                 if s.value is None:
                     past.failed[(node, run_of(s))] = s.time
     return kept, past
@@ -203,8 +275,9 @@ def latest_sweeps(placed, gap):
 def failed_runs(placed):
     """({node: [Finding]} of the nodes that failed a repetition of a test, [sentence] of the
     tests that failed on most of the nodes that ran them, {node: [why]} of those nodes: a
-    failure shared by at least half the nodes that ran a test, two or more, is the partition's
-    (its configuration, data or image), and drains none of them."""
+    failure shared by at least half the nodes that ran a test in its latest sweep, and by
+    MIN_PEERS or more (a targeted re-sweep of 2 bad nodes and a control is no partition), is the
+    partition's (its configuration, data or image), and drains none of them."""
     runs = history.group(placed, lambda ns: (ns[1].partition, run_of(ns[1])))
     failed, wide, wide_nodes = {}, [], {}
     for (partition, run), records in sorted(runs.items()):
@@ -218,7 +291,7 @@ def failed_runs(placed):
         if not failing:
             continue
         name = short(run[1])
-        if len(failing) >= 2 and 2 * len(failing) >= len(by_node):
+        if len(failing) >= MIN_PEERS and 2 * len(failing) >= len(by_node):
             problems = {s.problem for _, _, s in failing.values() if s.problem}
             reason = f'; {sorted(problems)[0]}' if len(problems) == 1 else ''
             wide.append(f'{name} failed on {len(failing)} of {len(by_node)} nodes: a '
@@ -351,10 +424,55 @@ def judge_figure(figure, node_samples, rule, ran):
     noise = f", within {rule.spread_factor:g} sd of its peers' noise"
     within = [(node, values[node], found(node, _reason(figure, values[node], v, verdict, higher)
                                          + noise)) for v, node in unsure]
+    if verdict.reference:
+        seen = {node for node, _, _ in named} | {node for _, node in unsure}
+        slow_runs, unsure_runs = slow_repetitions(figure, per_node, verdict.reference, rule,
+                                                  higher, seen)
+        named += slow_runs
+        within += unsure_runs
     as_unit = lambda x: None if x is None or x <= 0 else _scale(x, higher)
     return FigureVerdict(figure, values, higher, as_unit(verdict.reference), verdict.spread,
                          as_unit(verdict.limit), named, within_noise=within,
                          not_judged=why_not_judged(figure, judged, verdict, rule, ran))
+
+
+def slow_repetitions(figure, per_node, reference, rule, higher, seen):
+    """([(node, value, Finding)] to drain, [...] not judged): the nodes, of those not `seen`
+    already, with a repetition worse than the peers' `reference` (on the judged scale) by more
+    than the threshold, which the median of their repetitions hides (a GPU that throttles in one
+    run of three). Drained when it is also more than FAR_SPREAD of the repetitions' own standard
+    deviations below (docs/node-sweep.md measures how rarely a healthy repetition gets there);
+    not judged when only past the threshold."""
+    runs = {node: [(_scale(s.value, higher), s) for _, s in ns if s.value > 0 or higher]
+            for node, ns in per_node.items() if node not in seen and len(ns) > 1}
+    if not runs:
+        return [], []
+    spread = healthy_spread([v for node_runs in runs.values() for v, _ in node_runs],
+                            rule.threshold)
+    margin = (1 - rule.threshold) * reference
+    far = min(margin, reference - FAR_SPREAD * spread) if spread is not None else margin
+    drained, unsure = [], []
+    for node, node_runs in sorted(runs.items()):
+        slow = [(v, s) for v, s in node_runs if v < margin]
+        if not slow:
+            continue
+        worst, s = min(slow, key=lambda vs: vs[0])
+        said = (f'{figure.label} slow in {len(slow)} of {len(node_runs)} repetitions: '
+                f'{_scale(worst, higher):.4g} {figure.unit}, '
+                f'{_below(worst, reference, higher)} its peers ({_scale(reference, higher):.4g})')
+        finding = Finding(said, s.source, s.time)
+        if worst < far:
+            drained.append((node, _scale(worst, higher), finding))
+        else:
+            unsure.append((node, _scale(worst, higher), Finding(
+                said + f", within {FAR_SPREAD:g} sd of the repetitions' noise", s.source, s.time)))
+    return drained, unsure
+
+
+def _below(judged, reference, higher):
+    if higher:
+        return f'{100 * (1 - judged / reference):.0f}% below'
+    return f'{100 * (reference / judged - 1):.0f}% above'
 
 
 def healthy_spread(values, threshold):
@@ -391,10 +509,7 @@ def _scale(value, higher):
 def _reason(figure, value, judged, verdict, higher):
     """'MNIST... samples_per_s 776 samples/s, 20% below its peers (970; 5.1 sd)'."""
     reference = verdict.reference
-    if higher:
-        how = f'{100 * (1 - judged / reference):.0f}% below'
-    else:
-        how = f'{100 * (reference / judged - 1):.0f}% above'
+    how = _below(judged, reference, higher)
     sigmas = ''
     if verdict.spread:
         sigmas = f'; {(reference - judged) / verdict.spread:.1f} sd'

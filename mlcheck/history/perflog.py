@@ -9,6 +9,7 @@ import sys
 from datetime import datetime
 
 from mlcheck.errors import InputError
+from mlcheck.history.hostlist import HOST_NAME
 from mlcheck.history.samples import Sample, recorded
 
 # perf log columns (by header name) that every sample needs
@@ -53,7 +54,8 @@ def read_perflog(path, period=None, with_failed=False, left_out=None):
 
     A line that repeats the header (two sessions that started the log at once) is skipped. A line
     that cannot be read (a value holding '|', a line cut short) is named on stderr and left out,
-    its file:line appended to `left_out`: one such line must not hide the rest of the log."""
+    (file:line, the node it names or None, why) appended to `left_out`: one such line must not
+    hide the rest of the log, nor make its node look healthy (mlcheck-nodes judges it not)."""
     try:
         with open(path, errors='replace') as stream:
             # at newlines only: str.splitlines() also splits at \x1c-\x1e, \x85, \u2028 ... (issue 48)
@@ -80,11 +82,21 @@ def read_perflog(path, period=None, with_failed=False, left_out=None):
         except BadLine as err:
             print(f'{path}:{number}: {err}; line left out', file=sys.stderr)
             if left_out is not None:
-                left_out.append(f'{path}:{number}')
+                left_out.append((f'{path}:{number}', _node_named(columns, line), str(err)))
             continue
         if sample:
             samples.append(sample)
     return samples
+
+
+def _node_named(columns, line):
+    """The one node an unreadable line names (its %.nid=, else its job_nodelist), None where it
+    names none or not one host name."""
+    values = line.split('|')
+    row = dict(zip(columns, values)) if len(values) == len(columns) else {}
+    nid = re.search(r'%\.nid=(\S+)', line)
+    node = nid.group(1) if nid else row.get('job_nodelist', '')
+    return node if HOST_NAME.fullmatch(node) else None
 
 
 def _sample(columns, values, period, with_failed, path):

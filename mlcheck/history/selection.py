@@ -79,10 +79,12 @@ def failed_before_any_value(cases):
             for case in cases if case.get('result') == 'fail' or case.get('fail_phase')]
 
 
-def load(selection, database=None, with_failed=False):
+def load(selection, database=None, with_failed=False, left_out=None):
     """The samples of a selection; an InputError when it holds none. With `with_failed` the
     test cases that ran without a value (value None) count too: a selection whose every test
-    failed still names them, and only one that names no test case at all is an error."""
+    failed still names them, and only one that names no test case at all is an error.
+    `left_out`: a list to which the perf log lines that cannot be read are appended (file:line,
+    the node the line names or None, why)."""
     if selection.stored:
         if database is None:
             raise InputError(f'selection {selection.spec!r} needs the results database')
@@ -100,7 +102,7 @@ def load(selection, database=None, with_failed=False):
             raise AllFailed(f'every test case of {selection.spec!r} failed before its figures '
                             f'({len(failures)}: {failures[0]})')
     else:
-        left_out = []
+        left_out = [] if left_out is None else left_out
         samples = [s for path in perflog_files(selection.path)
                    for s in read_perflog(path, selection.period, with_failed, left_out)]
         where = f'perf log {selection.path}'

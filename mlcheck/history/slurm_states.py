@@ -4,25 +4,41 @@ state and drain reason, and so which healthy nodes a RESUME line may name.
 The tools that resume nodes in production resume only nodes drained for their own reason and
 never overwrite an admin's (docs/node-sweep.md): a node drained or down is resumed only when its
 reason is mlcheck's own (the prefix of its DRAIN lines) or matches the maintenance reason the
-admin names; one drained for another reason, or in a maintenance reservation or planned, is left
-alone and listed with its reason; one in service (idle, allocated) has nothing to resume.
+admin names (the whole reason); one drained for another reason, or set aside, is left
+alone and listed with its reason; one in service (idle, allocated) has nothing to resume. A
+node Slurm shows not responding (`DOWN*`, `IDLE*`), failing, to be rebooted, powered down, in a
+maintenance reservation or planned is left alone whatever its reason: resuming it would put a
+node that cannot run jobs, or that an admin set aside, in front of users.
+
+When a node was drained is the time in its reason (`Reason=... [user@2026-11-24T07:00:00]`,
+Slurm's local time): mlcheck.history.nodes vouches for it only with runs that ended after it.
 """
 
 import re
 import subprocess
 from dataclasses import dataclass, field
+from datetime import datetime
 
 from mlcheck.errors import InputError
 
 OWN_REASON = 'mlcheck: '          # the start of every reason mlcheck's DRAIN lines write
-OUT_OF_SERVICE = {'DRAIN', 'DRAINED', 'DRAINING', 'DOWN', 'FAIL', 'FAILING'}
-SET_ASIDE = {'MAINTENANCE', 'MAINT', 'RESERVED', 'PLANNED'}   # a reservation's or planned nodes
+OUT_OF_SERVICE = {'DRAIN', 'DRAINED', 'DRAINING', 'DOWN'}
+# flags of a node that no RESUME line may name, whatever its reason, each with why
+LEFT_ALONE = {
+    **dict.fromkeys(('MAINTENANCE', 'MAINT', 'RESERVED', 'PLANNED'),
+                    'in a maintenance reservation or planned'),
+    **dict.fromkeys(('FAIL', 'FAILING'), 'failing'),
+    **dict.fromkeys(('REBOOT', 'REBOOT_REQUESTED', 'REBOOT_ISSUED'), 'to be rebooted'),
+    **dict.fromkeys(('POWER_DOWN', 'POWERED_DOWN', 'POWERING_DOWN', 'POWERING_UP', 'POWER_UP'),
+                    'powered down or powering'),
+    **dict.fromkeys(('NO_RESPOND', 'NOT_RESPONDING', 'INVALID_REG', 'UNKNOWN'), 'not responding'),
+}
 READ_TIMEOUT_S = 20
 _NAME = re.compile(r'^NodeName=(\S+)')
 _STATE = re.compile(r'\sState=(\S+)')
 _PARTITIONS = re.compile(r'\sPartitions=(\S*)')
 # the reason, up to Slurm's ' [user@time]' after it (the reason itself may hold spaces)
-_REASON = re.compile(r'\sReason=(.*) \[[^\[\]]*@[^\[\]]*\]')
+_REASON = re.compile(r'\sReason=(.*) \[[^\[\]]*@([^\[\]]*)\]')
 _BARE_REASON = re.compile(r'\sReason=(.*?)(?=\s\w+=|$)')
 
 
@@ -32,6 +48,7 @@ class NodeState:
     state: str                 # Slurm's, flags joined by '+': IDLE+DRAIN, DOWN+DRAIN+MAINTENANCE
     reason: str = ''
     partitions: tuple = ()
+    since: float = None        # when its reason was set (Unix seconds), None where not said
 
     @property
     def flags(self):
@@ -44,7 +61,11 @@ class NodeState:
 
     @property
     def set_aside(self):
-        return bool(self.flags & SET_ASIDE)
+        """Why no RESUME line may name it whatever its reason, '' when none."""
+        if '*' in self.state:      # DOWN*, IDLE*: slurmctld has no answer from its slurmd
+            return f'not responding ({self.state})'
+        why = sorted({LEFT_ALONE[flag] for flag in self.flags if flag in LEFT_ALONE})
+        return f'{" and ".join(why)} ({self.state})' if why else ''
 
 
 def parse(text, where):
@@ -62,10 +83,20 @@ def parse(text, where):
         found[name.group(1)] = NodeState(
             name.group(1), state.group(1) if state else '',
             reason.group(1).strip() if reason and reason.group(1) != '(null)' else '',
-            tuple(filter(None, partitions.group(1).split(','))) if partitions else ())
+            tuple(filter(None, partitions.group(1).split(','))) if partitions else (),
+            _since(_REASON.search(record)))
     if not found:
         raise InputError(f'{where}: no node in it (expected `scontrol show node --oneliner`)')
     return found
+
+
+def _since(match):
+    """Slurm's time of a reason, in the local time where the command runs (as Slurm writes it,
+    and as a perf log's times without an offset are read); None where not said or unreadable."""
+    try:
+        return datetime.fromisoformat(match.group(2)).timestamp() if match else None
+    except ValueError:
+        return None
 
 
 def read(path=None):
@@ -99,11 +130,22 @@ class ResumePlan:
     left_alone: dict = field(default_factory=dict)    # {node: why}: another reason, or set aside
     in_service: list = field(default_factory=list)    # healthy and not drained: nothing to resume
     unchecked: str = ''                               # why Slurm was not read ('' when it was)
+    no_lines: str = ''        # why no scontrol line is printed at all ('' when they are)
+
+
+def resumable(state, resume_reason=None):
+    """Whether a RESUME line may name the node in `state`: out of service, not set aside, for
+    mlcheck's own reason or the maintenance's (`resume_reason` matching the whole reason)."""
+    return (state.out_of_service and not state.set_aside
+            and (state.reason.startswith(OWN_REASON)
+                 or bool(resume_reason and resume_reason.fullmatch(state.reason))))
 
 
 def resume_plan(healthy, states, why_unread='', resume_reason=None):
     """Which of the `healthy` nodes the RESUME line may name, given Slurm's `states` (None: not
-    read, for `why_unread`) and the admin's maintenance reason (a compiled pattern or None)."""
+    read, for `why_unread`) and the admin's maintenance reason (a compiled pattern that must match
+    the whole reason, or None: 'upgrade 2026-11' never resumes 'upgrade 2026-11 done, but GPU2
+    ECC errors: ticket 5530')."""
     plan = ResumePlan(unchecked=why_unread if states is None else '')
     for node in healthy:
         now = states.get(node) if states is not None else None
@@ -112,10 +154,10 @@ def resume_plan(healthy, states, why_unread='', resume_reason=None):
         elif now is None:
             plan.left_alone[node] = 'Slurm does not know it'
         elif now.set_aside:
-            plan.left_alone[node] = f'in a maintenance reservation or planned ({now.state})'
+            plan.left_alone[node] = now.set_aside
         elif not now.out_of_service:
             plan.in_service.append(node)
-        elif now.reason.startswith(OWN_REASON) or (resume_reason and resume_reason.search(now.reason)):
+        elif resumable(now, resume_reason):
             plan.resume.append(node)
         else:
             plan.left_alone[node] = f'drained for another reason: {now.reason!r}'
