@@ -144,7 +144,15 @@ def listed_candidates(line):
     """The candidates a `likely cause: cannot tell: ` line lists, as names ('node nid001'): a
     short list 'A or B', a long one grouped ('one of host stack, image A/B, nid001/nid002 (the
     node, a GPU of it or its link)', mlcheck.history.causes)."""
-    text = line.split('cannot tell: ', 1)[1].split(': ', 1)[0]
+    text = line.split('cannot tell: ', 1)[1]
+    if text.startswith('two causes at once: '):
+        # 'A, and beyond it B or C, or a third cause; D, and beyond it ...': 'A, and B beyond it'
+        pairs = text[len('two causes at once: '):].split(': ', 1)[0]
+        return [f'{first}, and {second} beyond it' for said in pairs.split('; ')
+                for first, seconds in [said.split(', and beyond it ')]
+                for second in seconds.split(', or a third cause')[0].split(' or ')
+                if not second.endswith(' more')]
+    text = text.split(': ', 1)[0]
     if not text.startswith('one of '):
         return text.split(' or ')
     kinds = {'the node': 'node {}', 'a GPU of it': 'a GPU of {}', 'its link': 'the link of {}'}

@@ -202,19 +202,24 @@ def draw_physics(rng, family):
 
 def build(rng, faults, mode='slurm', noise=0.02, repetitions=(5, 5), recorded=True,
           checks=tuple(FIGURES), before_images=IMAGES, after_images=IMAGES, before_counts=COUNTS,
-          after_counts=COUNTS, nodes=NODES):
+          after_counts=COUNTS, nodes=NODES, tail=0.0):
     """(before, after) [Sample]: every check in every image at every count, each repetition a
-    job placed by `mode` on the partition's `nodes`; `faults` act after."""
+    job placed by `mode` on the partition's `nodes`; `faults` act after. `noise` is one spread,
+    or (before's, after's): a partition busier after maintenance spreads its runs wider. `tail`
+    is the share of runs that shared their nodes' cores or links with another job
+    (interference): each such run 2-4 spreads slower, a heavy tail on the slow side."""
     sides = []
-    for side, images, counts, reps in (('before', before_images, before_counts, repetitions[0]),
-                                       ('after', after_images, after_counts, repetitions[1])):
+    spreads = noise if isinstance(noise, tuple) else (noise, noise)
+    for side, images, counts, reps, noise in (
+            ('before', before_images, before_counts, repetitions[0], spreads[0]),
+            ('after', after_images, after_counts, repetitions[1], spreads[1])):
         jobs = [((check, image, n, r), n) for r in range(reps) for check in checks
                 for image in images for n in counts]
         found = []
         active = tuple(faults) if side == 'after' else ()
         for (check, image, n, r), used in placement(mode, jobs, nodes, rng).items():
             found += _runs(rng, check, image, n, r, used, active, noise, side,
-                           _stack(image, active if recorded else ()))
+                           _stack(image, active if recorded else ()), tail)
         sides.append(found)
     return sides[0], sides[1]
 
@@ -227,7 +232,7 @@ def _stack(image, faults):
     return stack.encode(facts)
 
 
-def _runs(rng, check, image, n, r, nodes, faults, noise, side, stack_text):
+def _runs(rng, check, image, n, r, nodes, faults, noise, side, stack_text, tail=0.0):
     job, rank, loader = 1.0, 1.0, 1.0
     for f in faults:
         speeds = f.speeds(check, image, nodes)
@@ -236,6 +241,8 @@ def _runs(rng, check, image, n, r, nodes, faults, noise, side, stack_text):
             job *= 1 - f.effect     # this one job shared its cores with another
     failed = next(filter(None, (f.failure(check, image, nodes, r) for f in faults)), '')
     shared = 1 + rng.gauss(0, noise)
+    if tail and rng.random() < tail:
+        shared -= rng.uniform(2, 4) * noise     # another job on its cores or links
     found = []
     for var, unit, full in FIGURES[check]:
         if failed:

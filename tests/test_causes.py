@@ -254,7 +254,12 @@ def test_every_separating_command_is_one_a_dry_run_accepts(tmp_path):
                 forms.setdefault(re.sub(r'=\S+', '', command), command)    # one of each form
     forms['one image'] = causes.separating([('image torch-2.9.1',), ('host stack',)],
                                            cells.cells_of(*_one_image())).split(' (')[0]
-    assert len(forms) >= 4, forms     # a node's, a link's, noise's, one image's at least
+    for kind in ('link', 'node'):     # nodes that always ran together: a run pinned to one
+        before, after = scenario_bank.build(random.Random(7), [scenario_bank.Fault(kind, 'nid003', 0.5)],
+                                            noise=0.02)
+        [v] = verdicts(before, after)
+        forms[f'pinned {kind}'] = re.sub(r'-P image=\S+', '-P image=host', v.separating.split(' (')[0])
+    assert len(forms) >= 6, forms     # a node's, a link's, noise's, one image's, two pinned at least
     env = {**os.environ, 'RFM_CONFIG_FILES': os.path.join(REPO, 'config', 'simulated.py'),
            'PYTHONPATH': REPO}
     running = {}

@@ -10,7 +10,7 @@ import collections
 import itertools
 from dataclasses import dataclass, field
 
-from mlcheck.history.cells import BEYOND_IMAGE, BEYOND_NODES, INTERCONNECT, LOADER, RANK, SPEED
+from mlcheck.history.cells import BEYOND_IMAGE, BEYOND_NODES, BEYOND_OTHERS, INTERCONNECT, LOADER, RANK, SPEED
 
 MUST, MAY = 'must', 'may'
 
@@ -101,7 +101,7 @@ def _node(c, node, gpu):
     on = _on(c, node)
     if on is False:
         return None
-    if c.aspect in (BEYOND_IMAGE, BEYOND_NODES):
+    if c.aspect in (BEYOND_IMAGE, BEYOND_NODES, BEYOND_OTHERS):
         return MAY if _more_often(c, node) else None
     if c.aspect == RANK:
         if gpu:
@@ -114,9 +114,9 @@ def _node(c, node, gpu):
 
 def _link(c, node):
     on = _on(c, node)
-    if on is False or c.num_nodes < 2 or c.aspect not in (SPEED, BEYOND_NODES, BEYOND_IMAGE, LOADER):
+    if on is False or c.num_nodes < 2 or c.aspect not in (SPEED, BEYOND_NODES, BEYOND_IMAGE, BEYOND_OTHERS, LOADER):
         return None
-    if c.aspect == BEYOND_IMAGE:
+    if c.aspect in (BEYOND_IMAGE, BEYOND_OTHERS):
         return MAY if _more_often(c, node) else None
     return MUST if on and c.aspect == SPEED and not c.training else MAY
 

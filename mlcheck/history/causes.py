@@ -42,7 +42,17 @@ class Verdict:
     def line(self):
         if self.kind != 'cannot tell':
             return f'likely cause: {self.layer}: {self.evidence}'
+        singles = [h for h in self.hypotheses if len(h) == 1]
+        if len(singles) == 1 and len(self.hypotheses) > 1 and TRANSIENT not in singles[0]:
+            # one cause left: it is named, and the pairs a second cause hidden in cells too
+            # near the noise would make are said, not counted
+            return (f'likely cause: {_name(singles[0])}, though a second cause beside it is not cleared: '
+                    f'{self.evidence}' + (f'; to clear it: {self.separating}' if self.separating else '')
+                    + f'\n  or two causes at once: {_pairs_said([h for h in self.hypotheses if len(h) > 1])}')
         listed, pairs = _listed_hypotheses(self.hypotheses)
+        if not listed and pairs:
+            # no one cause fits, pairs do: they are the line's candidates, said first
+            listed, pairs = f'two causes at once: {pairs}', ''
         return (f'likely cause: cannot tell: {listed or "no one cause nor pair of causes fits"}: '
                 f'{self.evidence}'
                 + (f'; to separate them: {self.separating}' if self.separating else
@@ -57,12 +67,26 @@ def _listed_hypotheses(hypotheses):
     """(the candidates as one phrase, the pairs as another or ''): a short list as it is, 'A or
     B'; a long one with each image and node said once ('one of host stack, image A/B,
     nid001/nid003 (the node, a GPU of it or its link)') and its pairs apart, for the next line."""
-    if sum(map(len, hypotheses)) <= LISTED:
+    if sum(map(len, hypotheses)) <= LISTED and any(len(h) == 1 for h in hypotheses):
         return ' or '.join(_name(h) for h in hypotheses), ''
     singles = [h[0] for h in hypotheses if len(h) == 1]
-    pairs = [_name(h) for h in hypotheses if len(h) > 1]
-    said = '; '.join(pairs) if len(pairs) <= 3 else f'{len(pairs)} pairs of these, one beyond the other'
-    return ('one of ' + _grouped(singles)) if singles else '', said
+    return ('one of ' + _grouped(singles)) if singles else '', _pairs_said([h for h in hypotheses if len(h) > 1])
+
+
+PAIRS_SAID = 6      # the second causes said of one first cause, then counted
+
+
+def _pairs_said(pairs):
+    """The pairs, each first cause once: 'host stack, and beyond it node nid010 or the link of
+    nid010; image A, and beyond it ...' (the broader cause first)."""
+    said = []
+    for first, of in group(pairs, lambda h: h[0]).items():
+        seconds = list(dict.fromkeys(h[1] for h in of))
+        more = len(seconds) - PAIRS_SAID
+        seconds = seconds[:PAIRS_SAID] + ([f'{more} more'] if more > 0 else [])
+        third = ', or a third cause' if any(len(h) > 2 for h in of) else ''
+        said.append(f'{first}, and beyond it {" or ".join(seconds)}{third}')
+    return '; '.join(said)
 
 
 def _grouped(names):
@@ -240,9 +264,9 @@ def diagnose(cells, stacks=None):
                        'pair' + ('' if covering else ': more than two causes at once, or one that is '
                                  'not a candidate'), separating(covering, cells))
     why = (f'{len(ev.unclear)} cell(s) too close to the noise to clear another cause; '
-           if more else '') + 'the cells fit each'
-    stated = list(dict.fromkeys(s for s in (_stack_note(h, {} if stacks is None else stacks, cells)
-                                            for h in left) if s))
+           if more else '') + ('the cells fit it' if len(left) == 1 else 'the cells fit each')
+    stated = list(dict.fromkeys(part for h in left for part in
+                                _stack_note(h, {} if stacks is None else stacks, cells).split('; ') if part))
     return Verdict('cannot tell', hypotheses, '; '.join([what, why] + stated),
                    separating(hypotheses, cells))
 
@@ -314,6 +338,9 @@ def separating(hypotheses, cells, runs=()):
     run of these checks on these nodes can separate them (the line then says why). One function,
     so that a site's node-name check (mlcheck-nodes) can wrap it."""
     names = {n for h in hypotheses for n in h}
+    pinned = _pinned_run(names, cells, runs)
+    if pinned is not None:
+        return pinned
     if len(names) > 3 and _more_repetitions(cells):
         # many causes left beside cells near their threshold: the noise is what to clear first
         return _more_repetitions(cells)
@@ -353,6 +380,39 @@ def separating(hypotheses, cells, runs=()):
 
 
 NETWORK = ' (its network layer)'
+NODE_KINDS = ('node ', 'a GPU of ', 'the link of ')
+
+
+def _pinned_run(names, cells, runs):
+    """Where every hypothesis is of a named node, the run pinned to one of them (_pinned): a run
+    that leaves them all out passes under each, and more repetitions of nodes that always ran
+    together keep them together; None where some hypothesis is not of a node."""
+    if not names or not all(n.startswith(NODE_KINDS) for n in names):
+        return None
+    named = sorted({n.split()[-1] for n in names} - {n for n in (n.split()[-1] for n in names)
+                                                       if node_names.refusal(n)})
+    seen = sorted(set().union(*(c.used or () for c in cells), *(r.nodes for r in runs)))
+    return _pinned(named, [n for n in seen if n not in named], names, _cheapest_lost(cells, runs)) if named else None
+
+
+def _pinned(named, free, names, lost):
+    """The run on one named node that the hypotheses predict differently: the interconnect
+    between it and a node not named where links are among them (its link slows that pair, the
+    others' do not), else the lost check on it alone (a slow node or a GPU of it slows it, another
+    node does not; a GPU of it also lowers slowest_rank_fraction, a whole node does not)."""
+    target = named[0]
+    links = [n for n in names if n.startswith('the link of ')]
+    if links and free:
+        return (f'{RUN} -n {INTERCONNECT} -P num_nodes=2 -J nodelist={target},{free[0]} (the interconnect '
+                f'between {target} and a node not named: the link of {target} slows it, the others do not)')
+    if not lost:
+        return ''
+    training = lost if not lost.startswith(f'-n {INTERCONNECT}') else ''
+    if not training:
+        return ''
+    return (f'{RUN} {training} -P num_nodes=1 -J nodelist={target} (the same check on {target} alone: '
+            f'a slow {target} slows it, another node does not; a GPU of {target} also lowers '
+            f'{RANK_VAR}, a whole node does not)')
 
 
 def _cheapest(run):

@@ -31,6 +31,9 @@ SAME_BOUND = 3          # same: the loss is clearly under this many thresholds
 FAILED = 1.0            # the loss of a run that failed
 DEFAULT_NOISE = 0.05    # a repetition's spread where no test has repetitions to measure one
 SPEED, RANK, LOADER, BEYOND_IMAGE, BEYOND_NODES = 'speed', 'rank', 'loader', 'beyond image', 'beyond nodes'
+# what a test's runs on some nodes lost beyond its runs on others: no layer that every run of the
+# test goes through (the host stack, an image, the fabric) slows one set of its runs alone
+BEYOND_OTHERS = 'beyond its other runs'
 
 
 @dataclass
@@ -63,6 +66,10 @@ def cells_of(judged, after, rule=compare.Rule()):
     # their degrees of freedom (a median of few repetitions' spreads falls short of the noise),
     # one figure at a time (the slowest rank's fraction, a ratio of one job's ranks, moves less)
     noise = {var: _pooled(of) for var, of in group(judged, lambda c: c.key[2]).items()}
+    # ... and after's spread, where it is wider (a partition busier after maintenance): a run
+    # after is a draw of after's noise, not of before's; robust, so that the runs of a minority
+    # on one slow node do not widen it (the cells are there to see them)
+    noise_after = {var: _pooled_after(of) for var, of in group(judged, lambda c: c.key[2]).items()}
     figures, whole = {}, {}
     for c in judged:
         if c.key[2] in IGNORED or not c.before or not c.mean_before or c.key not in runs:
@@ -70,16 +77,38 @@ def cells_of(judged, after, rule=compare.Rule()):
         test = (c.key[1], c.key[3], _aspect(c))
         before = c.mean_before, _own(c) if len(c.before) >= 2 else 0.0
         for used, of in group(runs[c.key], lambda s: _nodes(s.nodelist) or None).items():
-            found = _figure(c, of, noise[c.key[2]], rule, before)
+            found = _figure(c, of, (noise[c.key[2]], noise_after[c.key[2]]), rule, before)
             if found:
                 figures.setdefault(_failed(test, found) + (used,), []).append((c, found, len(of)))
-        found = _figure(c, runs[c.key], noise[c.key[2]], rule, before)
+        found = _figure(c, runs[c.key], (noise[c.key[2]], noise_after[c.key[2]]), rule, before)
         if found:
             whole.setdefault(_failed(test, found) + (_used(runs[c.key]),), []).append(
                 (c, found, len(runs[c.key])))
-    cells = _cells(figures)
+    ran = {c.key[1]: len(runs[c.key]) for c in judged if c.key in runs}
+    cells = _uncorroborated(_cells(figures), ran)
     # the contrasts between tests: of all of a test's runs, where the noise is smallest
-    return cells + _contrasts([c for c in _cells(whole) if c.aspect == SPEED], rule)
+    return cells + _contrasts([c for c in _cells(whole) if c.aspect == SPEED], rule) + _beyond_others(cells, rule)
+
+
+def _uncorroborated(cells, ran):
+    """The cells, with each loss that rests on a minority of its test's runs after and is
+    repeated nowhere made unclear: no other run of its test lost, nor two other runs on one of
+    its nodes (`ran`: {test: its runs after}). A job that shared
+    its nodes' cores or links with another (interference: a few runs in a hundred, 2-4 spreads
+    slower on a busy partition) is one such run; every cause a candidate stands for repeats its
+    loss (a node on its other runs, a layer on the test's other runs)."""
+    worse = [c for c in cells if c.status == 'worse' and c.loss < FAILED]
+    single = [c for c in worse if 2 * c.runs < ran.get(c.test, 0) and c.used]
+    if not single:
+        return cells
+    runs = {(o.test, o.used) for o in worse}
+    for c in single:
+        others = [used or frozenset() for test, used in runs if (test, used) != (c.test, c.used)]
+        tests = {test for test, _ in runs if test == c.test}
+        # two other runs on one of its nodes: two interfered runs of 4 nodes share one often
+        if len(tests) < 2 and not any(sum(node in used for used in others) >= 2 for node in c.used):
+            c.status = 'unclear'
+    return cells
 
 
 def _failed(test, found):
@@ -130,7 +159,10 @@ def _figure(c, runs, noise, rule, before):
     # nor under that of these runs after: they ran on the same nodes, so a fault slowed them
     # alike, and one far from the others (a job beside another) is noise, not a loss
     within = compare.stdev(values) / abs(mean_before) if len(values) >= 2 else 0.0
-    spread = max(own, noise, within) * math.sqrt(1 / len(c.before) + 1 / len(values))
+    noise, noise_after = noise
+    run_before = max(own, noise, within)
+    run_after = max(run_before, noise_after)
+    spread = math.sqrt(run_before ** 2 / len(c.before) + run_after ** 2 / len(values))
     # the slowest rank's fraction names a slow GPU where it fell by more than the ranks of a job
     # differ from day to day: three thresholds, as a real one does (it moves with few ranks)
     least = SAME_BOUND * rule.threshold if c.key[2] == RANK_VAR else rule.threshold
@@ -142,7 +174,29 @@ def _aspect(comparison):
 
 
 def _pooled(comparisons):
-    pooled = [(len(c.before) - 1, _own(c) ** 2) for c in comparisons if len(c.before) >= 2 and c.mean_before]
+    return _bound([(len(c.before) - 1, _own(c) ** 2) for c in comparisons
+                   if len(c.before) >= 2 and c.mean_before])
+
+
+def _pooled_after(comparisons):
+    """After's relative spread of a run: 1.4826 x the median absolute deviation of every run
+    after from its test's median (the median run itself left out), pooled over the tests; robust,
+    so that a minority of runs on one slow node does not widen it. 0 where no test has two runs."""
+    residuals = []
+    for c in comparisons:
+        if len(c.after) < 2:
+            continue
+        middle = statistics.median(c.after)
+        if middle:
+            # a deviation from the center of n runs is short of one from the true level, as
+            # from their mean: sqrt(n / (n - 1))
+            wider = math.sqrt(len(c.after) / (len(c.after) - 1))
+            residuals += [wider * abs(v / middle - 1) for v in c.after if v != middle]
+    return 1.4826 * statistics.median(residuals) if residuals else 0.0
+
+
+def _bound(pooled):
+    """The chi-square 1 % upper bound of a pooled spread [(degrees of freedom, variance)]."""
     dof = sum(n for n, _ in pooled)
     if not dof:
         return DEFAULT_NOISE
@@ -164,6 +218,29 @@ def _status(loss, spread, rule, least=None):
     if loss < rule.threshold and loss + Z_SAME * spread < SAME_BOUND * rule.threshold:
         return 'same'
     return 'unclear'
+
+
+def _beyond_others(cells, rule):
+    """Each worse cell's loss beyond its test's runs on other nodes that are not worse (their
+    mean: a busy partition's runs of one test on a slow node against those on healthy ones);
+    only where clearly worse: a contrast that is unclear rules nothing out."""
+    found = []
+    rest = group([c for c in cells if c.status != 'worse' and c.used], lambda c: (c.test, c.aspect))
+    for a in cells:
+        if a.status != 'worse' or a.loss >= FAILED or not a.used:
+            continue
+        others = [b for b in rest.get((a.test, a.aspect), []) if a.used - b.always]
+        if not others:
+            continue
+        loss = statistics.fmean(b.loss for b in others)
+        spread = math.hypot(a.spread, math.sqrt(sum(b.spread ** 2 for b in others)) / len(others))
+        if _status(a.loss - loss, spread, rule) == 'worse':
+            other = Cell(a.test, a.check, a.image, a.num_nodes, a.aspect, 'same', loss, spread,
+                         frozenset().union(*(b.used for b in others)),
+                         frozenset.intersection(*(b.always for b in others)))
+            found.append(Cell(a.test, a.check, a.image, a.num_nodes, BEYOND_OTHERS, 'worse', a.loss - loss,
+                              spread, a.used, a.always, other=other, runs=a.runs))
+    return found
 
 
 def _contrasts(cells, rule):

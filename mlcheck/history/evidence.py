@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 from mlcheck.history import causes, compare
 from mlcheck.history.runs import runs_of
-from mlcheck.history.samples import listed
+from mlcheck.history.samples import listed, test_of
 
 NOTHING = 'no likely cause: nothing got slower or failed'
 
@@ -57,7 +57,13 @@ class EvidenceTable:
         """The report's first lines: the causes, or what fails the gate where no cause is
         located (tests that did not run after), or that nothing got slower or failed."""
         if self.verdicts:
-            return [v.line() for v in self.verdicts]
+            lines = [v.line() for v in self.verdicts]
+            missing = self.not_run_after()
+            if missing:
+                # a test that broke outright is no less a finding than the cause beside it
+                lines[0] += (f'; and {len(missing)} test(s) did not run after ({compare.NO_RESULT}: '
+                             f'{listed(missing)}; a retired image or node count: leave its tests out with -n)')
+            return lines
         if self.exit_status():
             failing = self.failing()
             tests = sorted({c.key[1] for c in failing})
@@ -65,6 +71,13 @@ class EvidenceTable:
                     f'it ({", ".join(sorted({c.verdict for c in failing}))}: {listed(tests)}); a retired '
                     'image or node count: leave its tests out with -n']
         return [NOTHING] + self.within_noise_line()
+
+    def not_run_after(self):
+        """The tests with values before and no run at all after (NO RESULT AFTER, and no failed
+        run after that a cause line would locate)."""
+        ran = {r.test_key for r in self.after} if any(c.verdict == compare.NO_RESULT for c in self.comparisons) else set()
+        return sorted({c.key[1] for c in self.comparisons if c.verdict == compare.NO_RESULT
+                       and test_of(c.key) not in ran})
 
     def within_noise_line(self):
         """One line on the figures worse past the threshold but within the noise factor times
