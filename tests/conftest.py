@@ -63,11 +63,14 @@ def fake_scontrol(directory, states=None):
 @pytest.fixture(autouse=True)
 def no_slurm_here(request, tmp_path_factory, monkeypatch):
     """Tests that need no simulated cluster never read the machine's own Slurm (the cluster may
-    be up, with other nodes than a test's sweep): `scontrol` fails as where no slurmctld answers."""
+    be up, with other nodes than a test's sweep): `scontrol` fails as where no slurmctld answers,
+    and config/simulated.py reads no node count that an earlier `bin/simslurm up` left (a 4-node
+    test's count once made test_site's 2-node partition take 3)."""
     if request.node.get_closest_marker('cluster'):
         return None
     found = fake_scontrol(tmp_path_factory.mktemp('no-slurm'))
     monkeypatch.setenv('PATH', f'{found}:{os.environ["PATH"]}')
+    monkeypatch.setenv('SIMSLURM_DIR', str(tmp_path_factory.mktemp('no-simslurm')))
     return found
 
 

@@ -260,17 +260,20 @@ def test_every_separating_command_is_one_a_dry_run_accepts(tmp_path):
         [v] = verdicts(before, after)
         forms[f'pinned {kind}'] = re.sub(r'-P image=\S+', '-P image=host', v.separating.split(' (')[0])
     assert len(forms) >= 6, forms     # a node's, a link's, noise's, one image's, two pinned at least
-    env = {**os.environ, 'RFM_CONFIG_FILES': os.path.join(REPO, 'config', 'simulated.py'),
-           'PYTHONPATH': REPO}
     running = {}
     for i, command in enumerate(forms.values()):     # side by side: each loads every check
         words = command.replace(' -r', ' --dry-run', 1).split()
         assert words[:4] == ['reframe', '-c', 'checks/', '--dry-run'], command
         scratch = tmp_path / str(i)
         scratch.mkdir()
+        # each in a prefix of its own: two forms of one test share a stage directory otherwise,
+        # and one run's cleanup removed the other's job script (seen in CI)
+        env = {**os.environ, 'RFM_CONFIG_FILES': os.path.join(REPO, 'config', 'simulated.py'),
+               'PYTHONPATH': REPO, 'RFM_SQLITE_DB_FILE': str(scratch / 'results.db'),
+               'MLCHECK_DRY_RUN_PERFLOG_DIR': str(scratch / 'dry-run-perflogs')}
         running[command] = subprocess.Popen(
             [os.path.join(os.path.dirname(sys.executable), 'reframe'), '-c', os.path.join(REPO, 'checks'),
-             *words[3:], *([] if '-n' in words else ['-n', 'MNIST'])],   # one check will do
+             '--prefix', str(scratch), *words[3:], *([] if '-n' in words else ['-n', 'MNIST'])],   # one check will do
             cwd=scratch, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
     for command, process in running.items():
         out, err = process.communicate()
