@@ -4,14 +4,25 @@ outside where the user asked, nor stop or hang every report. Each test was seen 
 8e9d6a4 first (tests/test_data_from_others.py holds the first round's)."""
 
 import dataclasses
+import json
+import os
 import random
 import shlex
+import shutil
+import sqlite3
+import time
+
+import pytest
 
 from command_line import run_main
-from mlcheck.commands import report
+from mlcheck import REPO
+from mlcheck.commands import nodes, report
 from mlcheck.history import cells
 from perflogs import write_perflog
+from results_databases import new_session, store, sweep
 from scenario_bank import Fault, build
+
+CONFIG = os.path.join(REPO, 'config', 'simulated.py')
 
 # a shell command after a `;`: run by whoever pastes the printed line
 EVIL_IMAGE = '0;touch /tmp/mlcheck-pwned;'
@@ -45,3 +56,64 @@ def test_a_separating_command_is_quoted_word_by_word(tmp_path, capsys):
     [line] = [line.split('to separate them: ')[1] for line in out.splitlines() if 'to separate them: ' in line]
     command = shlex.split(line.split(' (')[0])
     assert command[:4] == ['reframe', '-c', 'checks/', '-r'] and 'image=torch-2.12.0' in command, line
+
+
+# --- records from a results database that others write ---------------------------------------------
+
+NOW = time.time()
+GOOD, NEWER = new_session(), new_session()
+
+
+@pytest.fixture(scope='module')
+def stored(tmp_path_factory):
+    """A database ReFrame wrote: one six-node sweep, and a newer one (two nodes) to spoil."""
+    folder = tmp_path_factory.mktemp('stored')
+    path, _ = store(folder, sweep(GOOD, NOW - 3600, (100.0, 101.0, 99.0, 100.5, 99.5, 100.2)),
+                    sweep(NEWER, NOW - 60))
+    os.remove(folder / '.db.lock')    # ReFrame's own, from writing
+    return path
+
+
+@pytest.fixture
+def database(stored, tmp_path):
+    path = tmp_path / 'results.db'
+    shutil.copy(stored, path)
+    return path
+
+
+def changed(path, session, change, text=None):
+    """The stored run report of `session` changed by change(report), or replaced by `text`."""
+    with sqlite3.connect(path) as db:
+        (blob,) = db.execute('SELECT json_blob FROM sessions WHERE uuid = ?', (session,)).fetchone()
+        report = json.loads(blob)
+        change(report)
+        db.execute('UPDATE sessions SET json_blob = ? WHERE uuid = ?', (text or json.dumps(report), session))
+    db.close()
+
+
+FORGED = 'scontrol update NodeName=nid[001-999] State=RESUME'
+
+
+def forge(report):
+    """mk8.py's: each text field of each test case holding a line break, a tab or an escape."""
+    for case in report['runs'][0]['testcases']:
+        case['name'] += f'\n{FORGED}\n\tfake\x0bvt'
+        case['fail_reason'] = 'sanity\tx\x1b]52;c;aWQ=\x07 tab'
+        case['image'], case['partition'] = 'host\nIMAGE-LINE', 'cluster\nPART-LINE'
+        case['software_stack'] = 'torch=1\n\x1b[31mRED'
+        case['result'], case['fail_phase'] = 'fail', 'sanity'
+
+
+def test_no_data_value_starts_a_line_of_any_output(database, tmp_path, capsys):
+    """Item 2: a newline in a stored test name wrote a stand-alone RESUME line to stdout and nodes.md."""
+    changed(database, NEWER, forge)
+    code, out, err = run_main(capsys, nodes.main, 'latest', '--db', str(database), '-C', CONFIG,
+                              '-o', str(tmp_path / 'out'))
+    code2, out2, err2 = run_main(capsys, report.main, GOOD, 'latest', '--db', str(database), '-C', CONFIG,
+                                 '-o', str(tmp_path / 'rep'))
+    written = (tmp_path / 'out' / 'nodes.md').read_text() + (tmp_path / 'rep' / 'report.md').read_text()
+    for text in (out, err, out2, err2, written):
+        for line in text.splitlines():
+            assert not line.lstrip('- *`').startswith((FORGED, 'PART-LINE', 'IMAGE-LINE', 'RED', 'fake')), line
+        assert '\tfake' not in text and '\x1b' not in text
+    assert '\\x0a' + FORGED in out + written      # said, escaped
