@@ -3,20 +3,23 @@ others write neither run code when a printed command is pasted, nor forge a line
 outside where the user asked, nor stop or hang every report. Each test was seen failing on
 8e9d6a4 first (tests/test_data_from_others.py holds the first round's)."""
 
+import ctypes
 import dataclasses
 import json
 import os
 import random
 import shlex
 import shutil
+import signal
 import sqlite3
+import threading
 import time
 
 import pytest
 
 from command_line import run_main
 from mlcheck import REPO
-from mlcheck.commands import nodes, report
+from mlcheck.commands import baseline, nodes, report
 from mlcheck.history import cells
 from perflogs import write_perflog
 from results_databases import new_session, store, sweep
@@ -117,3 +120,93 @@ def test_no_data_value_starts_a_line_of_any_output(database, tmp_path, capsys):
             assert not line.lstrip('- *`').startswith((FORGED, 'PART-LINE', 'IMAGE-LINE', 'RED', 'fake')), line
         assert '\tfake' not in text and '\x1b' not in text
     assert '\\x0a' + FORGED in out + written      # said, escaped
+
+
+# --- files written where the user asked, never through a link ---------------------------------------
+
+def within(seconds, run):
+    """run(), or TimeoutError where it hangs past `seconds` (a FIFO opened for reading)."""
+    def alarm(*_):
+        raise TimeoutError(f'hung for {seconds} s')
+    old = signal.signal(signal.SIGALRM, alarm)
+    signal.alarm(seconds)
+    try:
+        return run()
+    finally:
+        signal.alarm(0)
+        signal.signal(signal.SIGALRM, old)
+
+
+def test_report_files_are_never_written_through_a_planted_link(tmp_path, capsys):
+    """Item 3: report.md, nodes.md and the PNGs went through links in -o DIR; a dangling one
+    created its target."""
+    before, after = _upgrade_with_image('host')
+    logs = [write_perflog(tmp_path / 'b.log', before), write_perflog(tmp_path / 'a.log', after)]
+    out, victims = tmp_path / 'out', tmp_path / 'victims'
+    out.mkdir(), victims.mkdir()
+    (victims / 'kept').write_text('mine\n')
+    (out / 'report.md').symlink_to(victims / 'kept')
+    (out / 'scaling-sim-cluster-MNISTDistributedCheck.png').symlink_to(victims / 'made')
+    (out / 'nodes.md').symlink_to(victims / 'made2')
+    run_main(capsys, report.main, *logs, '-o', str(out))
+    run_main(capsys, nodes.main, logs[1], '-o', str(out))
+    assert sorted(p.name for p in victims.iterdir()) == ['kept'] and (victims / 'kept').read_text() == 'mine\n'
+    assert not any(p.is_symlink() for p in out.iterdir())
+    assert (out / 'report.md').read_text().startswith('# Performance')
+
+
+def _refs_record(refs, capsys):
+    from perflogs import BASELINE, spec
+    return run_main(capsys, baseline.main, spec(BASELINE), '--references-dir', str(refs))
+
+
+def test_a_references_file_that_is_a_fifo_is_refused_not_waited_on(tmp_path, capsys):
+    """Item 3: a FIFO named sim.yaml hung mlcheck-baseline for ever."""
+    os.mkfifo(tmp_path / 'sim.yaml')
+    code, out, err = within(10, lambda: _refs_record(tmp_path, capsys))
+    assert code == 2 and 'is not a regular file' in err and err.count('\n') == 1, err
+
+
+def test_a_references_lock_that_is_a_link_is_one_line(tmp_path, capsys):
+    """Item 3: a co-writer's link at .sim.yaml.lock gave an internal error (ELOOP)."""
+    (tmp_path / '.sim.yaml.lock').symlink_to(tmp_path / 'elsewhere')
+    code, out, err = _refs_record(tmp_path, capsys)
+    assert code == 2 and 'the references lock' in err and 'a link is not followed' in err, err
+    assert not (tmp_path / 'elsewhere').exists()
+
+
+def test_no_set_id_bit_of_the_old_file_is_copied(tmp_path, capsys):
+    """Item 3: mode 6777 of a planted sim.yaml was given to the new file."""
+    (tmp_path / 'sim.yaml').write_text('# references\n')
+    os.chmod(tmp_path / 'sim.yaml', 0o6777)
+    code, _, err = _refs_record(tmp_path, capsys)
+    assert code == 0, err
+    assert os.stat(tmp_path / 'sim.yaml').st_mode & 0o7000 == 0
+
+
+def test_swapping_a_folder_for_a_link_mid_way_writes_nothing_outside(tmp_path, capsys):
+    """Item 3: sim.yaml -> sub/sim.yaml with sub swapped (renameat2) between a real folder and a
+    link out: the check passed on the folder, the write went through the link (4 in 30 runs)."""
+    libc = ctypes.CDLL(None, use_errno=True)
+    refs, outside = tmp_path / 'refs', tmp_path / 'outside'
+    refs.mkdir(), outside.mkdir(), (refs / 'inner').mkdir()
+    (refs / 'inner' / 'sim.yaml').write_text('{}\n')
+    (refs / 'sim.yaml').symlink_to('sub/sim.yaml')
+    (refs / 'sub').symlink_to(outside)
+    os.rename(refs / 'inner', refs / 'real')
+    (refs / 'sub').rename(refs / 'link')
+    (refs / 'real').rename(refs / 'sub')      # sub: the real folder; link: the way out
+    stop = threading.Event()
+
+    def swap():
+        while not stop.is_set():
+            libc.renameat2(-100, str(refs / 'sub').encode(), -100, str(refs / 'link').encode(), 2)
+    swapper = threading.Thread(target=swap, daemon=True)
+    swapper.start()
+    try:
+        for _ in range(30):
+            _refs_record(refs, capsys)
+    finally:
+        stop.set()
+        swapper.join()
+    assert list(outside.iterdir()) == []

@@ -36,6 +36,7 @@ from mlcheck.commands.common import (EXIT_BAD_INPUT, EXIT_INTERNAL, EXIT_REGRESS
                                      add_source_arguments, argument_parser, one_line_errors,
                                      open_database, parse_fraction, text_table)
 from mlcheck.errors import InputError
+from mlcheck.files import Directory
 from mlcheck.visible import write_escaped
 from mlcheck.history import hostlist, node_records, nodes, slurm_states
 from mlcheck.history.selection import load, parse_selection
@@ -285,7 +286,7 @@ def caveats(sweep, notes=()):
 def write_summary(directory, args, sweep, rule, plan, notes=()):
     """DIR/nodes.md with a plot per figure; returns its path."""
     from mlcheck.history import node_plots
-    os.makedirs(directory, exist_ok=True)
+    directory = Directory(directory, make=True, what='report folder')
     md = lambda row: '| ' + ' | '.join(c.replace('|', '\\|') for c in row) + ' |'
     text = [f'# Node sweep: {args.selection}', '',
             f'Written {datetime.now().astimezone():%Y-%m-%d %H:%M %Z} by `mlcheck-nodes`.', '',
@@ -316,9 +317,8 @@ def write_summary(directory, args, sweep, rule, plan, notes=()):
              *map(md, figure_rows(sweep)), '']
     for verdict, name in node_plots.plot_all(directory, sweep.figures):
         text += [f'### {verdict.figure.label}', '', f'![{verdict.figure.label}]({name})', '']
-    path = os.path.join(directory, 'nodes.md')
-    write_escaped(path, '\n'.join(text))
-    return path
+    with directory:
+        return write_escaped(directory, 'nodes.md', '\n'.join(text))
 
 
 if __name__ == '__main__':

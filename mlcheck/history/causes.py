@@ -336,10 +336,10 @@ def separating(hypotheses, cells, runs=()):
     if any(n.startswith('the link of ') for n in names):
         if len(free) < 2:
             return ''      # no two other nodes to send between
-        return _command([('-n', INTERCONNECT)], None, 2, exclude, 'the interconnect on other nodes') + said
+        return _command([('-n', INTERCONNECT)], None, 2, exclude, 'the interconnect on other nodes', said)
     if named:
         where = 'other nodes' if free else f'nodes these runs did not use: if the partition has none, no run separates them'
-        return _command(lost[0], lost[1], 1, exclude, f'the same check on {where}') + said
+        return _command(lost[0], lost[1], 1, exclude, f'the same check on {where}', said)
     network = [n for n in names if n.endswith(NETWORK)]
     if network:
         image = network[0][len('image '):-len(NETWORK)]
@@ -363,7 +363,7 @@ NETWORK = ' (its network layer)'
 PLAIN = re.compile(r'[A-Za-z0-9_@%+=:,./][A-Za-z0-9_@%+=:,./-]*')
 
 
-def _command(checks, image, num_nodes, more, why):
+def _command(checks, image, num_nodes, more, why, said=''):
     """`reframe -c checks/ -r -n CHECK ... -P image=IMAGE -P num_nodes=N MORE (why)`, each word
     quoted for the shell; `checks`: [('-n', CHECK)]. The check and image come from data (a perf
     log, a results database): a check that is not one of checks/, or an image that is not a
@@ -379,7 +379,7 @@ def _command(checks, image, num_nodes, more, why):
     words = [w for pair in checks for w in pair]
     words += ['-P', f'image={image}'] if image is not None else []
     words += ['-P', f'num_nodes={num_nodes}'] if num_nodes is not None else []
-    return ' '.join([RUN] + [shlex.quote(str(w)) for w in words + list(more)]) + f' ({why})'
+    return ' '.join([RUN] + [shlex.quote(str(w)) for w in words + list(more)]) + said + f' ({why})'
 
 
 def _cheapest_lost(cells, runs, interconnect=False):
