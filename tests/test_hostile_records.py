@@ -20,8 +20,13 @@ import pytest
 from command_line import run_main
 from mlcheck import REPO
 from mlcheck.commands import baseline, nodes, report
+from mlcheck.errors import ConfigError, InputError
+from mlcheck.figures import stack
+from mlcheck.history import hostlist
+from mlcheck.history.perflog import read_perflog
+from node_sessions import session
 from mlcheck.history import cells
-from perflogs import write_perflog
+from perflogs import BASELINE, samples, write_perflog
 from results_databases import new_session, store, sweep
 from scenario_bank import Fault, build
 
@@ -124,10 +129,14 @@ def test_no_data_value_starts_a_line_of_any_output(database, tmp_path, capsys):
 
 # --- files written where the user asked, never through a link ---------------------------------------
 
+class Hung(Exception):
+    """Not an OSError (as TimeoutError is), which the code under test may catch and go on."""
+
+
 def within(seconds, run):
-    """run(), or TimeoutError where it hangs past `seconds` (a FIFO opened for reading)."""
+    """run(), or Hung where it hangs past `seconds` (a FIFO opened for reading)."""
     def alarm(*_):
-        raise TimeoutError(f'hung for {seconds} s')
+        raise Hung(f'hung for {seconds} s')
     old = signal.signal(signal.SIGALRM, alarm)
     signal.alarm(seconds)
     try:
@@ -140,8 +149,8 @@ def within(seconds, run):
 def test_report_files_are_never_written_through_a_planted_link(tmp_path, capsys):
     """Item 3: report.md, nodes.md and the PNGs went through links in -o DIR; a dangling one
     created its target."""
-    before, after = _upgrade_with_image('host')
-    logs = [write_perflog(tmp_path / 'b.log', before), write_perflog(tmp_path / 'a.log', after)]
+    before = samples(BASELINE)
+    logs = [write_perflog(tmp_path / 'b.log', before), write_perflog(tmp_path / 'a.log', before)]
     out, victims = tmp_path / 'out', tmp_path / 'victims'
     out.mkdir(), victims.mkdir()
     (victims / 'kept').write_text('mine\n')
@@ -210,3 +219,87 @@ def test_swapping_a_folder_for_a_link_mid_way_writes_nothing_outside(tmp_path, c
         stop.set()
         swapper.join()
     assert list(outside.iterdir()) == []
+
+
+# --- data that stopped or hung every report ---------------------------------------------------------
+
+@pytest.mark.parametrize('spoil, said', [
+    (lambda r: None, 'RecursionError'),           # the JSON text replaced: 100,000 lists deep
+    (lambda r: r['runs'][0]['testcases'][0].update(num_nodes=float('inf')), 'OverflowError'),
+], ids=['nested-json', 'num-nodes-infinity'])
+def test_a_spoiled_newest_session_is_named_not_the_end_of_every_report(database, capsys, spoil, said):
+    """Item 4: JSON nested deep (RecursionError) and `num_nodes: Infinity` (OverflowError) were
+    internal errors of mlcheck-nodes, -report and -baseline."""
+    text = '[' * 100_000 + ']' * 100_000 if said == 'RecursionError' else None
+    changed(database, NEWER, spoil, text)
+    code, out, err = run_main(capsys, nodes.main, 'latest', '--db', str(database), '-C', CONFIG)
+    assert 'internal error' not in err and said in err and 'left out' in err, err
+    code, out, err = run_main(capsys, report.main, GOOD, 'latest', '--db', str(database), '-C', CONFIG)
+    assert 'internal error' not in err, err
+
+
+def test_a_test_case_id_of_5000_digits_is_not_read(database, capsys):
+    """Item 4: int() of a 5000-digit run index raised ValueError in a period's selection."""
+    with sqlite3.connect(database) as db:
+        db.execute("UPDATE testcases SET uuid = ? WHERE rowid = (SELECT max(rowid) FROM testcases)",
+                   (f'{NEWER}:{"9" * 5000}:0',))
+    db.close()
+    day = time.strftime('%Y%m%d', time.localtime(NOW - 86400))
+    code, out, err = run_main(capsys, nodes.main, f'{day}:now', '--db', str(database), '-C', CONFIG)
+    assert 'internal error' not in err and code in (0, 1), err
+
+
+def test_a_session_of_an_unknown_version_does_not_block_latest(database, capsys):
+    """Item 4: the newest session's unknown data_version refused `latest` for good; it is now
+    named and the newest readable session taken."""
+    changed(database, NEWER, lambda r: r['session_info'].update(data_version='9.9'))
+    code, out, err = run_main(capsys, nodes.main, 'latest', '--db', str(database), '-C', CONFIG)
+    assert code in (0, 1) and f"session {NEWER}: run report data version '9.9'" in err, err
+    assert '6 node(s): 6 healthy' in out          # GOOD's sweep, six nodes
+
+
+def test_a_host_list_of_20000_brackets_is_bad_input():
+    """Item 4: `n` and 20,000 `[1]` exceeded the recursion limit of the expansion."""
+    with pytest.raises(InputError, match='bad host name'):
+        hostlist.expand('n' + '[1]' * 20_000)
+
+
+def test_one_bad_node_list_leaves_out_its_record_not_the_sweep(tmp_path, capsys):
+    """Item 4: one record's unreadable node list stopped mlcheck-nodes for every node; it is
+    named and left out, no node resumed, and the exit status is not 0."""
+    found = session(4, 0.01, {}, random.Random(1))
+    bad = dataclasses.replace(found[0], nodelist='nid[1-' + '9' * 20 + ']', name=found[0].name)
+    log = write_perflog(tmp_path / 'sweep.log', found + [bad])
+    code, out, err = run_main(capsys, nodes.main, log)
+    assert code == 1 and 'record left out' in err, err
+    assert 'record(s) left out: their node lists cannot be read' in out and 'State=RESUME' not in out
+
+
+@pytest.mark.parametrize('plant', ['fifo', 'zero', 'fifo-h1'])
+def test_a_planted_perf_log_file_hangs_nothing(tmp_path, capsys, plant):
+    """Item 4: a FIFO *.log, a *.log -> /dev/zero link, a FIFO *.log.h1 in a perf log
+    directory hung every command."""
+    found = session(4, 0.01, {}, random.Random(1))
+    write_perflog(tmp_path / 'a.log', found)
+    planted = tmp_path / ('a.log.h1' if plant == 'fifo-h1' else 'b.log')
+    os.mkfifo(planted) if plant.startswith('fifo') else planted.symlink_to('/dev/zero')
+    code, out, err = within(20, lambda: run_main(capsys, nodes.main, str(tmp_path)))
+    assert code in (0, 1) and '4 node(s): 4 healthy' in out, err
+
+
+def test_a_carriage_return_splits_no_perf_log_record(tmp_path):
+    """Item 5: a text stream read \\r as a newline, so a record with one became two bad lines."""
+    found = session(4, 0.01, {}, random.Random(1))[:2]
+    odd = [dataclasses.replace(s, stack='torch=2.9\rfake') for s in found]
+    path = write_perflog(tmp_path / 'cr.log', odd)
+    left_out = []
+    read = read_perflog(path, left_out=left_out, with_failed=True)
+    assert left_out == [] and len(read) == len(odd)
+
+
+def test_a_text_setting_with_a_control_character_is_refused():
+    """Item 5: stack._clean let \\r and other control characters through in -S string values."""
+    from types import SimpleNamespace
+    with pytest.raises(ConfigError, match='control character'):
+        stack.settings_of(SimpleNamespace(model='resnet\r50'), ['model'])
+    assert '\r' not in stack.encode({'torch': '2.9\rx\x1b[2K'})

@@ -100,8 +100,9 @@ def vet(args):
     known = set(states) if states is not None else set(expected) if expected else None
     partitions = {p for s in (states or {}).values() for p in s.partitions}
     selection = parse_selection(args.selection)
-    found = load(selection, open_database(args, [selection]), with_failed=True)
-    notes = []
+    found, unreadable = node_records.readable(load(selection, open_database(args, [selection]), with_failed=True))
+    notes = [f'{unreadable} record(s) left out: their node lists cannot be read (named on stderr); '
+             'their nodes are unknown, so no node is resumed and the exit status is not 0'] if unreadable else []
     if max_age is not None:
         since = time.time() - max_age
         old = sum(s.time < since for s in found)
@@ -115,13 +116,13 @@ def vet(args):
     if args.var and not any(s.var in args.var for s in found):
         raise InputError(f'no variable {", ".join(args.var)} in {args.selection}')
     sweep = nodes.judge(found, rule, expected, args.var, gap, known, partitions, args.name)
-    plan = slurm_states.resume_plan(sweep.healthy, states, why_unread, resume_reason)
+    plan = slurm_states.resume_plan([] if unreadable else sweep.healthy, states, why_unread, resume_reason)
     # the files first: a reader that stops reading (| head) must not cost them
     summary = write_summary(args.output, args, sweep, rule, plan, notes) if args.output else None
     print('\n'.join(report_lines(sweep, rule, plan, notes)))
     if summary:
         print(f'summary: {summary}')
-    return EXIT_REGRESSION if not all_healthy(sweep) else 0
+    return EXIT_REGRESSION if unreadable or not all_healthy(sweep) else 0
 
 
 def compiled(pattern):

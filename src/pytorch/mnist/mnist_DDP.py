@@ -57,7 +57,8 @@ import telemetry  # noqa: E402
 from regular_file import NotRegular, read_regular  # noqa: E402
 
 MNIST_MEAN, MNIST_STD = 0.1307, 0.3081
-# the published files' sizes (yann.lecun.com/exdb/mnist): no file of the set is read past its own
+# the published files' sizes (yann.lecun.com/exdb/mnist): no file of the set is read past its own,
+# another name past the largest
 MAX_BYTES = {'train-images-idx3-ubyte': 47_040_016, 'train-labels-idx1-ubyte': 60_008,
              't10k-images-idx3-ubyte': 7_840_016, 't10k-labels-idx1-ubyte': 10_008}
 
@@ -105,7 +106,7 @@ def read_idx(path, dims):
     a uint8 tensor of that shape; a file of another shape or size ends the program in one line."""
     # never through a link (to /dev/zero), never waiting on a FIFO, never past the published size
     try:
-        data = read_regular(path, MAX_BYTES.get(os.path.basename(path), 0))
+        data = read_regular(path, MAX_BYTES.get(os.path.basename(path), max(MAX_BYTES.values())))
     except (NotRegular, OSError) as err:
         sys.exit(f'{path}: not read ({getattr(err, "strerror", None) or err}; a link is not followed)')
     header = 4 + 4 * dims
