@@ -303,3 +303,78 @@ def test_a_text_setting_with_a_control_character_is_refused():
     with pytest.raises(ConfigError, match='control character'):
         stack.settings_of(SimpleNamespace(model='resnet\r50'), ['model'])
     assert '\r' not in stack.encode({'torch': '2.9\rx\x1b[2K'})
+
+
+# --- ReFrame's perf log and its lock ------------------------------------------------------------------
+
+def test_a_perf_log_or_lock_that_is_a_link_is_refused_and_our_old_lock_tightened(tmp_path):
+    """Item 6: ReFrame opens the log and `.X.lock` following links (a co-writer's dangling lock
+    link made root create a file outside); an old 0664 lock stayed 0664, held by anyone."""
+    from mlcheck.harness.config import checked_perflog_files
+    (tmp_path / '.X.lock').symlink_to(tmp_path / 'outside')
+    with pytest.raises(ConfigError, match='is a symbolic link'):
+        checked_perflog_files(str(tmp_path), 'X')
+    (tmp_path / 'Y.log').symlink_to(tmp_path / 'outside.log')
+    with pytest.raises(ConfigError, match='is a symbolic link'):
+        checked_perflog_files(str(tmp_path), 'Y')
+    (tmp_path / '.Z.lock').touch()
+    os.chmod(tmp_path / '.Z.lock', 0o664)
+    checked_perflog_files(str(tmp_path), 'Z')
+    assert os.stat(tmp_path / '.Z.lock').st_mode & 0o777 == 0o660
+    assert not (tmp_path / 'outside').exists()
+
+
+def test_the_perf_log_directory_is_where_reframe_writes(tmp_path):
+    """The directory the check guards is the one ReFrame's filelog handler writes (its prefix and
+    --perflogdir's basedir), read from a loaded site config."""
+    from mlcheck.harness.config import perflog_directories
+    from mlcheck.harness.reframe_api import runtime_for
+    rt = runtime_for(CONFIG, 'sim')
+    [directory] = perflog_directories(rt.site_config, rt.system.prefix, 'sim', 'cluster')
+    assert directory.endswith('/sim/cluster') and os.path.isabs(directory)
+
+
+# --- smaller residues ---------------------------------------------------------------------------------
+
+def test_a_wal_database_gets_no_file_beside_it(database, capsys):
+    """Item 7: read-only sqlite still made a -shm file beside a WAL-mode database (through a
+    planted link too)."""
+    with sqlite3.connect(database) as db:
+        db.execute('PRAGMA journal_mode=WAL')
+    db.close()
+    assert database.read_bytes()[18:20] == b'\x02\x02'
+    (database.parent / 'results.db-shm').symlink_to(database.parent / 'made')
+    code, out, err = run_main(capsys, nodes.main, 'latest', '--db', str(database), '-C', CONFIG)
+    assert code in (0, 1), err
+    assert sorted(p.name for p in database.parent.iterdir()) == ['results.db', 'results.db-shm']
+    assert not (database.parent / 'made').exists()
+
+
+def test_a_digits_only_selection_says_which_session_it_took(database, capsys):
+    """Item 7: `mlcheck-nodes 20261127`, a date without its :END, silently took a session whose
+    id starts with those digits."""
+    digits = '20261127' + NEWER[8:]
+    changed(database, NEWER, lambda r: r['session_info'].update(uuid=digits))
+    with sqlite3.connect(database) as db:
+        db.execute('UPDATE sessions SET uuid = ? WHERE uuid = ?', (digits, NEWER))
+    db.close()
+    code, out, err = run_main(capsys, nodes.main, '20261127', '--db', str(database), '-C', CONFIG)
+    assert f"selection '20261127' (digits only) is taken as the start of session {digits}" in err, err
+
+
+def test_a_huge_bad_host_name_is_said_in_a_short_line():
+    """Item 7: the bad-host-name error printed a 10 MB name."""
+    with pytest.raises(InputError) as refused:
+        hostlist.checked('x;' * 5_000_000, 'somewhere')
+    assert len(str(refused.value)) < 300
+
+
+def test_up_removes_the_old_lock_file_only_where_it_is_ours(tmp_path):
+    """Item 7: /run/lock/simslurm.lock of before issue 48 stayed."""
+    from mlcheck.simulated.simslurm import remove_old_lock
+    old = tmp_path / 'simslurm.lock'
+    old.touch()
+    assert remove_old_lock(str(old)) and not old.exists()
+    old.symlink_to(tmp_path / 'elsewhere')
+    (tmp_path / 'elsewhere').touch()
+    assert not remove_old_lock(str(old)) and old.is_symlink()

@@ -102,7 +102,7 @@ class ResultsDatabase:
                              f'this reader knows {self.SCHEMA_VERSION} (ReFrame 4.10.4)')
 
     def _query(self, sql, parameters=()):
-        uri = pathlib.Path(os.path.abspath(self.path)).as_uri() + '?mode=ro'
+        uri = pathlib.Path(os.path.abspath(self.path)).as_uri() + '?mode=ro' + self._immutable()
         try:
             connection = sqlite3.connect(uri, uri=True)
             try:
@@ -111,6 +111,28 @@ class ResultsDatabase:
                 connection.close()
         except sqlite3.Error as err:
             raise InputError(f'{self.path} is not a ReFrame results database ({err})') from None
+
+    def _immutable(self):
+        """'&immutable=1' for a database in WAL mode (ReFrame never makes one) with nothing in
+        its -wal file: read-only sqlite would still create a -shm file beside it (through a
+        planted link too); immutable reads the main file alone, which then holds everything. A
+        WAL database with writes pending in its -wal is refused in one line."""
+        try:
+            with open(self.path, 'rb') as stream:
+                header = stream.read(20)
+        except OSError:
+            return ''
+        if header[18:20] != b'\x02\x02':     # the file format's read and write versions: 2 is WAL
+            return ''
+        try:
+            pending = os.lstat(self.path + '-wal').st_size
+        except FileNotFoundError:
+            pending = 0
+        if pending:
+            raise InputError(f'results database {self.path} is in WAL mode with writes pending in '
+                             f'{self.path}-wal: reading it would write beside it; checkpoint it first '
+                             "(sqlite3 FILE 'PRAGMA wal_checkpoint(TRUNCATE)') or copy it")
+        return '&immutable=1'
 
     def _skipped(self, row, why):
         print(f'results database {self.path}: session row {row} left out: {why}', file=sys.stderr)
@@ -164,6 +186,9 @@ class ResultsDatabase:
         found = [uuid for (uuid,) in self._query('SELECT uuid FROM sessions')
                  if isinstance(uuid, str) and SESSION_UUID.fullmatch(uuid) and uuid.startswith(prefix)]
         if len(found) == 1:
+            if prefix.isdecimal():     # digits only: a date typed without its :END, say what it found
+                print(f'selection {prefix!r} (digits only) is taken as the start of session {found[0]}, '
+                      'not as a date (a period is START:END)', file=sys.stderr)
             return found[0]
         if not found:
             raise InputError(f'session {prefix} is not stored in {self.path}: list the stored ones '

@@ -59,7 +59,7 @@ def stamp(unix):
 
 def where(sample):
     """Where a record came from, for a one-line refusal."""
-    return f'{sample.source or "a record"}: test {sample.name!r}'
+    return f'{sample.source or "a record"}: test {sample.name[:80]!r}'
 
 
 def readable(samples):
