@@ -25,7 +25,6 @@ a link named, a multi-node run or a test on most nodes failed; 2 bad input (one 
 named ALL or like a partition too); 3 internal error.
 """
 
-import os
 import re
 import shlex
 import sys

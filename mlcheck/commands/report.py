@@ -18,7 +18,6 @@ few repetitions to judge, or an after session whose every test case failed; 2 ba
 internal error (one line on stderr for either).
 """
 
-import os
 import sys
 from datetime import datetime
 

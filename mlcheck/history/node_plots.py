@@ -2,7 +2,6 @@
 band (from the line past which a node is named up to the peers' better quartile) shaded, and the
 named nodes in red with their names."""
 
-import os
 
 import matplotlib
 

@@ -18,7 +18,6 @@ import io
 import itertools
 import os
 import pickle
-import stat
 import sys
 import time
 
