@@ -15,11 +15,17 @@ class LockBusy(Exception):
     """The lock stayed held past the deadline: its message names the lock and the wait."""
 
 
-def hold(path, wait_s, mode=0o600, what='the lock'):
+def hold(path, wait_s, mode=0o600, what='the lock', dir_fd=None, shown=None):
     """The descriptor of `path` once flock'ed (not inherited by children; closing it releases
-    the lock); LockBusy after `wait_s` seconds of another holder. A new lock file gets `mode`
-    from the start, an existing one of ours is brought back to it."""
-    fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC | os.O_NOFOLLOW, mode)
+    the lock); LockBusy after `wait_s` seconds of another holder, or where it cannot be opened
+    (a link, which is not followed). A new lock file gets `mode` from the start, an existing one
+    of ours is brought back to it. `path` relative to `dir_fd` if given, said as `shown`."""
+    shown = shown or path
+    try:
+        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC | os.O_NOFOLLOW, mode, dir_fd=dir_fd)
+    except OSError as err:
+        raise LockBusy(f'{what} {shown} cannot be opened ({err.strerror}; a link is not followed): '
+                       'remove it if it is a link') from None
     try:
         if os.fstat(fd).st_uid == os.geteuid():
             os.fchmod(fd, mode)
@@ -30,8 +36,8 @@ def hold(path, wait_s, mode=0o600, what='the lock'):
                 return fd
             except BlockingIOError:
                 if time.monotonic() >= deadline:
-                    raise LockBusy(f'{what} {path} has been held by another process for {wait_s:g} s; '
-                                   'wait for it to finish, or find it with: fuser -v ' + path) from None
+                    raise LockBusy(f'{what} {shown} has been held by another process for {wait_s:g} s; '
+                                   'wait for it to finish, or find it with: fuser -v ' + shown) from None
                 time.sleep(0.1)
     except BaseException:
         os.close(fd)

@@ -56,11 +56,12 @@ def shown_safely():
         sys.stdout, sys.stderr = saved
 
 
-def write_escaped(path, text):
-    """A report file (report.md, nodes.md) with `text`, its control characters escaped: it is
-    read with cat and less as the terminal output is."""
-    with open(path, 'w') as stream:
-        stream.write(visible(text, keep_lines=True))
+def write_escaped(directory, name, text):
+    """A report file (report.md, nodes.md) `name` in `directory` (a mlcheck.files.Directory:
+    never written through a link) with `text`, its control characters escaped: it is read with
+    cat and less as the terminal output is. Returns its path."""
+    directory.replace(name, visible(text, keep_lines=True).encode())
+    return directory.shown(name)
 
 
 def control_characters(text):

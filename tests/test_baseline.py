@@ -162,7 +162,9 @@ def test_every_comment_of_the_real_references_file_is_kept(tmp_path, capsys):
 
 
 def test_a_file_read_and_written_unchanged_is_the_same_text():
-    references, data = baseline.read_references(SIM_REFERENCES)
+    from mlcheck.files import Directory
+    references, data = baseline.read_references(Directory(os.path.dirname(SIM_REFERENCES)),
+                                                os.path.basename(SIM_REFERENCES))
     assert baseline.render(references, data) == open(SIM_REFERENCES).read()
 
 

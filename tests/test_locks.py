@@ -33,7 +33,8 @@ def held_by_nobody(path):
 def test_another_user_cannot_hold_the_locks(open_folder):
     path = os.path.join(open_folder, 'simslurm.lock')
     os.close(simslurm.take_lock(path))
-    with baseline.locked(os.path.join(open_folder, 'sim.yaml')):
+    from mlcheck.files import Directory
+    with baseline.locked(Directory(open_folder), 'sim.yaml'):
         pass
     assert not held_by_nobody(path)
     assert not held_by_nobody(os.path.join(open_folder, '.sim.yaml.lock'))

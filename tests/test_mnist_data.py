@@ -50,6 +50,16 @@ def test_a_file_unlike_its_header_is_one_line(tmp_path):
             mnist.read_idx(str(tmp_path / name), 3 if name == 'dims' else 1)
 
 
+@pytest.mark.parametrize('plant', ['fifo', 'zero'])
+def test_a_planted_file_hangs_no_rank(tmp_path, plant):
+    """Issue 48 re-check, item 4: read_idx opened a FIFO (every rank waited for a writer) and
+    read a link to /dev/zero without end; now neither is read (seen failing on 8e9d6a4)."""
+    path = tmp_path / 'train-images-idx3-ubyte'
+    os.mkfifo(path) if plant == 'fifo' else path.symlink_to('/dev/zero')
+    with pytest.raises(SystemExit, match='not read'):
+        program().read_idx(str(path), 3)
+
+
 def test_the_rank_line_names_torchvision_without_importing_it():
     """The `rank` fact's torchvision (a stack fact the report compares) as torchvision.__version__
     says it, build suffix included, read without the 2-5 s import."""

@@ -15,7 +15,7 @@ import contextlib
 import dataclasses
 import os
 import re
-import tempfile
+import stat
 import statistics
 import sys
 from dataclasses import dataclass, field
@@ -30,6 +30,7 @@ from mlcheck.commands.common import (add_source_arguments, argument_parser, conf
 from mlcheck.errors import InputError
 from mlcheck.figures.directions import HIGHER, LOWER, better
 from mlcheck.history.database import system_names
+from mlcheck.files import Directory
 from mlcheck.history.recorded_defaults import RECORDED_DEFAULTS
 from mlcheck.history.samples import NOT_RECORDED, group
 from mlcheck.history.selection import load, parse_selection
@@ -90,32 +91,43 @@ SYSTEM_NAME = re.compile(r'[A-Za-z0-9][A-Za-z0-9_.-]*')
 
 def references_path(directory, system):
     """<directory>/<system>.yaml; an InputError for a system that is no plain name
-    (a perf log whose partition is '/some/path/x:cluster' must not write /some/path/x.yaml),
-    and for a link that leads out of the directory (written_file)."""
+    (a perf log whose partition is '/some/path/x:cluster' must not write /some/path/x.yaml)."""
     if not SYSTEM_NAME.fullmatch(system):
         raise InputError(f'system {system!r} of the selection is not a plain name: '
                          'no references written')
-    path = os.path.join(directory, f'{system}.yaml')
-    written_file(path)
-    return path
+    return os.path.join(directory, f'{system}.yaml')
 
 
-def written_file(path):
-    """The file that writing the references file `path` replaces: `path`, or where it is a
-    symbolic link, the existing file it resolves to inside the references directory. A link
-    out of it (a co-writer's, to ~/.bash_aliases) or to nothing is refused in one line: the
-    write would create or replace a file the runner owns anywhere."""
-    if not os.path.islink(path):
-        return path
-    directory = os.path.realpath(os.path.dirname(os.path.abspath(path)))
-    target = os.path.realpath(path)
-    if os.path.commonpath([directory, target]) != directory:
-        raise InputError(f'references file {path} is a link to {target}, outside {directory}: not '
+def written_file(refs, name):
+    """(the Directory, the name) of the file that the references file `name` of the opened
+    references directory `refs` is: `name` itself, or where it is a symbolic link, the existing
+    regular file its relative target names inside the directory, each folder on the way opened
+    without following a link (so a co-writer who swaps a folder for a link mid-way, with
+    renameat2, moves nothing). A link out of the directory (absolute, `..`, through another link)
+    or to nothing is refused in one line: the write would create or replace a file anywhere."""
+    shown = refs.shown(name)
+    try:
+        if not stat.S_ISLNK(os.stat(name, dir_fd=refs.fd, follow_symlinks=False).st_mode):
+            return refs, name
+        target = os.readlink(name, dir_fd=refs.fd)
+    except FileNotFoundError:
+        return refs, name
+    *folders, last = [part for part in target.split('/') if part not in ('', '.')] or ['']
+    if target.startswith('/') or '..' in folders + [last]:
+        raise InputError(f'references file {shown} is a link to {target}, outside {refs.path}: not '
                          'followed, no references written; replace the link with the file')
-    if not os.path.isfile(target):
-        raise InputError(f'references file {path} is a link to {target}, which is no file: no file '
-                         'is created through a link; replace the link with the file')
-    return target
+    place = refs
+    try:
+        for folder in folders:
+            place = place.below(folder)
+        regular = stat.S_ISREG(os.stat(last, dir_fd=place.fd, follow_symlinks=False).st_mode)
+    except OSError:
+        regular = False
+    if not regular:
+        raise InputError(f'references file {shown} is a link to {target}, which is no file: no file '
+                         f'is created through a link (one is followed only to a file of {refs.path}, '
+                         'through no other link); replace the link with the file')
+    return place, last
 
 
 # how long a baseline waits for a concurrent one of the same system (a baseline takes seconds)
@@ -123,14 +135,14 @@ LOCK_WAIT_S = 120
 
 
 @contextlib.contextmanager
-def locked(path):
-    """Hold the lock of the references file `path` (.<name>.lock beside it, 0660: the group that
-    writes the references, and no one else, can hold it): a second baseline of the same system
-    reads the file only after the first one has replaced it, and says so after LOCK_WAIT_S."""
-    directory, name = os.path.split(os.path.abspath(path))
-    os.makedirs(directory, exist_ok=True)
+def locked(refs, name):
+    """Hold the lock of the references file `name` of `refs` (.<name>.lock beside it, 0660: the
+    group that writes the references, and no one else, can hold it): a second baseline of the
+    same system reads the file only after the first one has replaced it, and says so after
+    LOCK_WAIT_S; a lock file that is a link is refused in one line."""
     try:
-        fd = locks.hold(os.path.join(directory, f'.{name}.lock'), LOCK_WAIT_S, 0o660, 'the references lock')
+        fd = locks.hold(f'.{name}.lock', LOCK_WAIT_S, 0o660, 'the references lock', dir_fd=refs.fd,
+                        shown=refs.shown(f'.{name}.lock'))
     except locks.LockBusy as err:
         raise InputError(str(err)) from None
     try:
@@ -240,19 +252,27 @@ def shared_again(check_data, anchors, check):
     return out, names
 
 
-def read_references(path):
-    """The ReferencesFile and the data of a references file; nothing if there is none yet."""
-    if not os.path.exists(path):
+# a references file larger than this is not one (the simulated partition's is 10 kB)
+MAX_REFERENCES_BYTES = 16 << 20
+
+
+def read_references(refs, name):
+    """The ReferencesFile and the data of the references file `name` of `refs` (a link followed
+    only as written_file allows; a FIFO, a device or a huge file refused, not waited on);
+    nothing if there is none yet."""
+    place, name = written_file(refs, name)
+    shown = place.shown(name)
+    content = place.read(name, MAX_REFERENCES_BYTES)
+    if content is None:
         return ReferencesFile(), {}
     try:
-        with open(path) as stream:
-            text = stream.read()
+        text = content.decode()
         raw = yaml.safe_load(text) or {}
         data = unshared(raw)
-    except (OSError, yaml.YAMLError) as err:
-        raise InputError(f'references file {path} cannot be read: {str(err).splitlines()[0]}') from None
+    except (UnicodeDecodeError, yaml.YAMLError) as err:
+        raise InputError(f'references file {shown} cannot be read: {str(err).splitlines()[0]}') from None
     if not isinstance(data, dict):
-        raise InputError(f'references file {path}: expected a mapping of checks at the top')
+        raise InputError(f'references file {shown}: expected a mapping of checks at the top')
     head, blocks = split_blocks(text)
     return ReferencesFile(head, blocks, unshared(data), anchor_groups(raw, blocks)), data
 
@@ -350,45 +370,27 @@ def update(data, comments, found, selection, tolerance, warnings=None):
     return table
 
 
-def write(path, references, data):
+def write(refs, name, references, data):
     text = render(references, data)
     if yaml.safe_load(text) != data:   # a layout the blocks do not follow: leave the file alone
-        raise InputError(f'references file {path}: cannot rewrite it keeping its text and '
+        raise InputError(f'references file {refs.shown(name)}: cannot rewrite it keeping its text and '
                          'comments (an anchor shared between checks?); edit it by hand')
-    replace_file(path, text)
+    replace_file(refs, name, text)
     return text
 
 
-def replace_file(path, text):
-    """Replace `path` with `text` in one step: a private temporary file beside it (mkstemp, so no
-    planted name or link is followed), its mode that of the old file (new files: as open() makes
-    them), synced, renamed over. A symbolic link to a file in the same directory (or below) keeps
-    pointing at it, now new; any other link is refused (written_file)."""
-    target = written_file(path)     # checked again at the write: a co-writer may swap the link
-    directory = os.path.dirname(target)
+def replace_file(refs, name, text):
+    """Replace the references file `name` of `refs` with `text` in one step (mlcheck.files: a
+    private scratch file in its directory, synced, renamed over; never through a link), its mode
+    that of the old file less any set-id bit (new files: as open() makes them). A link to a file
+    inside the references directory keeps pointing at it, now new; any other link is refused
+    (written_file, checked again at the write: a co-writer may swap the link)."""
+    place, name = written_file(refs, name)
     try:
-        mode = os.stat(target).st_mode & 0o7777
+        mode = os.stat(name, dir_fd=place.fd, follow_symlinks=False).st_mode & 0o777
     except FileNotFoundError:
-        umask = os.umask(0)
-        os.umask(umask)
-        mode = 0o666 & ~umask
-    fd, scratch = tempfile.mkstemp(prefix=f'.{os.path.basename(target)}.', dir=directory)
-    try:
-        with os.fdopen(fd, 'w') as stream:
-            stream.write(text)
-            stream.flush()
-            os.fchmod(stream.fileno(), mode)
-            os.fsync(stream.fileno())
-        os.replace(scratch, target)
-    except BaseException:
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(scratch)
-        raise
-    dir_fd = os.open(directory, os.O_RDONLY)
-    try:
-        os.fsync(dir_fd)       # the rename itself survives a crash
-    finally:
-        os.close(dir_fd)
+        mode = None
+    place.replace(name, text.encode(), mode)
 
 
 def main(argv=None):
@@ -444,8 +446,14 @@ def record(args):
                              f'({", ".join(known)}): no references written')
     for system in systems:
         path = paths[system]
-        with contextlib.nullcontext() if args.dry_run else locked(path):
-            references, data = read_references(path)
+        name = os.path.basename(path)
+        if args.dry_run and not os.path.isdir(directory):
+            refs = None
+        else:
+            refs = Directory(directory, make=not args.dry_run, what='references directory')
+            written_file(refs, name)      # a link refused before anything (its lock) is made
+        with contextlib.nullcontext() if args.dry_run else locked(refs, name):
+            references, data = read_references(refs, name) if refs else (ReferencesFile(), {})
             mine, unknown = at_the_files_speed([s for s in samples if s.system == system], data)
             warnings = []
             table = update(data, references.head, medians(mine), described, tolerance, warnings)
@@ -462,7 +470,7 @@ def record(args):
                 print(f'\n# {path} would be:')
                 print(render(references, data), end='')
             else:
-                write(path, references, data)
+                write(refs, name, references, data)
                 print(f'references written: {path}')
     return 0
 

@@ -28,7 +28,6 @@ left alone, a record left out, a link named, a multi-node run or a test on most 
 2 bad input (one line: a node named ALL or like a partition too); 3 internal error.
 """
 
-import os
 import re
 import shlex
 import sys
@@ -39,6 +38,7 @@ from mlcheck.commands.common import (EXIT_BAD_INPUT, EXIT_INTERNAL, EXIT_REGRESS
                                      add_source_arguments, argument_parser, one_line_errors,
                                      open_database, parse_fraction, text_table)
 from mlcheck.errors import InputError
+from mlcheck.files import Directory
 from mlcheck.visible import write_escaped
 from mlcheck.history import hostlist, node_records, nodes, slurm_states
 from mlcheck.history.selection import load, parse_selection
@@ -104,10 +104,11 @@ def vet(args):
     known = set(states) if states is not None else set(expected) if expected else None
     partitions = {p for s in (states or {}).values() for p in s.partitions}
     selection = parse_selection(args.selection)
-    unreadable = []
-    found = load(selection, open_database(args, [selection]), with_failed=True,
-                 left_out=unreadable)
-    notes = []
+    unreadable = []     # perf log lines that cannot be read: their nodes are judged not
+    found, unlisted = node_records.readable(load(selection, open_database(args, [selection]), with_failed=True,
+                                                 left_out=unreadable))
+    notes = [f'{unlisted} record(s) left out: their node lists cannot be read (named on stderr); '
+             'their nodes are unknown, so no node is resumed and the exit status is not 0'] if unlisted else []
     if max_age is not None:
         since = time.time() - max_age
         old = sum(s.time < since for s in found)
@@ -126,7 +127,7 @@ def vet(args):
                      if state.since is not None and slurm_states.resumable(state, resume_reason)}
     sweep = nodes.judge(found, rule, expected, args.var, gap, known, partitions, args.name,
                         drained_since, unreadable)
-    plan = slurm_states.resume_plan(sweep.healthy, states, why_unread, resume_reason)
+    plan = slurm_states.resume_plan([] if unlisted else sweep.healthy, states, why_unread, resume_reason)
     if known is None:     # no node list to check names against: no line Slurm reads
         plan.resume, plan.no_lines = [], (f'Slurm cannot be read here ({why_unread}) and no '
                                           '--expect names the nodes')
@@ -135,7 +136,7 @@ def vet(args):
     print('\n'.join(report_lines(sweep, rule, plan, notes)))
     if summary:
         print(f'summary: {summary}')
-    return EXIT_REGRESSION if not all_healthy(sweep, plan) else 0
+    return EXIT_REGRESSION if unlisted or not all_healthy(sweep, plan) else 0
 
 
 def compiled(pattern):
@@ -321,7 +322,7 @@ def caveats(sweep, notes=()):
 def write_summary(directory, args, sweep, rule, plan, notes=()):
     """DIR/nodes.md with a plot per figure; returns its path."""
     from mlcheck.history import node_plots
-    os.makedirs(directory, exist_ok=True)
+    directory = Directory(directory, make=True, what='report folder')
     md = lambda row: '| ' + ' | '.join(c.replace('|', '\\|') for c in row) + ' |'
     text = [f'# Node sweep: {args.selection}', '',
             f'Written {datetime.now().astimezone():%Y-%m-%d %H:%M %Z} by `mlcheck-nodes`.', '',
@@ -356,9 +357,8 @@ def write_summary(directory, args, sweep, rule, plan, notes=()):
              *map(md, figure_rows(sweep)), '']
     for verdict, name in node_plots.plot_all(directory, sweep.figures):
         text += [f'### {verdict.figure.label}', '', f'![{verdict.figure.label}]({name})', '']
-    path = os.path.join(directory, 'nodes.md')
-    write_escaped(path, '\n'.join(text))
-    return path
+    with directory:
+        return write_escaped(directory, 'nodes.md', '\n'.join(text))
 
 
 if __name__ == '__main__':

@@ -18,7 +18,6 @@ few repetitions to judge, or an after session whose every test case failed; 2 ba
 internal error (one line on stderr for either).
 """
 
-import os
 import sys
 from datetime import datetime
 
@@ -26,6 +25,7 @@ from mlcheck.commands.common import (add_source_arguments, argument_parser, one_
                          parse_fraction, text_table)
 from mlcheck.commands.common import EXIT_BAD_INPUT, EXIT_INTERNAL, EXIT_REGRESSION  # noqa: F401 - its documented codes
 from mlcheck.errors import InputError
+from mlcheck.files import Directory
 from mlcheck.visible import write_escaped
 from mlcheck.history import compare
 from mlcheck.history.causes import REPEAT
@@ -199,7 +199,7 @@ def stack_changes(before, after):
 def write_report(directory, args, before, after, table, likely=()):
     """DIR/report.md and its plots; returns the report's path. What a reader acts on comes
     first: regressions, improvements, the software stack's changes, then the rest."""
-    os.makedirs(directory, exist_ok=True)
+    directory = Directory(directory, make=True, what='report folder')
     comparisons, rule = table.comparisons, table.rule
     lines = summary(comparisons, rule) + table.failed_lines()
     table = rows(comparisons, table)
@@ -227,9 +227,8 @@ def write_report(directory, args, before, after, table, likely=()):
              'scaled to the spread expected of the other mean; see docs/performance-history.md).', '']
     for title, name in plot_all(directory, args.plot_var, before, after):
         text += [f'## {title}', '', f'![{title}]({name})', '']
-    path = os.path.join(directory, 'report.md')
-    write_escaped(path, '\n'.join(text))
-    return path
+    with directory:
+        return write_escaped(directory, 'report.md', '\n'.join(text))
 
 
 def notes(after):
@@ -255,8 +254,8 @@ def plot_all(directory, plot_var, before, after):
         of = {side: found.get((partition, check), []) for side, found in sides.items()}
         var, where = plotted[check], f'{slug(partition)}-{slug(check)}'
         name = f'scaling-{where}.png'
-        plots.scaling(of, f'{check} on {partition}: {var} against node count',
-                      os.path.join(directory, name), colour_of)
+        directory.written_by(name, lambda stream: plots.scaling(
+            of, f'{check} on {partition}: {var} against node count', stream, colour_of))
         pictures.append((f'{check} on {partition}: {var} against node count', name))
         tests = sorted(set(group(of['before'] + of['after'], test_of_sample)))
         several = len({settings for _, _, settings in tests}) > 1
@@ -265,8 +264,8 @@ def plot_all(directory, plot_var, before, after):
                    {side: [s for s in ss if test_of_sample(s) == test]
                     for side, ss in of.items()}) for test in tests]
         name = f'time-{where}.png'
-        plots.over_time(panels, f'{check} on {partition}: {var} of each repetition',
-                        os.path.join(directory, name), colour_of)
+        directory.written_by(name, lambda stream: plots.over_time(
+            panels, f'{check} on {partition}: {var} of each repetition', stream, colour_of))
         pictures.append((f'{check} on {partition}: {var} of each repetition', name))
     return pictures
 

@@ -14,6 +14,8 @@ from collections import Counter, defaultdict
 from datetime import datetime, timezone
 
 from mlcheck.contract import FACT_PREFIX
+from mlcheck.errors import ConfigError
+from mlcheck.visible import control_characters, visible
 
 # in the order a report lists them, with the label it uses
 FACTS = {'image': 'image', 'torch': 'torch', 'torchvision': 'torchvision', 'nccl': 'NCCL',
@@ -29,7 +31,9 @@ LIBRARY_LINES = (
     ('libfabric', re.compile(r'NET/OFI Using Libfabric version (\S+)')),
 )
 JOB_EVENT = 'job'     # the job script's own fact line, with what the ranks cannot know
-SEPARATORS = re.compile(r'[;=|\n]+')   # of the encoding and of the perf log
+# of the encoding and of the perf log, and every control character (\r, which a text stream
+# reads as a newline, among them: issue 48)
+SEPARATORS = re.compile('[;=|\x00-\x1f\x7f-\x9f\u2028\u2029]+')
 
 
 def encode(facts):
@@ -54,7 +58,13 @@ def _clean(value):
 
 
 def settings_of(test, names):
-    """The test's settings that change a figure, as encode()d text."""
+    """The test's settings that change a figure, as encode()d text; a ConfigError for a text
+    setting (-S NAME=VALUE) holding a control character: it would be logged unescaped."""
+    for name in names:
+        value = getattr(test, name)
+        if isinstance(value, str) and control_characters(value):
+            raise ConfigError(f'-S {name}={visible(repr(value))[:80]}: a control character cannot be '
+                              f'logged (it holds {control_characters(value)})')
     return ';'.join(f'{name}={_clean(getattr(test, name))}' for name in names)
 
 

@@ -11,6 +11,7 @@ Environment variables:
 
 import os
 import runpy
+import stat
 import sys
 
 from mlcheck import REPO
@@ -88,6 +89,56 @@ def perflog_prefix(dry_run=None):
     return PERFLOG_PREFIX
 
 
+# the perf log lock's mode: the logs' owner and group, who write them, and no one else can hold it
+PERFLOG_LOCK_MODE = 0o660
+
+
+def perflog_directories(site_config, system_prefix, system, partition):
+    """The directories into which ReFrame's filelog perf log handlers of a session write a
+    partition's logs, worked out as ReFrame does (reframe.core.logging._create_filelog_handler:
+    the system's prefix, the basedir that --perflogdir sets, the prefix of check_system and
+    check_partition); a handler whose prefix names other fields is skipped."""
+    found = []
+    handlers = site_config.get('logging/0/handlers_perflog') or []
+    for i, handler in enumerate(handlers):
+        where = f'logging/0/handlers_perflog/{i}'
+        if handler.get('type') != 'filelog':
+            continue
+        basedir = os.path.abspath(os.path.join(system_prefix, os.path.expandvars(site_config.get(f'{where}/basedir'))))
+        try:
+            found.append(os.path.join(basedir, os.path.expandvars(site_config.get(f'{where}/prefix')) % {
+                'check_system': system, 'check_partition': partition}))
+        except (KeyError, TypeError, ValueError):
+            continue
+    return found
+
+
+def checked_perflog_files(directory, basename):
+    """Before a session appends to <directory>/<basename>.log under ReFrame's lock
+    .<basename>.lock: a log or a lock that is a symbolic link is refused (ReFrame opens both
+    following links, so a co-writer's dangling .X.lock made root create a file anywhere), and a
+    lock of ours from before its mode was set (0664: anyone could hold it) is brought to
+    PERFLOG_LOCK_MODE. What ReFrame cannot be made to do: wait on its lock with a deadline
+    (fasteners blocks for ever; a holder in the logs' group stalls the session's logging)."""
+    from mlcheck.errors import ConfigError
+    for name in (f'{basename}.log', f'.{basename}.lock'):
+        path = os.path.join(directory, name)
+        try:
+            info = os.lstat(path)
+        except FileNotFoundError:
+            continue
+        if stat.S_ISLNK(info.st_mode):
+            raise ConfigError(f'perf log file {path} is a symbolic link, which ReFrame would write '
+                              'through: not run; remove the link')
+        if name.endswith('.lock') and info.st_uid == os.geteuid() and \
+                stat.S_IMODE(info.st_mode) != PERFLOG_LOCK_MODE:
+            fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+            try:
+                os.fchmod(fd, PERFLOG_LOCK_MODE)
+            finally:
+                os.close(fd)
+
+
 def logging_config(system_prefix):
     """The logging section of a site whose system writes under `system_prefix`."""
     return [{
@@ -107,7 +158,7 @@ def logging_config(system_prefix):
             # the lock file (.<check>.lock beside the log): its owner and group (who write the logs) can
             # hold it, and no one else (flock needs only read access; issue 48)
             'locking_enable': True,
-            'locking_file_mode': '660',
+            'locking_file_mode': f'{PERFLOG_LOCK_MODE:o}',
         }],
         'perflog_multiline': True,
     }]

@@ -23,7 +23,7 @@ from mlcheck.figures import stack
 from mlcheck.placement import containers, launch
 from mlcheck.errors import ConfigError
 from mlcheck.harness.ab_rounds import ABRounds, KNOBS as AB_KNOBS
-from mlcheck.harness.config import references_file
+from mlcheck.harness.config import checked_perflog_files, perflog_directories, references_file
 from mlcheck.harness.reframe_api import ExpectedSanityFailure
 from mlcheck.simulated import speed
 from mlcheck.site.images import GivenImages, ImageUnavailable
@@ -400,6 +400,15 @@ class DistributedLaunchCheck(ExpectedSanityFailure, rfm.RunOnlyRegressionTest, A
     #: the machine's speed now (steps/s, mlcheck.simulated.speed) where the partition has one: the
     #: references were brought to it, and mlcheck.commands.baseline brings new figures back from it
     machine_speed = variable(float, type(None), value=None)
+
+    @run_after('setup')
+    def check_perflog_files(self):
+        """The perf log and its lock that this test's values will be appended to: neither a link,
+        our old lock brought to mode 0660 (mlcheck.harness.config.checked_perflog_files)."""
+        rt = runtime()
+        for directory in perflog_directories(rt.site_config, rt.system.prefix, self.current_system.name,
+                                             self.current_partition.name):
+            checked_perflog_files(directory, type(self).variant_name())
 
     @run_after('setup')
     def record_settings(self):

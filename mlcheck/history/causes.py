@@ -10,11 +10,14 @@ each predicts of the cells and which stand, mlcheck.history.candidates.
 """
 
 import functools
+import re
+import shlex
 from dataclasses import dataclass
 
 from mlcheck.figures import stack
 from mlcheck.history import compare, node_names
 from mlcheck.history.candidates import Evidence, network_layer
+from mlcheck.history.recorded_defaults import RECORDED_DEFAULTS
 from mlcheck.history.cells import INTERCONNECT, LOADER, LOADER_VAR, RANK, RANK_VAR, SPEED, Z, cells_of
 from mlcheck.history.runs import runs_of
 from mlcheck.history.samples import group, listed
@@ -189,7 +192,8 @@ def _located(failed, runs):
         named = [(TRANSIENT,)] + [(n,) for n in dict.fromkeys(
             exact + [f'node {n}' for n in sorted(run.nodes)] + [f'image {run.image}'])]
         return Verdict('cannot tell', tuple(named), what,
-                       f'{_cheapest(run)} --repeat 3 (the failed test again: a transient passes)')
+                       _command([('-n', run.test.split()[0])], run.image, run.num_nodes, ['--repeat', '3'],
+                                'the failed test again: a transient passes'))
     if failed and all(placement_said(r.reason) for r in failed) and not any(
             n.startswith(('node ', 'image ')) for n in exact):
         return None     # the placement sanity failed on no one node nor image: the binding
@@ -250,8 +254,8 @@ def diagnose(cells, stacks=None):
             (n,) for n in ev.reach if ev.worse <= ev.reach[n])))
         return Verdict('cannot tell', named, f'{what}; one run alone, on '
                        f'{",".join(sorted(alone.used or ())) or "nodes not recorded"}',
-                       f'{RUN} -n {alone.check} -P image={alone.image} -P num_nodes={alone.num_nodes} '
-                       '--repeat 3 (that test again: a transient passes)')
+                       _command([('-n', alone.check)], alone.image, alone.num_nodes, ['--repeat', '3'],
+                                'that test again: a transient passes'))
     if worse and len(left) == 1 and not more:
         return Verdict('cause', left, f'{what}; {_support(left[0], ev, {} if stacks is None else stacks)}')
     hypotheses = tuple(left + more)
@@ -351,31 +355,31 @@ def separating(hypotheses, cells, runs=()):
     refused = list(filter(None, map(node_names.refusal, named)))
     named = [n for n in named if not node_names.refusal(n)]
     # ReFrame's -J passes `exclude=...` on as `#SBATCH --exclude=...` (`-J --exclude` is refused)
-    exclude = f'-J exclude={",".join(named)}' if named else ''
-    if refused:
-        exclude += f' (refused: {"; ".join(refused)})'
+    exclude = ['-J', f'exclude={",".join(named)}'] if named else []
+    said = f' (refused: {"; ".join(refused)})' if refused else ''
     lost = _cheapest_lost(cells, runs)
     images = sorted({c.image for c in cells if c.aspect == SPEED} | {r.image for r in runs})
     counts = sorted({c.num_nodes for c in cells} | {r.num_nodes for r in runs})
     if any(n.startswith('the link of ') for n in names):
         if len(free) < 2:
             return ''      # no two other nodes to send between
-        return f'{RUN} -n {INTERCONNECT} -P num_nodes=2 {exclude} (the interconnect on other nodes)'
+        return _command([('-n', INTERCONNECT)], None, 2, exclude, 'the interconnect on other nodes', said)
     if named:
         where = 'other nodes' if free else f'nodes these runs did not use: if the partition has none, no run separates them'
-        return f'{RUN} {lost} -P num_nodes=1 {exclude} (the same check on {where})'
+        return _command(lost[0], lost[1], 1, exclude, f'the same check on {where}', said)
     network = [n for n in names if n.endswith(NETWORK)]
     if network:
         image = network[0][len('image '):-len(NETWORK)]
         other = next((i for i in images if i != image), 'host')
-        return (f'{RUN} -n {INTERCONNECT} -P image={other} -P num_nodes={min(n for n in counts if n > 1)} (another image '
-                'across nodes: the fabric slows it too, the image\'s network layer does not)')
+        return _command([('-n', INTERCONNECT)], other, min(n for n in counts if n > 1), [],
+                        'another image across nodes: the fabric slows it too, the image\'s network '
+                        'layer does not')
     if 'fabric' in names and 1 not in counts:
-        return f'{RUN} {lost} -P num_nodes=1 (within one node)'
+        return _command(lost[0], lost[1], 1, [], 'within one node')
     if 'data path' in names:
-        return f'{RUN} -n CIFAR100ResNetCheck (it records {LOADER_VAR})'
+        return _command([('-n', 'CIFAR100ResNetCheck')], None, None, [], f'it records {LOADER_VAR}')
     if any(n.startswith('image ') for n in names) and len(images) < 2:
-        return f'{RUN} {lost.split(" -P")[0]} -P image=host -P num_nodes={counts[0]} (the host\'s own Python beside the image)'
+        return _command(lost[0], 'host', counts[0], [], 'the host\'s own Python beside the image')
     return _more_repetitions(cells)
 
 
@@ -415,21 +419,39 @@ def _pinned(named, free, names, lost):
             f'{RANK_VAR}, a whole node does not)')
 
 
-def _cheapest(run):
-    """`-n CHECK -P image=IMAGE -P num_nodes=N`: one test of the selection again."""
-    return f'{RUN} -n {run.test.split()[0]} -P image={run.image} -P num_nodes={run.num_nodes}'
+# a word that the shell reads as itself (what shlex.quote leaves as it is), not an option
+PLAIN = re.compile(r'[A-Za-z0-9_@%+=:,./][A-Za-z0-9_@%+=:,./-]*')
+
+
+def _command(checks, image, num_nodes, more, why, said=''):
+    """`reframe -c checks/ -r -n CHECK ... -P image=IMAGE -P num_nodes=N MORE (why)`, each word
+    quoted for the shell; `checks`: [('-n', CHECK)]. The check and image come from data (a perf
+    log, a results database): a check that is not one of checks/, or an image that is not a
+    plain word, prints no command but says why (issue 48: `-P image=0;touch ...` would run
+    whatever followed the `;` when pasted)."""
+    for _, check in checks:
+        if check not in RECORDED_DEFAULTS:
+            return (f'no command printed: test {check!r} of the data is not one of the checks '
+                    f'({", ".join(sorted(RECORDED_DEFAULTS))})')
+    if image is not None and not PLAIN.fullmatch(image):
+        return (f'no command printed: image {image!r} of the data is not a plain name (letters, '
+                'digits and _@%+=:,./-)')
+    words = [w for pair in checks for w in pair]
+    words += ['-P', f'image={image}'] if image is not None else []
+    words += ['-P', f'num_nodes={num_nodes}'] if num_nodes is not None else []
+    return ' '.join([RUN] + [shlex.quote(str(w)) for w in words + list(more)]) + said + f' ({why})'
 
 
 def _cheapest_lost(cells, runs, interconnect=False):
-    """`-n CHECK -P image=IMAGE` of a test that lost: the one check and image to run again; a
+    """([('-n', CHECK)], IMAGE) of a test that lost: the one check and image to run again; a
     training check, which every candidate but the fabric and the links must slow, unless
-    `interconnect` (the interconnect's runs in seconds)."""
+    `interconnect` (the interconnect's runs in seconds); ([], None) where none lost."""
     lost = [(c.check, c.num_nodes, c.image) for c in cells if c.status == 'worse' and c.aspect == SPEED] \
         or [(r.test.split()[0], r.num_nodes, r.image) for r in runs if r.failed]
     if not lost:
-        return ''
+        return [], None
     check, _, image = min(lost, key=lambda t: ((t[0] == INTERCONNECT) != interconnect, t[1], t[0], t[2]))
-    return f'-n {check} -P image={image}'
+    return [('-n', check)], image
 
 
 def _more_repetitions(cells):
@@ -439,8 +461,8 @@ def _more_repetitions(cells):
     near = sorted({c.check for c in cells if c.status == 'unclear' and c.aspect == SPEED})
     if not near:
         return ''
-    return (f'{RUN} {" ".join(f"-n {check}" for check in near)} --repeat {REPEAT} (more repetitions '
-            'of the tests near their threshold)')
+    return _command([('-n', check) for check in near], None, None, ['--repeat', str(REPEAT)],
+                    'more repetitions of the tests near their threshold')
 
 
 # --- helpers -------------------------------------------------------------------------------------

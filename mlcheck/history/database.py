@@ -23,6 +23,8 @@ from mlcheck.history.samples import Sample, recorded
 
 # a session's id as ReFrame makes it (str(uuid.uuid4())): the only stored id this reader takes
 SESSION_UUID = re.compile(r'[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}')
+# a run's or a test case's index in a test case id (ASCII digits: int() of 5000 digits raises)
+RUN_INDEX = re.compile(r'[0-9]{1,9}')
 
 
 def database_of(config, system=None):
@@ -85,6 +87,7 @@ class ResultsDatabase:
 
     def __init__(self, path, config, system=None):
         self.path, self.config, self.system = path, os.path.abspath(config), system
+        self.unknown_versions = []     # sessions of a layout this reader does not know: named, skipped
         if not os.path.isfile(path):
             raise InputError(f'results database not found: {path}')
         tables = {name for (name,) in self._query(
@@ -99,7 +102,7 @@ class ResultsDatabase:
                              f'this reader knows {self.SCHEMA_VERSION} (ReFrame 4.10.4)')
 
     def _query(self, sql, parameters=()):
-        uri = pathlib.Path(os.path.abspath(self.path)).as_uri() + '?mode=ro'
+        uri = pathlib.Path(os.path.abspath(self.path)).as_uri() + '?mode=ro' + self._immutable()
         try:
             connection = sqlite3.connect(uri, uri=True)
             try:
@@ -108,6 +111,28 @@ class ResultsDatabase:
                 connection.close()
         except sqlite3.Error as err:
             raise InputError(f'{self.path} is not a ReFrame results database ({err})') from None
+
+    def _immutable(self):
+        """'&immutable=1' for a database in WAL mode (ReFrame never makes one) with nothing in
+        its -wal file: read-only sqlite would still create a -shm file beside it (through a
+        planted link too); immutable reads the main file alone, which then holds everything. A
+        WAL database with writes pending in its -wal is refused in one line."""
+        try:
+            with open(self.path, 'rb') as stream:
+                header = stream.read(20)
+        except OSError:
+            return ''
+        if header[18:20] != b'\x02\x02':     # the file format's read and write versions: 2 is WAL
+            return ''
+        try:
+            pending = os.lstat(self.path + '-wal').st_size
+        except FileNotFoundError:
+            pending = 0
+        if pending:
+            raise InputError(f'results database {self.path} is in WAL mode with writes pending in '
+                             f'{self.path}-wal: reading it would write beside it; checkpoint it first '
+                             "(sqlite3 FILE 'PRAGMA wal_checkpoint(TRUNCATE)') or copy it")
+        return '&immutable=1'
 
     def _skipped(self, row, why):
         print(f'results database {self.path}: session row {row} left out: {why}', file=sys.stderr)
@@ -122,12 +147,14 @@ class ResultsDatabase:
             info = report['session_info']
             if info.get('uuid') != uuid or not _runs_of_test_cases(report.get('runs')):
                 raise ValueError('its JSON is not the run report of that session')
-        except (TypeError, ValueError, KeyError, AttributeError) as err:
-            return self._skipped(row, f'session {uuid}: {visible(str(err))[:120]}')
+        except (TypeError, ValueError, KeyError, AttributeError, RecursionError) as err:
+            # RecursionError: JSON nested thousands deep
+            return self._skipped(row, f'session {uuid}: {type(err).__name__}: {visible(str(err))[:120]}')
         if info.get('data_version') not in self.DATA_VERSIONS:
-            raise InputError(f'results database {self.path}, session {uuid}: run report data '
-                             f'version {visible(repr(info.get("data_version")))}, this reader knows '
-                             f'{", ".join(self.DATA_VERSIONS)} (ReFrame 4.10.4)')
+            self.unknown_versions.append(
+                f'session {uuid}: run report data version {visible(repr(info.get("data_version")))[:40]}, '
+                f'this reader knows {", ".join(self.DATA_VERSIONS)} (ReFrame 4.10.4)')
+            return None      # said by the caller: refused where the session was asked for by id
         return report
 
     def _sessions(self, where='', parameters=()):
@@ -138,10 +165,18 @@ class ResultsDatabase:
             if report is not None:
                 yield uuid, report
 
+    def _say_unknown(self):
+        for said in self.unknown_versions:
+            print(f'results database {self.path}: {said}: left out', file=sys.stderr)
+        self.unknown_versions = []
+
     def latest_session(self):
         found = next(self._sessions(), None)
+        if found is not None:
+            self._say_unknown()     # newer sessions of a layout not known: named, never blocking
         if found is None:
-            raise InputError(f'results database {self.path} holds no readable session')
+            raise InputError(f'results database {self.path} holds no readable session'
+                             + (f' ({self.unknown_versions[0]})' if self.unknown_versions else ''))
         return found[0]
 
     def session_uuid(self, prefix):
@@ -151,6 +186,9 @@ class ResultsDatabase:
         found = [uuid for (uuid,) in self._query('SELECT uuid FROM sessions')
                  if isinstance(uuid, str) and SESSION_UUID.fullmatch(uuid) and uuid.startswith(prefix)]
         if len(found) == 1:
+            if prefix.isdecimal():     # digits only: a date typed without its :END, say what it found
+                print(f'selection {prefix!r} (digits only) is taken as the start of session {found[0]}, '
+                      'not as a date (a period is START:END)', file=sys.stderr)
             return found[0]
         if not found:
             raise InputError(f'session {prefix} is not stored in {self.path}: list the stored ones '
@@ -163,16 +201,20 @@ class ResultsDatabase:
         of a session (its UUID), every test case of its runs; of a period (start, end: Unix
         seconds), each test case completed in it, oldest first."""
         if isinstance(query, str):
-            return [case for _, report in self._sessions('WHERE uuid = ?', (query,))
-                    for run in report['runs'] for case in run.get('testcases', [])]
+            cases = [case for _, report in self._sessions('WHERE uuid = ?', (query,))
+                     for run in report['runs'] for case in run.get('testcases', [])]
+            if not cases and self.unknown_versions:
+                raise InputError(f'results database {self.path}, {self.unknown_versions[-1]}')
+            return cases
         rows = self._query('SELECT uuid FROM testcases WHERE job_completion_time_unix >= ? AND '
                            'job_completion_time_unix < ? ORDER BY job_completion_time_unix', query)
         places = [parts for (case_uuid,) in rows for parts in [str(case_uuid).split(':')]
                   if len(parts) == 3 and SESSION_UUID.fullmatch(parts[0])
-                  and parts[1].isdecimal() and parts[2].isdecimal()]
+                  and RUN_INDEX.fullmatch(parts[1]) and RUN_INDEX.fullmatch(parts[2])]
         reports = {}
         for session in dict.fromkeys(session for session, _, _ in places):
             reports.update(self._sessions('WHERE uuid = ?', (session,)))
+        self._say_unknown()
         cases = []
         for session, run, index in places:
             with contextlib.suppress(KeyError, IndexError, TypeError):
@@ -195,8 +237,9 @@ def samples_of_testcases(testcases, with_failed=False):
     for case in testcases:
         try:
             samples += _samples_of_testcase(case, with_failed)
-        except (KeyError, TypeError, ValueError, AttributeError) as err:
-            print(f'results database: test case {visible(repr(case.get("uuid")))} left out: it cannot '
+        except (KeyError, TypeError, ValueError, AttributeError, OverflowError) as err:
+            # OverflowError: `num_nodes: Infinity`, which json reads as float('inf')
+            print(f'results database: test case {visible(repr(case.get("uuid")))[:80]} left out: it cannot '
                   f'be read ({type(err).__name__}: {visible(str(err))[:80]})', file=sys.stderr)
     return samples
 

@@ -20,7 +20,7 @@ MAX_HOSTS = 100_000
 def checked(name, where):
     """`name` when it is a host name; else an InputError saying `where` it came from."""
     if not isinstance(name, str) or not HOST_NAME.fullmatch(name):
-        raise InputError(f'{where}: {name!r} is not a host name (letters, digits, ".", "-", "_")')
+        raise InputError(f'{where}: {str(name)[:80]!r} is not a host name (letters, digits, ".", "-", "_")')
     return name
 
 
@@ -58,7 +58,7 @@ def expand(text):
             raise InputError(f'host list {text[:80]!r}: names more than {MAX_HOSTS} hosts')
         names.update(dict.fromkeys(_expand_one(part, text)))
     if not names:
-        raise InputError(f'host list {text!r} names no host')
+        raise InputError(f'host list {text[:80]!r} names no host')
     return list(names)
 
 
@@ -76,24 +76,28 @@ def _split_top_level(text):
     for i, char in enumerate(text):
         depth += {'[': 1, ']': -1}.get(char, 0)
         if depth not in (0, 1):
-            raise InputError(f'host list {text!r}: unbalanced brackets')
+            raise InputError(f'host list {text[:80]!r}: unbalanced brackets')
         if char == ',' and depth == 0:
             parts.append(text[start:i])
             start = i + 1
     if depth:
-        raise InputError(f'host list {text!r}: unbalanced brackets')
+        raise InputError(f'host list {text[:80]!r}: unbalanced brackets')
     return [p.strip() for p in parts + [text[start:]] if p.strip()]
 
 
 def _expand_one(part, whole):
-    match = _BRACKET.search(part)
-    if not match:
-        if '[' in part or ']' in part or not HOST_NAME.fullmatch(part):
-            raise InputError(f'host list {whole!r}: bad host name {part!r}')
-        return [part]
-    head, tail = part[:match.start()], part[match.end():]
-    return [name for number in _numbers(match.group(1), whole)
-            for name in _expand_one(head + number + tail, whole)]
+    """The names of one part, its brackets expanded left to right (in a loop: a part of 20,000
+    brackets, `n[1][1]...`, exceeded Python's recursion limit, issue 48)."""
+    names, rest = [''], part
+    while (match := _BRACKET.search(rest)):
+        numbers = _numbers(match.group(1), whole)
+        names = [name + rest[:match.start()] + number for name in names for number in numbers]
+        rest = rest[match.end():]
+    names = [name + rest for name in names]
+    for name in names:
+        if '[' in name or ']' in name or not HOST_NAME.fullmatch(name):
+            raise InputError(f'host list {whole[:80]!r}: bad host name {name[:80]!r}')
+    return names
 
 
 def _ranges(ranges, whole):

@@ -2,7 +2,6 @@
 band (from the line past which a node is named up to the peers' better quartile) shaded, and the
 named nodes in red with their names."""
 
-import os
 
 import matplotlib
 
@@ -16,12 +15,12 @@ MOST_TICKS = 40        # node names on the axis up to this many nodes
 
 
 def plot_all(directory, verdicts):
-    """[(verdict, file name)] of the figures written into `directory`."""
+    """[(verdict, file name)] of the figures written into `directory` (a mlcheck.files.Directory)."""
     written = []
     for verdict in verdicts:
         f = verdict.figure
         name = f'nodes-{slug(f.partition)}-{slug(f.test)}-{slug(f.var)}.png'
-        plot(verdict, os.path.join(directory, name))
+        directory.written_by(name, lambda stream, verdict=verdict: plot(verdict, stream))
         written.append((verdict, name))
     return written
 

@@ -6,6 +6,7 @@ several nodes.
 
 import functools
 import re
+import sys
 from dataclasses import dataclass
 from datetime import datetime, timezone
 
@@ -58,7 +59,24 @@ def stamp(unix):
 
 def where(sample):
     """Where a record came from, for a one-line refusal."""
-    return f'{sample.source or "a record"}: test {sample.name!r}'
+    return f'{sample.source or "a record"}: test {sample.name[:80]!r}'
+
+
+def readable(samples):
+    """(the records whose node list and %.nid read as host names, the number left out): each
+    one left out is named on stderr, as an unreadable perf log line is, so that one bad record
+    (`n[1][1]...`, a range past its digits) does not stop the sweep of every other node."""
+    kept = []
+    for s in samples:
+        try:
+            node_of(s)
+            if s.nodelist:
+                nodes_of(s)
+        except InputError as err:
+            print(f'{err}; record left out', file=sys.stderr)
+        else:
+            kept.append(s)
+    return kept, len(samples) - len(kept)
 
 
 def node_of(sample):

@@ -36,11 +36,30 @@ def perflog_files(path):
 
 def _has_sample_columns(path):
     try:
-        with open(path, errors='replace') as stream:
-            header = stream.readline().rstrip('\n').split('|')
-    except OSError:
+        header = _read(path).split('\n', 1)[0].split('|')
+    except UnreadableFile:
         return False
     return all(column in header for column in PERFLOG_REQUIRED)
+
+
+# a perf log larger than this is not read (a year of a busy site's logs is some hundred MB)
+MAX_PERFLOG_BYTES = 4 << 30
+
+
+def _read(path):
+    """The text of a perf log, read as src/pytorch/regular_file.py reads (no link followed, a
+    FIFO not waited on, a device not read): an InputError naming it otherwise."""
+    from mlcheck.files import NotRegular, read_regular
+    try:
+        return read_regular(path, MAX_PERFLOG_BYTES).decode(errors='replace')
+    except NotRegular as err:
+        raise UnreadableFile(f'perf log {path} is not read: {err}') from None
+    except OSError as err:
+        raise UnreadableFile(f'cannot read perf log {path}: {err.strerror}') from None
+
+
+class UnreadableFile(InputError):
+    """A perf log that cannot be read as a regular file: in a directory, named and left out."""
 
 
 class BadLine(ValueError):
@@ -56,14 +75,11 @@ def read_perflog(path, period=None, with_failed=False, left_out=None):
     that cannot be read (a value holding '|', a line cut short) is named on stderr and left out,
     (file:line, the node it names or None, why) appended to `left_out`: one such line must not
     hide the rest of the log, nor make its node look healthy (mlcheck-nodes judges it not)."""
-    try:
-        with open(path, errors='replace') as stream:
-            # at newlines only: str.splitlines() also splits at \x1c-\x1e, \x85, \u2028 ... (issue 48)
-            lines = stream.read().split('\n')
-            if lines[-1] == '':
-                lines.pop()
-    except OSError as err:
-        raise InputError(f'cannot read perf log {path}: {err.strerror}') from None
+    # at newlines only, read as bytes: str.splitlines() also splits at \x1c-\x1e, \x85, \u2028
+    # ..., and a text stream turns \r into a newline (issue 48)
+    lines = _read(path).split('\n')
+    if lines[-1] == '':
+        lines.pop()
     if not lines:
         raise InputError(f'perf log {path} is empty (no header)')
     if lines[0].startswith('SQLite format 3'):

@@ -8,6 +8,7 @@ from collections import defaultdict
 from dataclasses import dataclass
 
 from mlcheck.ab import rounds
+from mlcheck.visible import visible
 
 NOT_RECORDED = 'settings not recorded'   # how values without a settings column are labelled
 
@@ -34,6 +35,16 @@ class Sample:
     num_tasks: int = 0    # its ranks, where the record says (the results database): 0 unknown
     machine_speed: float = None   # the machine's speed its references were brought to, if recorded
 
+    def __post_init__(self):
+        # every text of a record comes from data others write: its control characters (a newline
+        # that would start a forged `scontrol update ... State=RESUME` line, a tab, an escape)
+        # are escaped here, the one place every reader's records pass, so that no value can
+        # start or hide a line of any output (issue 48)
+        for field in _TEXT_FIELDS:
+            text = getattr(self, field)
+            if isinstance(text, str) and text != visible(text):
+                object.__setattr__(self, field, visible(text))
+
     @property
     def key(self):
         """What is compared like with like: the test, its settings (its inputs: run_inputs()) and
@@ -48,6 +59,10 @@ class Sample:
     def check(self):
         """The test's class name, which keys its references."""
         return self.name.split()[0]
+
+
+_TEXT_FIELDS = ('partition', 'name', 'image', 'var', 'unit', 'jobid', 'nodelist', 'result', 'source',
+                'settings', 'stack', 'problem')
 
 
 def run_inputs(settings):

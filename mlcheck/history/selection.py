@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from mlcheck.errors import InputError
 from mlcheck.harness.reframe_api import time_period
 from mlcheck.history.database import SESSION_UUID, failure_line, samples_of_testcases
-from mlcheck.history.perflog import perflog_files, read_perflog
+from mlcheck.history.perflog import UnreadableFile, perflog_files, read_perflog
 
 LATEST = 'latest'
 # the start of a session's UUID, as the report's tables and docs show it (8 characters or more)
@@ -103,8 +103,15 @@ def load(selection, database=None, with_failed=False, left_out=None):
                             f'({len(failures)}: {failures[0]})')
     else:
         left_out = [] if left_out is None else left_out
-        samples = [s for path in perflog_files(selection.path)
-                   for s in read_perflog(path, selection.period, with_failed, left_out)]
+        samples, files = [], perflog_files(selection.path)
+        for path in files:
+            try:
+                samples += read_perflog(path, selection.period, with_failed, left_out)
+            except UnreadableFile as err:
+                if len(files) == 1:
+                    raise
+                # one planted file (a FIFO, a link to /dev/zero) must not stop every report
+                print(f'{err}; its file left out', file=sys.stderr)
         where = f'perf log {selection.path}'
         if left_out:
             print(f'{len(left_out)} unreadable perf log line(s) left out (named above)',

@@ -69,6 +69,7 @@ from mlcheck.simulated.processes import (Failure, Sim, check_ports, give_the_cor
 # write access), and /run/lock, where it was, lets every user make files
 LOCK_FILE = '/run/mlcheck-simslurm.lock'
 LOCK_WAIT_S = 300
+OLD_LOCK_FILE = '/run/lock/simslurm.lock'     # where the lock was before issue 48
 HOSTS_FILE = '/etc/hosts'
 
 
@@ -86,6 +87,20 @@ def take_lock(path=LOCK_FILE, wait_s=LOCK_WAIT_S):
         raise Failure(f'the lock {path} is not ours alone (uid {info.st_uid}, mode '
                       f'{stat.S_IMODE(info.st_mode):o}): others could hold it; remove it')
     return fd
+
+
+def remove_old_lock(path=OLD_LOCK_FILE):
+    """Remove the lock file of earlier versions where it is ours (an empty regular file of this
+    user, not a link): left there, it only misleads whoever looks for the cluster's lock."""
+    try:
+        info = os.lstat(path)
+    except FileNotFoundError:
+        return False
+    if not stat.S_ISREG(info.st_mode) or info.st_uid != os.geteuid() or info.st_size:
+        return False
+    os.unlink(path)
+    say(f'removed the lock file of an earlier version: {path}')
+    return True
 
 
 def check_prereqs():
@@ -207,6 +222,7 @@ def cmd_up(sim):
     if healthy(sim, config):
         return already_up(sim)
     take_lock()
+    remove_old_lock()
     if healthy(sim, config):      # a concurrent `up` may have done the work meanwhile
         return already_up(sim)
     try:

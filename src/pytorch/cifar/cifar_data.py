@@ -18,12 +18,13 @@ import io
 import itertools
 import os
 import pickle
-import stat
 import sys
 import time
 
 import torch
 from torchvision import datasets, transforms
+
+from regular_file import NotRegular, read_regular  # src/pytorch, on the programs' sys.path
 
 MEAN, STD = (0.5071, 0.4865, 0.4409), (0.2673, 0.2564, 0.2762)
 NUM_CLASSES = 100
@@ -71,19 +72,13 @@ def read_cifar_file(path, trusted=None):
     name = os.path.basename(path)
     # not through a link (to /dev/zero, say), and never waiting on a FIFO: every rank would hang
     try:
-        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+        content, info = read_regular(path, MAX_BYTES.get(name, 0), with_stat=True)
+    except NotRegular as err:
+        sys.exit(f'CIFAR-100 file {path} is not a regular file of at most {MAX_BYTES.get(name, 0)} '
+                 f'bytes ({err}): not read; stage it again')
     except OSError as err:
         sys.exit(f'CIFAR-100 file {path} cannot be opened ({err.strerror}; a link is not followed): '
                  'stage it again')
-    with open(fd, 'rb') as stream:
-        info = os.fstat(fd)       # of the file read, whatever the name points at later
-        if not stat.S_ISREG(info.st_mode) or info.st_size > MAX_BYTES.get(name, 0):
-            sys.exit(f'CIFAR-100 file {path} is not a regular file of at most '
-                     f'{MAX_BYTES.get(name, 0)} bytes (mode {info.st_mode:o}, {info.st_size} bytes): '
-                     'not read; stage it again')
-        content = stream.read(info.st_size + 1)
-    if len(content) > info.st_size:
-        sys.exit(f'CIFAR-100 file {path} grew while it was read: not read; stage it again')
     if not trusted and (info.st_uid not in (0, os.getuid()) or info.st_mode & 0o022):
         sys.exit(f'CIFAR-100 file {path} can be written by others (owner uid {info.st_uid}, '
                  f'mode {info.st_mode & 0o777:o}): not read; stage it privately, or set '

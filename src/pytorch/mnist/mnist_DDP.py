@@ -54,8 +54,13 @@ from epochs import (RankShare, add_epoch_arguments, endless_batches, epoch_summa
 from solo_phase import SoloPhase, Throttle, add_rank_speed_arguments, private_batches  # noqa: E402
 from program_knobs import MNIST, add_arguments, stated  # noqa: E402
 import telemetry  # noqa: E402
+from regular_file import NotRegular, read_regular  # noqa: E402
 
 MNIST_MEAN, MNIST_STD = 0.1307, 0.3081
+# the published files' sizes (yann.lecun.com/exdb/mnist): no file of the set is read past its own,
+# another name past the largest
+MAX_BYTES = {'train-images-idx3-ubyte': 47_040_016, 'train-labels-idx1-ubyte': 60_008,
+             't10k-images-idx3-ubyte': 7_840_016, 't10k-labels-idx1-ubyte': 10_008}
 
 
 def get_args_parser():
@@ -99,8 +104,11 @@ def read_idx(path, dims):
     """An IDX file of unsigned bytes with `dims` dimensions (MNIST's format: two zero bytes, the
     type 0x08, the number of dimensions, each dimension as a big-endian int32, then the bytes) ->
     a uint8 tensor of that shape; a file of another shape or size ends the program in one line."""
-    with open(path, 'rb') as f:
-        data = f.read()
+    # never through a link (to /dev/zero), never waiting on a FIFO, never past the published size
+    try:
+        data = read_regular(path, MAX_BYTES.get(os.path.basename(path), max(MAX_BYTES.values())))
+    except (NotRegular, OSError) as err:
+        sys.exit(f'{path}: not read ({getattr(err, "strerror", None) or err}; a link is not followed)')
     header = 4 + 4 * dims
     if len(data) < header or data[:4] != bytes([0, 0, 0x08, dims]):
         sys.exit(f'{path}: not an IDX file of {dims}-dimensional unsigned bytes')

@@ -1,0 +1,380 @@
+"""Issue 48, the re-check's bypasses (/tmp/sec48 of the red team): records, files and links that
+others write neither run code when a printed command is pasted, nor forge a line, nor write
+outside where the user asked, nor stop or hang every report. Each test was seen failing on
+8e9d6a4 first (tests/test_data_from_others.py holds the first round's)."""
+
+import ctypes
+import dataclasses
+import json
+import os
+import random
+import shlex
+import shutil
+import signal
+import sqlite3
+import threading
+import time
+
+import pytest
+
+from command_line import run_main
+from mlcheck import REPO
+from mlcheck.commands import baseline, nodes, report
+from mlcheck.errors import ConfigError, InputError
+from mlcheck.figures import stack
+from mlcheck.history import hostlist
+from mlcheck.history.perflog import read_perflog
+from node_sessions import session
+from mlcheck.history import cells
+from perflogs import BASELINE, samples, write_perflog
+from results_databases import new_session, store, sweep
+from scenario_bank import Fault, build
+
+CONFIG = os.path.join(REPO, 'config', 'simulated.py')
+
+# a shell command after a `;`: run by whoever pastes the printed line
+EVIL_IMAGE = '0;touch /tmp/mlcheck-pwned;'
+
+
+def _upgrade_with_image(image):
+    """Before and after of an upgrade whose nid001 got slower, its image named `image`."""
+    before, after = build(random.Random(1), [Fault('node', 'nid001', 0.25)], noise=0.01, recorded=False)
+    named = lambda s: dataclasses.replace(s, image=image, name=s.name.replace(s.image, image))
+    return ([named(s) for s in before if s.var != cells.RANK_VAR],
+            [named(s) for s in after if s.var != cells.RANK_VAR])
+
+
+def test_a_separating_command_never_prints_an_image_that_the_shell_would_run(tmp_path, capsys):
+    """Item 1: `-P image=0;touch ...;` was printed as it was stored."""
+    before, after = _upgrade_with_image(EVIL_IMAGE)
+    logs = [write_perflog(tmp_path / 'b.log', before), write_perflog(tmp_path / 'a.log', after)]
+    _, out, _ = run_main(capsys, report.main, *logs)
+    separating = [line.split('to separate them: ')[1] for line in out.splitlines() if 'to separate them: ' in line]
+    assert separating, out
+    for line in separating:
+        assert 'touch' not in line.split(' (')[0] or 'no command printed' in line, line
+        assert f"image {EVIL_IMAGE!r} of the data is not a plain name" in line, line
+
+
+def test_a_separating_command_is_quoted_word_by_word(tmp_path, capsys):
+    """A plain image still gets its command, which the shell splits into the words meant."""
+    before, after = _upgrade_with_image('torch-2.12.0')
+    logs = [write_perflog(tmp_path / 'b.log', before), write_perflog(tmp_path / 'a.log', after)]
+    _, out, _ = run_main(capsys, report.main, *logs)
+    [line] = [line.split('to separate them: ')[1] for line in out.splitlines() if 'to separate them: ' in line]
+    command = shlex.split(line.split(' (')[0])
+    assert command[:4] == ['reframe', '-c', 'checks/', '-r'] and 'image=torch-2.12.0' in command, line
+
+
+# --- records from a results database that others write ---------------------------------------------
+
+NOW = time.time()
+GOOD, NEWER = new_session(), new_session()
+
+
+@pytest.fixture(scope='module')
+def stored(tmp_path_factory):
+    """A database ReFrame wrote: one six-node sweep, and a newer one (two nodes) to spoil."""
+    folder = tmp_path_factory.mktemp('stored')
+    path, _ = store(folder, sweep(GOOD, NOW - 3600, (100.0, 101.0, 99.0, 100.5, 99.5, 100.2)),
+                    sweep(NEWER, NOW - 60))
+    os.remove(folder / '.db.lock')    # ReFrame's own, from writing
+    return path
+
+
+@pytest.fixture
+def database(stored, tmp_path):
+    path = tmp_path / 'results.db'
+    shutil.copy(stored, path)
+    return path
+
+
+def changed(path, session, change, text=None):
+    """The stored run report of `session` changed by change(report), or replaced by `text`."""
+    with sqlite3.connect(path) as db:
+        (blob,) = db.execute('SELECT json_blob FROM sessions WHERE uuid = ?', (session,)).fetchone()
+        report = json.loads(blob)
+        change(report)
+        db.execute('UPDATE sessions SET json_blob = ? WHERE uuid = ?', (text or json.dumps(report), session))
+    db.close()
+
+
+FORGED = 'scontrol update NodeName=nid[001-999] State=RESUME'
+
+
+def forge(report):
+    """mk8.py's: each text field of each test case holding a line break, a tab or an escape."""
+    for case in report['runs'][0]['testcases']:
+        case['name'] += f'\n{FORGED}\n\tfake\x0bvt'
+        case['fail_reason'] = 'sanity\tx\x1b]52;c;aWQ=\x07 tab'
+        case['image'], case['partition'] = 'host\nIMAGE-LINE', 'cluster\nPART-LINE'
+        case['software_stack'] = 'torch=1\n\x1b[31mRED'
+        case['result'], case['fail_phase'] = 'fail', 'sanity'
+
+
+def test_no_data_value_starts_a_line_of_any_output(database, tmp_path, capsys):
+    """Item 2: a newline in a stored test name wrote a stand-alone RESUME line to stdout and nodes.md."""
+    changed(database, NEWER, forge)
+    code, out, err = run_main(capsys, nodes.main, 'latest', '--db', str(database), '-C', CONFIG,
+                              '-o', str(tmp_path / 'out'))
+    code2, out2, err2 = run_main(capsys, report.main, GOOD, 'latest', '--db', str(database), '-C', CONFIG,
+                                 '-o', str(tmp_path / 'rep'))
+    written = (tmp_path / 'out' / 'nodes.md').read_text() + (tmp_path / 'rep' / 'report.md').read_text()
+    for text in (out, err, out2, err2, written):
+        for line in text.splitlines():
+            assert not line.lstrip('- *`').startswith((FORGED, 'PART-LINE', 'IMAGE-LINE', 'RED', 'fake')), line
+        assert '\tfake' not in text and '\x1b' not in text
+    assert '\\x0a' + FORGED in out + written      # said, escaped
+
+
+# --- files written where the user asked, never through a link ---------------------------------------
+
+class Hung(Exception):
+    """Not an OSError (as TimeoutError is), which the code under test may catch and go on."""
+
+
+def within(seconds, run):
+    """run(), or Hung where it hangs past `seconds` (a FIFO opened for reading)."""
+    def alarm(*_):
+        raise Hung(f'hung for {seconds} s')
+    old = signal.signal(signal.SIGALRM, alarm)
+    signal.alarm(seconds)
+    try:
+        return run()
+    finally:
+        signal.alarm(0)
+        signal.signal(signal.SIGALRM, old)
+
+
+def test_report_files_are_never_written_through_a_planted_link(tmp_path, capsys):
+    """Item 3: report.md, nodes.md and the PNGs went through links in -o DIR; a dangling one
+    created its target."""
+    before = samples(BASELINE)
+    logs = [write_perflog(tmp_path / 'b.log', before), write_perflog(tmp_path / 'a.log', before)]
+    out, victims = tmp_path / 'out', tmp_path / 'victims'
+    out.mkdir(), victims.mkdir()
+    (victims / 'kept').write_text('mine\n')
+    (out / 'report.md').symlink_to(victims / 'kept')
+    (out / 'scaling-sim-cluster-MNISTDistributedCheck.png').symlink_to(victims / 'made')
+    (out / 'nodes.md').symlink_to(victims / 'made2')
+    run_main(capsys, report.main, *logs, '-o', str(out))
+    run_main(capsys, nodes.main, logs[1], '-o', str(out))
+    assert sorted(p.name for p in victims.iterdir()) == ['kept'] and (victims / 'kept').read_text() == 'mine\n'
+    assert not any(p.is_symlink() for p in out.iterdir())
+    assert (out / 'report.md').read_text().startswith('# Performance')
+
+
+def _refs_record(refs, capsys):
+    from perflogs import BASELINE, spec
+    return run_main(capsys, baseline.main, spec(BASELINE), '--references-dir', str(refs))
+
+
+def test_a_references_file_that_is_a_fifo_is_refused_not_waited_on(tmp_path, capsys):
+    """Item 3: a FIFO named sim.yaml hung mlcheck-baseline for ever."""
+    os.mkfifo(tmp_path / 'sim.yaml')
+    code, out, err = within(10, lambda: _refs_record(tmp_path, capsys))
+    assert code == 2 and 'is not a regular file' in err and err.count('\n') == 1, err
+
+
+def test_a_references_lock_that_is_a_link_is_one_line(tmp_path, capsys):
+    """Item 3: a co-writer's link at .sim.yaml.lock gave an internal error (ELOOP)."""
+    (tmp_path / '.sim.yaml.lock').symlink_to(tmp_path / 'elsewhere')
+    code, out, err = _refs_record(tmp_path, capsys)
+    assert code == 2 and 'the references lock' in err and 'a link is not followed' in err, err
+    assert not (tmp_path / 'elsewhere').exists()
+
+
+def test_no_set_id_bit_of_the_old_file_is_copied(tmp_path, capsys):
+    """Item 3: mode 6777 of a planted sim.yaml was given to the new file."""
+    (tmp_path / 'sim.yaml').write_text('# references\n')
+    os.chmod(tmp_path / 'sim.yaml', 0o6777)
+    code, _, err = _refs_record(tmp_path, capsys)
+    assert code == 0, err
+    assert os.stat(tmp_path / 'sim.yaml').st_mode & 0o7000 == 0
+
+
+def test_swapping_a_folder_for_a_link_mid_way_writes_nothing_outside(tmp_path, capsys):
+    """Item 3: sim.yaml -> sub/sim.yaml with sub swapped (renameat2) between a real folder and a
+    link out: the check passed on the folder, the write went through the link (4 in 30 runs)."""
+    libc = ctypes.CDLL(None, use_errno=True)
+    refs, outside = tmp_path / 'refs', tmp_path / 'outside'
+    refs.mkdir(), outside.mkdir(), (refs / 'inner').mkdir()
+    (refs / 'inner' / 'sim.yaml').write_text('{}\n')
+    (refs / 'sim.yaml').symlink_to('sub/sim.yaml')
+    (refs / 'sub').symlink_to(outside)
+    os.rename(refs / 'inner', refs / 'real')
+    (refs / 'sub').rename(refs / 'link')
+    (refs / 'real').rename(refs / 'sub')      # sub: the real folder; link: the way out
+    stop = threading.Event()
+
+    def swap():
+        while not stop.is_set():
+            libc.renameat2(-100, str(refs / 'sub').encode(), -100, str(refs / 'link').encode(), 2)
+    swapper = threading.Thread(target=swap, daemon=True)
+    swapper.start()
+    try:
+        for _ in range(30):
+            _refs_record(refs, capsys)
+    finally:
+        stop.set()
+        swapper.join()
+    assert list(outside.iterdir()) == []
+
+
+# --- data that stopped or hung every report ---------------------------------------------------------
+
+@pytest.mark.parametrize('spoil, said', [
+    (lambda r: None, 'RecursionError'),           # the JSON text replaced: 100,000 lists deep
+    (lambda r: r['runs'][0]['testcases'][0].update(num_nodes=float('inf')), 'OverflowError'),
+], ids=['nested-json', 'num-nodes-infinity'])
+def test_a_spoiled_newest_session_is_named_not_the_end_of_every_report(database, capsys, spoil, said):
+    """Item 4: JSON nested deep (RecursionError) and `num_nodes: Infinity` (OverflowError) were
+    internal errors of mlcheck-nodes, -report and -baseline."""
+    text = '[' * 100_000 + ']' * 100_000 if said == 'RecursionError' else None
+    changed(database, NEWER, spoil, text)
+    code, out, err = run_main(capsys, nodes.main, 'latest', '--db', str(database), '-C', CONFIG)
+    assert 'internal error' not in err and said in err and 'left out' in err, err
+    code, out, err = run_main(capsys, report.main, GOOD, 'latest', '--db', str(database), '-C', CONFIG)
+    assert 'internal error' not in err, err
+
+
+def test_a_test_case_id_of_5000_digits_is_not_read(database, capsys):
+    """Item 4: int() of a 5000-digit run index raised ValueError in a period's selection."""
+    with sqlite3.connect(database) as db:
+        db.execute("UPDATE testcases SET uuid = ? WHERE rowid = (SELECT max(rowid) FROM testcases)",
+                   (f'{NEWER}:{"9" * 5000}:0',))
+    db.close()
+    day = time.strftime('%Y%m%d', time.localtime(NOW - 86400))
+    code, out, err = run_main(capsys, nodes.main, f'{day}:now', '--db', str(database), '-C', CONFIG)
+    assert 'internal error' not in err and code in (0, 1), err
+
+
+def test_a_session_of_an_unknown_version_does_not_block_latest(database, capsys):
+    """Item 4: the newest session's unknown data_version refused `latest` for good; it is now
+    named and the newest readable session taken."""
+    changed(database, NEWER, lambda r: r['session_info'].update(data_version='9.9'))
+    code, out, err = run_main(capsys, nodes.main, 'latest', '--db', str(database), '-C', CONFIG)
+    assert code in (0, 1) and f"session {NEWER}: run report data version '9.9'" in err, err
+    assert '6 node(s): 6 healthy' in out          # GOOD's sweep, six nodes
+
+
+def test_a_host_list_of_20000_brackets_is_bad_input():
+    """Item 4: `n` and 20,000 `[1]` exceeded the recursion limit of the expansion."""
+    with pytest.raises(InputError, match='bad host name'):
+        hostlist.expand('n' + '[1]' * 20_000)
+
+
+def test_one_bad_node_list_leaves_out_its_record_not_the_sweep(tmp_path, capsys):
+    """Item 4: one record's unreadable node list stopped mlcheck-nodes for every node; it is
+    named and left out, no node resumed, and the exit status is not 0."""
+    found = session(4, 0.01, {}, random.Random(1))
+    bad = dataclasses.replace(found[0], nodelist='nid[1-' + '9' * 20 + ']', name=found[0].name)
+    log = write_perflog(tmp_path / 'sweep.log', found + [bad])
+    code, out, err = run_main(capsys, nodes.main, log)
+    assert code == 1 and 'record left out' in err, err
+    assert 'record(s) left out: their node lists cannot be read' in out and 'State=RESUME' not in out
+
+
+@pytest.mark.parametrize('plant', ['fifo', 'zero', 'fifo-h1'])
+def test_a_planted_perf_log_file_hangs_nothing(tmp_path, capsys, plant):
+    """Item 4: a FIFO *.log, a *.log -> /dev/zero link, a FIFO *.log.h1 in a perf log
+    directory hung every command."""
+    found = session(4, 0.01, {}, random.Random(1))
+    write_perflog(tmp_path / 'a.log', found)
+    planted = tmp_path / ('a.log.h1' if plant == 'fifo-h1' else 'b.log')
+    os.mkfifo(planted) if plant.startswith('fifo') else planted.symlink_to('/dev/zero')
+    code, out, err = within(20, lambda: run_main(capsys, nodes.main, str(tmp_path)))
+    assert code in (0, 1) and '4 node(s): 4 healthy' in out, err
+
+
+def test_a_carriage_return_splits_no_perf_log_record(tmp_path):
+    """Item 5: a text stream read \\r as a newline, so a record with one became two bad lines."""
+    found = session(4, 0.01, {}, random.Random(1))[:2]
+    odd = [dataclasses.replace(s, stack='torch=2.9\rfake') for s in found]
+    path = write_perflog(tmp_path / 'cr.log', odd)
+    left_out = []
+    read = read_perflog(path, left_out=left_out, with_failed=True)
+    assert left_out == [] and len(read) == len(odd)
+
+
+def test_a_text_setting_with_a_control_character_is_refused():
+    """Item 5: stack._clean let \\r and other control characters through in -S string values."""
+    from types import SimpleNamespace
+    with pytest.raises(ConfigError, match='control character'):
+        stack.settings_of(SimpleNamespace(model='resnet\r50'), ['model'])
+    assert '\r' not in stack.encode({'torch': '2.9\rx\x1b[2K'})
+
+
+# --- ReFrame's perf log and its lock ------------------------------------------------------------------
+
+def test_a_perf_log_or_lock_that_is_a_link_is_refused_and_our_old_lock_tightened(tmp_path):
+    """Item 6: ReFrame opens the log and `.X.lock` following links (a co-writer's dangling lock
+    link made root create a file outside); an old 0664 lock stayed 0664, held by anyone."""
+    from mlcheck.harness.config import checked_perflog_files
+    (tmp_path / '.X.lock').symlink_to(tmp_path / 'outside')
+    with pytest.raises(ConfigError, match='is a symbolic link'):
+        checked_perflog_files(str(tmp_path), 'X')
+    (tmp_path / 'Y.log').symlink_to(tmp_path / 'outside.log')
+    with pytest.raises(ConfigError, match='is a symbolic link'):
+        checked_perflog_files(str(tmp_path), 'Y')
+    (tmp_path / '.Z.lock').touch()
+    os.chmod(tmp_path / '.Z.lock', 0o664)
+    checked_perflog_files(str(tmp_path), 'Z')
+    assert os.stat(tmp_path / '.Z.lock').st_mode & 0o777 == 0o660
+    assert not (tmp_path / 'outside').exists()
+
+
+def test_the_perf_log_directory_is_where_reframe_writes(tmp_path):
+    """The directory the check guards is the one ReFrame's filelog handler writes (its prefix and
+    --perflogdir's basedir), read from a loaded site config."""
+    from mlcheck.harness.config import perflog_directories
+    from mlcheck.harness.reframe_api import runtime_for
+    rt = runtime_for(CONFIG, 'sim')
+    [directory] = perflog_directories(rt.site_config, rt.system.prefix, 'sim', 'cluster')
+    assert directory.endswith('/sim/cluster') and os.path.isabs(directory)
+
+
+# --- smaller residues ---------------------------------------------------------------------------------
+
+def test_a_wal_database_gets_no_file_beside_it(database, capsys):
+    """Item 7: read-only sqlite still made a -shm file beside a WAL-mode database (through a
+    planted link too)."""
+    with sqlite3.connect(database) as db:
+        db.execute('PRAGMA journal_mode=WAL')
+    db.close()
+    assert database.read_bytes()[18:20] == b'\x02\x02'
+    (database.parent / 'results.db-shm').symlink_to(database.parent / 'made')
+    code, out, err = run_main(capsys, nodes.main, 'latest', '--db', str(database), '-C', CONFIG)
+    assert code in (0, 1), err
+    assert sorted(p.name for p in database.parent.iterdir()) == ['results.db', 'results.db-shm']
+    assert not (database.parent / 'made').exists()
+
+
+def test_a_digits_only_selection_says_which_session_it_took(database, capsys):
+    """Item 7: `mlcheck-nodes 20261127`, a date without its :END, silently took a session whose
+    id starts with those digits."""
+    digits = '20261127' + NEWER[8:]
+    changed(database, NEWER, lambda r: r['session_info'].update(uuid=digits))
+    with sqlite3.connect(database) as db:
+        db.execute('UPDATE sessions SET uuid = ? WHERE uuid = ?', (digits, NEWER))
+    db.close()
+    code, out, err = run_main(capsys, nodes.main, '20261127', '--db', str(database), '-C', CONFIG)
+    assert f"selection '20261127' (digits only) is taken as the start of session {digits}" in err, err
+
+
+def test_a_huge_bad_host_name_is_said_in_a_short_line():
+    """Item 7: the bad-host-name error printed a 10 MB name."""
+    with pytest.raises(InputError) as refused:
+        hostlist.checked('x;' * 5_000_000, 'somewhere')
+    assert len(str(refused.value)) < 300
+
+
+def test_up_removes_the_old_lock_file_only_where_it_is_ours(tmp_path):
+    """Item 7: /run/lock/simslurm.lock of before issue 48 stayed."""
+    from mlcheck.simulated.simslurm import remove_old_lock
+    old = tmp_path / 'simslurm.lock'
+    old.touch()
+    assert remove_old_lock(str(old)) and not old.exists()
+    old.symlink_to(tmp_path / 'elsewhere')
+    (tmp_path / 'elsewhere').touch()
+    assert not remove_old_lock(str(old)) and old.is_symlink()
