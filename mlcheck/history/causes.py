@@ -407,16 +407,15 @@ def _pinned(named, free, names, lost):
     target = named[0]
     links = [n for n in names if n.startswith('the link of ')]
     if links and free:
-        return (f'{RUN} -n {INTERCONNECT} -P num_nodes=2 -J nodelist={target},{free[0]} (the interconnect '
-                f'between {target} and a node not named: the link of {target} slows it, the others do not)')
-    if not lost:
+        return _command([('-n', INTERCONNECT)], None, 2, ['-J', f'nodelist={target},{free[0]}'],
+                        f'the interconnect between {target} and a node not named: the link of '
+                        f'{target} slows it, the others do not')
+    checks, image = lost
+    if not checks or checks[0][1] == INTERCONNECT:
         return ''
-    training = lost if not lost.startswith(f'-n {INTERCONNECT}') else ''
-    if not training:
-        return ''
-    return (f'{RUN} {training} -P num_nodes=1 -J nodelist={target} (the same check on {target} alone: '
-            f'a slow {target} slows it, another node does not; a GPU of {target} also lowers '
-            f'{RANK_VAR}, a whole node does not)')
+    return _command(checks, image, 1, ['-J', f'nodelist={target}'],
+                    f'the same check on {target} alone: a slow {target} slows it, another node '
+                    f'does not; a GPU of {target} also lowers {RANK_VAR}, a whole node does not')
 
 
 # a word that the shell reads as itself (what shlex.quote leaves as it is), not an option
