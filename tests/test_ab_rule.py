@@ -487,6 +487,14 @@ def test_the_rounds_that_would_decide_are_sized_from_the_estimate_and_none_near_
     assert "the estimate 0.977 sits near 0.970 (1 - threshold): no practical number of rounds decides" in \
         verdict.reason and "about the threshold's size" in verdict.reason, verdict.reason
     assert '-S ab_rounds=' not in verdict.reason
+    # near the threshold but quiet rounds, a job cut short at 13 of 30 (its time limit): the
+    # rounds it may run would decide, so they are said, not "no practical number" (its first
+    # version said "no practical number of rounds decides (at this spread 18 or more...)")
+    rng = random.Random(1)
+    cut = rule.judge([1000.0] * 13, [978 * math.exp(rng.gauss(0, 0.01)) for _ in range(13)], 0.03, most=30)
+    assert cut.verdict == 'inconclusive' and 'the job ended after 13 of its 30 rounds' in cut.reason, cut.reason
+    assert '30 rounds decide at this spread 90% of the time' in cut.reason and 'practical' not in cut.reason, \
+        cut.reason
 
 
 def test_a_round_is_named_only_where_removing_it_decides():

@@ -205,7 +205,7 @@ def inconclusive(verdict, said, threshold=None, most=None, alpha=None, ratios=()
     the threshold, the most rounds, the last look's share and the rounds' `ratios`, what would
     decide: the rounds at the spread measured, sized from the estimate's distance to the
     threshold (the boundary a pass or a `slower` must cross), or that no practical number does
-    where the estimate sits near the threshold; none where rounds lie far from the rest on either
+    where the estimate sits near the threshold and they pass the most; none where rounds lie far from the rest on either
     side (more rounds leave them there, and they widen the spread), and instead of a number the
     one round whose removal alone decides, where one does."""
     if threshold is not None and not verdict.far_slow and not verdict.far_fast:
@@ -220,7 +220,7 @@ def inconclusive(verdict, said, threshold=None, most=None, alpha=None, ratios=()
         if without is not None and without.decided:
             said += (f'; one round alone keeps it undecided, {far_rounds(ratios, [lowest + 1])}: without it '
                      f'the rounds say {without.verdict}; {rerun_words([lowest + 1])}')
-        elif distance < -NEAR * math.log(1 - threshold):
+        elif needed > most and distance < -NEAR * math.log(1 - threshold):
             said += (f'; the estimate {verdict.ratio:.3f} sits near {1 - threshold:.3f} (1 - threshold): no '
                      f'practical number of rounds decides (at this spread {needed} or more, were the estimate '
                      "the truth); the change is about the threshold's size")
