@@ -124,3 +124,30 @@ def test_a_step_whose_rate_is_not_finite_is_a_failed_step_and_the_look_stops(tmp
     look.main(['6', '--fact', 'samples_per_s', '--threshold', '0.03', '--most', '30'])
     assert capsys.readouterr().out.strip() == 'stop'
     assert 'round 4 B: no finite samples_per_s above 0 in its output' in (tmp_path / look.LOOKS_FILE).read_text()
+
+
+def test_a_failed_warm_up_step_is_a_failed_step_named_and_the_look_stops(tmp_path, monkeypatch, capsys):
+    """The second red-team's warmup-failed job: B's warm-up step exited 1 and no look nor verdict
+    said so. An image whose first step fails has failed: the look stops and names it."""
+    monkeypatch.chdir(tmp_path)
+    for round_ in range(1, 7):
+        write_step(tmp_path, round_, 'A', 0, 1000.0)
+        write_step(tmp_path, round_, 'B', 0, 1000.0)
+    for side, status in (('A', '0'), ('B', '1')):
+        (tmp_path / rounds.DIR / f'{rounds.WARM_UP}-{side}.out').write_text('')
+        (tmp_path / rounds.DIR / f'{rounds.WARM_UP}-{side}.status').write_text(status + '\n')
+    look.main(['6', '--fact', 'samples_per_s', '--threshold', '0.03', '--most', '30'])
+    assert capsys.readouterr().out.strip() == 'stop'
+    assert 'warm-up B: exit status 1' in (tmp_path / look.LOOKS_FILE).read_text()
+    assert rounds.warm_up_problems(tmp_path, {'A': 'old', 'B': 'new'}) == ['warm-up new: exit status 1']
+
+
+def test_the_look_at_the_last_round_gives_the_verdict_not_the_job_goes_on(tmp_path, monkeypatch, capsys):
+    """The look after the most rounds said 'undecided after 30 of up to 30 rounds; the job goes on'."""
+    monkeypatch.chdir(tmp_path)
+    for round_ in range(1, 9):
+        write_step(tmp_path, round_, 'A', 0, 1000.0)
+        write_step(tmp_path, round_, 'B', 0, 1000.0 * (0.9 if round_ % 2 else 1.1))
+    look.main(['8', '--fact', 'samples_per_s', '--threshold', '0.03', '--most', '8'])
+    said = (tmp_path / look.LOOKS_FILE).read_text()
+    assert 'inconclusive' in said and 'goes on' not in said, said

@@ -79,14 +79,15 @@ def test_a_shift_that_no_round_puts_past_the_threshold_is_never_slower(data, thr
 
 
 @EXAMPLES
-@given(st.data(), st.floats(0.01, 0.15), st.integers(1, 8), st.floats(0.0, 0.3))
-def test_an_image_slow_in_some_rounds_is_never_same_nor_not_slower(data, threshold, slow, amplitude):
+@given(st.data(), st.floats(0.01, 0.15), st.integers(1, 8), st.floats(0.0, 0.3), st.floats(0.0, 0.3))
+def test_an_image_slow_in_some_rounds_is_never_same_nor_not_slower(data, threshold, slow, amplitude, gain):
     """A loss past twice the threshold and far from the other rounds (half speed, say) in `slow`
-    rounds, fewer than half of them, the others' noise within a quarter of the threshold a step:
-    the check never passes, whatever the rounds and the looks."""
+    rounds, fewer than half of them, the others' noise within a quarter of the threshold a step,
+    and B up to 30 % faster in them (the second red-team's W1: `faster`): the check never
+    passes, whatever the rounds and the looks."""
     drift = data.draw(slow_drift(amplitude))
     sigma = threshold / 4
-    a, b = rounds(0.0, bounded_noise(data.draw, sigma), drift)
+    a, b = rounds(-gain, bounded_noise(data.draw, sigma), drift)
     hit = data.draw(st.lists(st.integers(0, len(drift) - 1), min_size=1,
                              max_size=min(slow, (len(drift) - 1) // 2), unique=True))
     # the others' log(B/A) within +-w, their median too, their MAD at most 2w: far from them is
@@ -175,9 +176,12 @@ def test_a_wide_spread_is_inconclusive_and_says_the_rounds_that_would_decide():
     rng = random.Random(5)
     a, b = rounds(0.0, lambda: rng.gauss(0, 0.08), [1.0] * 12)
     verdict = rule.judge(a, b, 0.02, most=12)
-    n = rule.rounds_to_decide(verdict.sd, 0.02, rule.split((6, 12))[-1])
+    # sized from the estimate's distance to the threshold, the boundary a pass must cross (W4a)
+    distance = math.log(verdict.ratio) - math.log(0.98)
+    n = rule.rounds_to_decide(verdict.sd, 0.02, rule.split((6, 12))[-1], distance)
     assert verdict.verdict == 'inconclusive' and n > 12
-    assert f'about {n} rounds would decide at this spread (-S ab_rounds={n})' in verdict.reason, verdict.reason
+    assert f'about {n} rounds would decide at this spread and estimate (-S ab_rounds={n})' in verdict.reason, \
+        verdict.reason
 
 
 def test_a_job_cut_short_before_its_last_look_is_inconclusive():
@@ -237,13 +241,17 @@ def test_a_control_says_the_threshold_its_rounds_support_not_the_ceiling():
     assert f'past the ceiling 0.1: with 6 rounds this partition cannot judge at 0.1, about {n} rounds would' in line
 
 
-def test_one_round_far_below_the_rest_blocks_a_pass_and_one_on_each_side_does_not():
+def test_one_round_far_below_the_rest_blocks_a_pass_and_one_far_above_does_not_cancel_it():
     quiet = [1.0, 1.01, 0.99, 1.005, 0.995, 1.0] * 5        # 30 rounds within 1 %
     one_slow = quiet[:29] + [0.85]     # alone, its interval would be inside 1 +- 0.03: same
     verdict = rule.judge([1.0] * 30, one_slow, 0.03)
-    assert verdict.verdict == 'inconclusive' and 'slow in some rounds, never same: 1 of 30 far below' in verdict.reason
-    both = quiet[:28] + [0.9, 1.1]       # noise on both sides alike: as an unchanged image's
-    assert rule.judge([1.0] * 30, both, 0.03).verdict in rule.PASSING
+    assert verdict.verdict == 'inconclusive' and 'slow in some rounds, never same, not slower nor faster: 1 of 30 far below' in verdict.reason
+    # a round far above does not cancel it (W1c, W4c of the second red-team: it made such an
+    # image `not slower`); rounds past twice the threshold but not far from the rest do not block
+    both = quiet[:28] + [0.9, 1.1]
+    assert rule.judge([1.0] * 30, both, 0.03).verdict == 'inconclusive'
+    noisy = [1.0, 1.05, 0.95, 1.065, 0.935, 1.0] * 5
+    assert rule.judge([1.0] * 30, noisy, 0.03).verdict in rule.PASSING
 
 
 # --- the red-team's cases of issue 50 (/tmp/redteam-i50-ab, their rounds in
@@ -275,8 +283,8 @@ def test_a_round_hit_by_a_machine_event_is_named_and_no_rounds_are_promised():
     b[16] *= 0.85
     one = rule.judge(a, b, 0.03, most=30)
     assert one.verdict == 'inconclusive' and not one.far_slow, one.reason
-    assert 'one round alone widens the interval past deciding, round 17 (B/A 0.859, A ran first): without it 30 ' \
-        'rounds would decide' in one.reason and '-S ab_rounds=' not in one.reason, one.reason
+    assert 'one round alone keeps it undecided, round 17 (B/A 0.859, A ran first): without it the rounds say ' \
+        'same' in one.reason and '-S ab_rounds=' not in one.reason, one.reason
     # the guard alone blocking (30 rounds within 1 %, one at 0.85): no rounds either
     quiet = [1.0, 1.01, 0.99, 1.005, 0.995, 1.0] * 5
     alone = rule.judge([1.0] * 30, quiet[:29] + [0.85], 0.03)
@@ -284,13 +292,14 @@ def test_a_round_hit_by_a_machine_event_is_named_and_no_rounds_are_promised():
 
 
 def test_a_cold_start_in_the_first_rounds_is_named_by_its_rounds():
-    """K2: B 40 % slow in rounds 1-3 only (a cold image), `slower`; K3: 30 % slow in rounds 1-2,
+    """K2: B 40 % slow in rounds 1-3 only (a cold image), was `slower`; K3: 30 % slow in rounds 1-2,
     `inconclusive` with 'about 210 rounds would decide'. The job now warms each side up before
     round 1 (tests/test_ab_rounds.py); the reason names the far rounds, the first ones."""
-    slower = redteam('K2')
-    assert re.search(r'far below the rest: rounds 1 \(B/A 0\.\d+, A ran first\), 2 \(B/A 0\.\d+, B ran first\), '
-                     r'3 \(B/A 0\.\d+, A ran first\)', slower.reason), slower.reason
-    assert 'the first rounds' in slower.reason, slower.reason
+    # not `slower` on those rounds alone (the second red-team's W3): the rounds after them are not
+    cold = redteam('K2')
+    assert cold.verdict == 'inconclusive' and re.search(
+        r'slower only by the first rounds, rounds 1 \(B/A 0\.\d+, A ran first\), 2 \(B/A 0\.\d+, B ran first\), '
+        r'3 \(B/A 0\.\d+, A ran first\): without them not slower; a cold start', cold.reason), cold.reason
     incon = redteam('K3')
     assert incon.verdict == 'inconclusive' and 'rounds 1 (B/A 0.63' in incon.reason, incon.reason
     assert '-S ab_rounds=' not in incon.reason, incon.reason
@@ -411,3 +420,102 @@ def test_an_a_a_control_on_an_h200_with_pinned_runs_is_no_steadier():
     assert statistics.stdev(levels) == pytest.approx(0.115, abs=1e-3)
     verdict = rule.judge(a, b, 0.1, names=('A', 'B (=A)'))
     assert verdict.verdict == 'inconclusive' and 'fewer than 5' in verdict.reason
+
+
+# --- the second red-team's cases of issue 50 (/tmp/redteam2-i50-ab, their rounds in
+# tests/data/ab-redteam/rounds-2.json), each seen wrong on main at 9b627e2 ---
+
+REDTEAM_2 = json.loads((pathlib.Path(__file__).parent / 'data' / 'ab-redteam' / 'rounds-2.json').read_text())
+
+
+def redteam_2(case, rounds_=None, **kw):
+    rates = REDTEAM_2[case]
+    return rule.judge(rates['A'][:rounds_], rates['B'][:rounds_], rates['threshold'], most=rates['most'], **kw)
+
+
+@pytest.mark.parametrize('case, far', [('W1a', 'round 21 (B/A 0.550, A ran first)'),
+                                       ('W1b', 'rounds 4 (B/A 0.600, B ran first), 11'),
+                                       ('W1c', 'round 8 (B/A 0.569, B ran first)')])
+def test_an_image_slow_in_some_rounds_is_never_faster_nor_not_slower(case, far):
+    """W1: B 5-20 % faster but at about half speed in some rounds (W1a: 0.55 among ~1.1, W1b: 0.6
+    in 4 rounds among ~1.2) was `faster`: the guard blocked only `same`; W1c (0.569 among ~1.05)
+    `not slower`, a round far above the rest (1.269) cancelling the far one below."""
+    verdict = redteam_2(case)
+    assert verdict.verdict == 'inconclusive', verdict.reason
+    assert 'slow in some rounds, never same, not slower nor faster' in verdict.reason and far in verdict.reason, \
+        verdict.reason
+
+
+def test_a_slower_that_rests_on_one_far_round_is_inconclusive_naming_it_and_the_rerun():
+    """W2: A=A, other work starting mid-round 13 slowed B (second in it) by 30 %: `slower` 0.968
+    [0.939, 0.998], and without round 13 not slower; no hint to rerun. The story of a machine
+    event is told only where B ran second in the round."""
+    verdict = redteam_2('W2')
+    assert verdict.verdict == 'inconclusive', verdict.reason
+    assert 'slower only by one round far below the rest, round 13 (B/A 0.706, A ran first): without it not ' \
+        'slower' in verdict.reason and 'rerun' in verdict.reason, verdict.reason
+    assert rule.MACHINE_EVENT in verdict.reason
+    # the same rounds with rounds 13 and 14 swapped, the far one where B ran first: no machine event
+    a, b = REDTEAM_2['W2']['A'][:], REDTEAM_2['W2']['B'][:]
+    a[12], a[13], b[12], b[13] = a[13], a[12], b[13], b[12]
+    swapped = rule.judge(a, b, 0.03, most=30)
+    assert swapped.verdict == 'inconclusive' and 'round 14 (B/A 0.706, B ran first)' in swapped.reason, \
+        swapped.reason
+    assert rule.NOT_AN_EVENT in swapped.reason and rule.MACHINE_EVENT not in swapped.reason
+
+
+def test_a_loss_only_in_the_first_rounds_is_a_possible_cold_start_not_slower():
+    """W3: an unchanged image whose cold start outlasts the warm-up step (B's first 3 timed
+    rounds 25 % slow): `slower` at look 12 without a word of a cold start (26 % of such jobs)."""
+    verdict = redteam_2('W3', going_on=True)
+    assert verdict.verdict == 'inconclusive', verdict.reason
+    assert re.search(r'slower only by the first rounds, rounds 1 \(B/A 0\.\d+, A ran first\), 2 \(B/A 0\.\d+, B '
+                     r'ran first\), 3 \(B/A 0\.\d+, A ran first\): without them not slower; a cold start', verdict.reason), \
+        verdict.reason
+    assert 'rerun' in verdict.reason and 'the job goes on' in verdict.reason
+    # a steady loss whose first round happens to be low stays slower: the rounds after it say so
+    steady = rule.judge([1000.0] * 12, [850.0] + [900.0, 910.0, 890.0, 905.0, 895.0] * 2 + [900.0], 0.03, most=30)
+    assert steady.verdict == 'slower', steady.reason
+
+
+def test_the_rounds_that_would_decide_are_sized_from_the_estimate_and_none_near_the_threshold():
+    """W4a: B 2.5 % slower at threshold 0.03, B/A 0.977 [0.956, 0.998]: 'about 41 rounds would
+    decide', sized as if the images were equal; rerun so, such jobs decided 36-72 %. The estimate
+    sits near the threshold: no practical number of rounds decides."""
+    verdict = redteam_2('W4')
+    assert verdict.verdict == 'inconclusive', verdict.reason
+    assert "the estimate 0.977 sits near 0.970 (1 - threshold): no practical number of rounds decides" in \
+        verdict.reason and "about the threshold's size" in verdict.reason, verdict.reason
+    assert '-S ab_rounds=' not in verdict.reason
+    # near the threshold but quiet rounds, a job cut short at 13 of 30 (its time limit): the
+    # rounds it may run would decide, so they are said, not "no practical number" (its first
+    # version said "no practical number of rounds decides (at this spread 18 or more...)")
+    rng = random.Random(1)
+    cut = rule.judge([1000.0] * 13, [978 * math.exp(rng.gauss(0, 0.01)) for _ in range(13)], 0.03, most=30)
+    assert cut.verdict == 'inconclusive' and 'the job ended after 13 of its 30 rounds' in cut.reason, cut.reason
+    assert '30 rounds decide at this spread 90% of the time' in cut.reason and 'practical' not in cut.reason, \
+        cut.reason
+
+
+def test_a_round_is_named_only_where_removing_it_decides():
+    """W4b: B 5 % slower; the reason named round 26 (B ran first) with the machine-event story,
+    and without round 26 the job was as undecided (it then named round 21)."""
+    verdict = redteam_2('W4b')
+    assert verdict.verdict == 'inconclusive', verdict.reason
+    assert 'round 26' not in verdict.reason and 'alone' not in verdict.reason, verdict.reason
+
+
+def test_far_rounds_on_both_sides_promise_no_rounds():
+    """W4c: one round far below the rest (0.6, round 7) and one far above (1.6, round 20) in
+    quiet A=A rounds cancelled the guard, and their spread promised 'about 186 rounds'."""
+    verdict = redteam_2('W4c')
+    assert verdict.verdict == 'inconclusive', verdict.reason
+    assert 'round 7 (B/A 0.600, A ran first)' in verdict.reason and '1 far above' in verdict.reason, verdict.reason
+    assert 'rounds would decide' not in verdict.reason and '-S ab_rounds=' not in verdict.reason, verdict.reason
+    # one far round above alone, none below, in noisier rounds: named, and no rounds promised either
+    rng = random.Random(9)
+    b = [1000 * math.exp(rng.gauss(0, 0.1)) for _ in range(30)]
+    b[19] = 2000.0
+    above = rule.judge([1000.0] * 30, b, 0.03, most=30)
+    assert above.verdict == 'inconclusive' and 'far above the rest: round 20 (B/A 2.000, B ran first)' in \
+        above.reason and 'rounds would decide' not in above.reason, above.reason

@@ -21,8 +21,9 @@ def main(argv=None):
     parser.add_argument('--most', type=int, required=True, help='the most rounds the job may run')
     parser.add_argument('--false-slower', type=float, default=rule.FALSE_SLOWER)
     args = parser.parse_args(argv)
-    steps = rounds.read_steps('.', args.round, {rounds.A: 'A', rounds.B: 'B'})
-    a_rates, b_rates, failed = rounds.judged_rates(steps, args.fact)
+    names = {rounds.A: 'A', rounds.B: 'B'}
+    a_rates, b_rates, failed = rounds.judged_rates(rounds.read_steps('.', args.round, names), args.fact)
+    failed = [*rounds.warm_up_problems('.', names), *failed]
     verdict = rule.judge(a_rates, b_rates, args.threshold, failed=failed, most=args.most,
                          false_slower=args.false_slower, going_on=True)
     with open(LOOKS_FILE, 'a') as f:

@@ -122,6 +122,21 @@ def read_steps(stagedir, rounds, names):
     return steps
 
 
+def warm_up_problems(stagedir, names):
+    """A line for each side's warm-up step that failed (`names`: {side: image name}): never
+    judged for its rate, but an image whose first step fails has failed. None for a job of
+    before the warm-up step (no files)."""
+    found = []
+    for side in (A, B):
+        path = os.path.join(stagedir, DIR, f'{WARM_UP}-{side}')
+        status = open(path + '.status').read().strip() if os.path.isfile(path + '.status') else None
+        if status is None and os.path.isfile(path + '.out'):
+            found.append(f'warm-up {names[side]}: did not finish (no exit status)')
+        elif status not in (None, '0'):
+            found.append(f'warm-up {names[side]}: exit status {status or "(empty)"}')
+    return found
+
+
 def step_problem(step):
     """Why a step failed by its exit status alone, or ''."""
     if step.status is None:

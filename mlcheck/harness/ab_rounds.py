@@ -185,6 +185,7 @@ class ABRounds(rfm.RegressionTestPlugin):
         self.software_stack = stack.encode({**stack.of_run(self.run_output()),
                                             **stack.of_run(b_step, self.image_path)})
         a_rates, b_rates, failed = rounds.judged_rates(steps, self.ab_steps.fact)
+        failed = [*rounds.warm_up_problems(self.stagedir, dict(zip((rounds.A, rounds.B), self.ab_names()))), *failed]
         threshold = self.threshold_of_partition()
         self.ab_verdict = rule.judge(a_rates, b_rates, threshold, names=self.ab_names(), failed=failed,
                                      most=self.ab_rounds, false_slower=self.ab_false_slower)
