@@ -705,11 +705,13 @@ def appended(*sweeps):
 
 
 def run_of_sweep(nodes_, when, repeats=1, failed=(), slower=None, name=MNIST, figures=FIGURES,
-                 seed=1, every_s=120, first_job=1000, slow_runs=None, partition='sim:cluster'):
+                 seed=1, every_s=120, first_job=1000, slow_runs=None, partition='sim:cluster',
+                 noise=0.02, settings='epochs=3'):
     """One sweep of `name` over `nodes_` as `--distribute=all --repeat repeats` runs it: a job per
     node and repetition (the repetitions of a node one after the other), `failed` holding the
     (node, repetition) pairs that failed before their figures (null values), `slower` {node:
-    fraction} slower in every repetition, `slow_runs` {(node, repetition): fraction} in one."""
+    fraction} slower in every repetition (negative: faster), `slow_runs` {(node, repetition):
+    fraction} in one; `noise` the run-to-run relative standard deviation."""
     rng = random.Random(seed)
     found, job = [], first_job
     for host in nodes_:
@@ -718,12 +720,12 @@ def run_of_sweep(nodes_, when, repeats=1, failed=(), slower=None, name=MNIST, fi
             factor = (1 - (slower or {}).get(host, 0)) * (1 - (slow_runs or {}).get((host, rep), 0))
             fails = (host, rep) in failed
             for var, unit, base in figures:
-                value = base * rng.gauss(1, 0.02)
+                value = base * rng.gauss(1, noise)
                 value = value * factor if unit != 's' else value / factor
                 found.append(Sample(partition, name, 'host', 1, var, None if fails else value,
                                     unit, when + every_s * (job - first_job), jobid=str(job),
                                     nodelist=host, result='fail' if fails else 'pass',
-                                    settings='epochs=3'))
+                                    settings=settings))
     return found
 
 
