@@ -75,31 +75,6 @@ def test_w5_a_partition_of_two_node_models_drains_neither(tmp_path, capsys):
     assert 'two groups' in out, out
 
 
-def test_w6_the_spread_of_healthy_nodes_at_10_percent_noise_is_not_underestimated():
-    """c14's root: the standard deviation of the values within 15 % of the upper quartile was
-    about two thirds of the noise at 10 %; the MAD of those not past the threshold is within a
-    sixth of it (256 nodes, 20 draws)."""
-    import random
-    from mlcheck.history import nodes
-    for seed in range(20):
-        rng = random.Random(seed)
-        values = [rng.gauss(1000, 100) for _ in range(256)]
-        assert 0.83 < nodes.healthy_spread(values, 0.15) / 100 < 1.17
-
-
-@pytest.mark.parametrize('nodes_, noise', [(64, 0.08), (256, 0.08)])
-def test_w6_healthy_nodes_at_high_run_to_run_noise_are_not_drained(tmp_path, capsys, nodes_,
-                                                                   noise):
-    """c14: at 8-10 % noise, the spread from the nodes near the upper quartile underestimated the
-    noise (a truncated normal): 4-18 DRAIN lines for healthy nodes. A MAD-based spread over all
-    peers: none in these draws (docs/node-sweep.md measures the rate)."""
-    names = [f'nid{i:04d}' for i in range(1, nodes_ + 1)]
-    found = run_of_sweep(names, NOV[24], noise=noise, every_s=1, seed=11)
-    code, out, _ = run(capsys, write_perflog(tmp_path / 'sweep.log', found), '--expect',
-                       hostlist.compress(names))
-    assert drained(out) == [], out
-
-
 def test_w7_drain_times_of_a_saved_states_file_in_no_known_zone_prove_no_order(
         tmp_path, capsys, monkeypatch):
     """c10_Tokyo: Slurm (UTC) drained every node at 09:30 for the maintenance, the sweep's runs

@@ -41,7 +41,6 @@ STACK_FACTS = [name for name in stacks.FACTS if name != 'image']   # the image i
 # retired image, last month's debug run); a test re-run hours later in one maintenance (a fixed
 # dataset, a new image) is not, and each test is judged on its own latest sweep
 STALE_AFTER = 86400
-MAD_TO_SD = 1.4826   # a normal's standard deviation per median absolute deviation
 
 
 @dataclass(frozen=True)
@@ -589,17 +588,15 @@ def _below(judged, reference, higher):
 
 
 def healthy_spread(values, threshold):
-    """The peers' standard deviation: MAD_TO_SD times the median absolute deviation of the values
-    not past `threshold` below their upper quartile (None with fewer than peers.MIN_FOR_SPREAD):
-    no slow node widens it (up to half of them), and no fast one. The standard deviation of the
-    values within the threshold either way, before, cut both tails at high noise and
-    underestimated it by a third (8-10 % noise: 4-29 healthy nodes drained of 64-256;
-    docs/node-sweep.md measures the rates now)."""
+    """The peers' standard deviation, from the values within `threshold` of their upper quartile
+    either way (None with fewer than peers.MIN_FOR_SPREAD): every healthy node counts, so it is
+    steadier than the upper quarter's two order statistics at tens of nodes (docs/node-sweep.md),
+    and no node past the threshold, slow or fast, widens it."""
     if len(values) < peers.MIN_FOR_SPREAD:
         return None
-    kept = [v for v in values if v >= (1 - threshold) * peers.upper_quartile(values)]
-    middle = statistics.median(kept)
-    return MAD_TO_SD * statistics.median(abs(v - middle) for v in kept)
+    reference = peers.upper_quartile(values)
+    within = [v for v in values if abs(v - reference) <= threshold * reference]
+    return statistics.stdev(within) if len(within) > 1 else 0.0
 
 
 def why_not_judged(figure, judged, verdict, rule, ran, past=0):

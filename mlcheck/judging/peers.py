@@ -5,9 +5,7 @@ The reference is the peers' upper quartile (the nearest-rank 75th percentile; wh
 median: mlcheck.figures.quartiles, which the figures comparing one rank with the others share).
 
 A member is named when it is below the reference by more than `threshold` (a fraction of the
-reference) and, where `spread_factor` is set, below the median of the peers not past the
-threshold by more than that many times the peers' spread (from the upper quartile, 3 sd would be
-2.3 sd from the middle: 1 % of healthy members at high noise, docs/node-sweep.md). The
+reference) and, where `spread_factor` is set, by more than that many times the peers' spread. The
 spread is estimated from the upper quarter alone, (q(7/8) - q(3/4)) / 0.4758, the normal
 distribution's distance between those quantiles in standard deviations: like the reference, the
 low ones cannot widen it while they are fewer than three quarters of the peers. With fewer than 8
@@ -17,7 +15,6 @@ When every member is equally low, none is named: that is a regression, judged ag
 (mlcheck.history.compare), not an outlier.
 """
 
-import statistics
 from dataclasses import dataclass
 
 from mlcheck.figures.quartiles import quantile, upper_quartile
@@ -50,16 +47,14 @@ def spread(values):
 
 def below_peers(values, threshold, spread_factor=0.0, spread_of=spread):
     """The members of `values` ({member: value}, higher is better) that are below the peers'
-    upper quartile by more than `threshold` of it and, with a spread_factor, below the median of
-    the members not past the threshold (the slow ones cannot move it) by more than that many
-    standard deviations of the peers, as `spread_of` estimates them."""
+    upper quartile by more than `threshold` of it and, with a spread_factor, by more than that
+    many standard deviations of the peers, as `spread_of` estimates them from the values."""
     if not values:
         return Verdict([], None, None)
     reference = upper_quartile(values.values())
     sigma = spread_of(list(values.values())) if spread_factor else None
     limit = (1 - threshold) * reference
     if sigma is not None:
-        middle = statistics.median(v for v in values.values() if v >= limit)
-        limit = min(limit, middle - spread_factor * sigma)
+        limit = min(limit, reference - spread_factor * sigma)
     named = sorted(((m, v) for m, v in values.items() if v < limit), key=lambda mv: mv[1])
     return Verdict(named, reference, sigma, limit)
