@@ -118,7 +118,7 @@ def test_w9_healthy_nodes_in_a_maintenance_reservation_are_one_line_and_exit_0(
     found = full_sweep(NOV[24], slower={slow: 0.35} if slow else None)
     (tmp_path / 's.txt').write_text(slurm_states(NODES16, states))
     code, out, _ = run(capsys, write_perflog(tmp_path / 'sweep.log', found), '--slurm-states',
-                       str(tmp_path / 's.txt'))
+                       str(tmp_path / 's.txt'), '--slurm-tz', 'UTC')
     assert 'left alone' not in out, out
     reserved = [ln for ln in out.splitlines() if 'ending the reservation' in ln]
     assert len(reserved) == 1, out

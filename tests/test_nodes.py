@@ -895,7 +895,7 @@ def test_the_resume_line_names_only_healthy_nodes_slurm_shows_drained_for_mlchec
         where = []
     else:
         (tmp_path / 'states.txt').write_text(states)
-        where = ['--slurm-states', str(tmp_path / 'states.txt')]
+        where = ['--slurm-states', str(tmp_path / 'states.txt'), '--slurm-tz', 'UTC']
     code, out, err = run(capsys, log, *where, '--resume-reason', 'upgrade 2026-11.*')
     assert code == 1 and drained(out) == ['nid016'], out + err
     assert resume_names(out) == 'nid[001-005]', out
@@ -931,7 +931,7 @@ def test_a_node_outside_the_nodes_slurm_knows_or_named_like_a_partition_is_refus
     found = [s if s.nodelist != 'nid003' else replaced([s], nodelist=name)[0]
              for s in run_of_sweep(NODES16, NOV[24])]
     code, out, err = run(capsys, write_perflog(tmp_path / 'sweep.log', found),
-                         '--slurm-states', str(tmp_path / 'states.txt'))
+                         '--slurm-states', str(tmp_path / 'states.txt'), '--slurm-tz', 'UTC')
     assert code == 2 and says in err and err.count('\n') == 1 and 'scontrol' not in out, err
 
 
@@ -970,9 +970,10 @@ def admins_drained(rng, all_nodes):
 
 
 def slurm_time(unix):
-    """A time as Slurm writes it in a reason: its local time, without an offset."""
-    from datetime import datetime
-    return datetime.fromtimestamp(unix).strftime('%Y-%m-%dT%H:%M:%S')
+    """A time as Slurm writes it in a reason: its local time, without an offset (the cluster's
+    zone here is UTC, and the tests say --slurm-tz UTC)."""
+    from datetime import datetime, timezone
+    return datetime.fromtimestamp(unix, timezone.utc).strftime('%Y-%m-%dT%H:%M:%S')
 
 
 def after_the_sweeps(rng, found, all_nodes, tests, repeats, job, latest):
@@ -1056,7 +1057,7 @@ def test_no_resume_line_names_a_node_that_failed_missed_the_sweep_or_is_drained_
     log = write_perflog(tmp_path / 'perflogs.log', found)
     capsys.readouterr()
     code, out, err = run(capsys, log, '--slurm-states', str(tmp_path / 'states.txt'),
-                         '--resume-reason', MAINTENANCE)
+                         '--slurm-tz', 'UTC', '--resume-reason', MAINTENANCE)
     assert code in (0, 1), err
     resumed = set(hostlist.expand(resume_names(out))) if resume_names(out) else set()
     failed_any = set().union(*(failing for _, failing in latest.values()))
@@ -1081,8 +1082,8 @@ def test_no_resume_line_names_a_node_that_failed_missed_the_sweep_or_is_drained_
 
 
 def datetime_of(slurm):
-    from datetime import datetime
-    return datetime.fromisoformat(slurm).timestamp()
+    from datetime import datetime, timezone
+    return datetime.fromisoformat(slurm).replace(tzinfo=timezone.utc).timestamp()
 
 
 def test_name_chooses_the_figures_judged_and_never_hides_another_tests_failure(tmp_path, capsys):
@@ -1102,5 +1103,5 @@ def test_a_node_of_an_earlier_sweep_that_slurm_no_longer_lists_is_not_to_vet(tmp
         n: ('IDLE+DRAIN', 'mlcheck: an earlier sweep') for n in NODES16[:15]}))
     found = appended(run_of_sweep(NODES16, NOV[20], seed=2), run_of_sweep(NODES16[:15], NOV[24]))
     code, out, err = run(capsys, write_perflog(tmp_path / 'sweep.log', found),
-                         '--slurm-states', str(tmp_path / 'states.txt'))
+                         '--slurm-states', str(tmp_path / 'states.txt'), '--slurm-tz', 'UTC')
     assert code == 0 and resume_names(out) == 'nid[001-015]' and 'nid016' not in out, out + err

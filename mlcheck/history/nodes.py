@@ -93,6 +93,9 @@ class Sweep:
     sweeps: list = field(default_factory=list)       # [sentence]: which sweep of each test
     unreadable: list = field(default_factory=list)   # [sentence]: records left out, unreadable
     outside: int = 0                   # nodes that ran outside --expect: peers only
+    # {node: Slurm's reason}: to drain, but drained already for another reason (an admin's
+    # ticket): no DRAIN line overwrites it
+    already_drained: dict = field(default_factory=dict)
 
     @property
     def drain(self):
@@ -209,14 +212,15 @@ def unvetted_since_drained(sweep, placed, drained_since, margin=0.0):
         since, reason = drained_since[node]
         (_, test), ended = min(ends[node], key=lambda kv: kv[1])
         if ended < since + margin:
-            unsure = (f' (or within {margin / 3600:g} h of it: the time zone of the saved Slurm '
-                      'state is not known; give --slurm-tz ZONE)' if margin else '')
             whose = (': a drain by mlcheck newer than the evidence judged here, left alone'
                      if reason.startswith(OWN_REASON) else '')
+            order = (f'after its last run of {test} ended at {stamp(ended)}' if ended < since
+                     else f'as read here in no known time zone, within {margin / 3600:g} h of '
+                          f'its last run of {test}, ended at {stamp(ended)}: either may be '
+                          'first; give --slurm-tz ZONE')
             sweep.healthy.remove(node)
             sweep.not_vetted[node] = (f'no evidence since it was drained: Slurm drained it at '
-                                      f'{stamp(since)} ({reason!r}), after its last run of '
-                                      f'{test} ended at {stamp(ended)}{unsure}{whose}')
+                                      f'{stamp(since)} ({reason!r}), {order}{whose}')
     sweep.not_vetted = dict(sorted(sweep.not_vetted.items()))
 
 
