@@ -40,6 +40,24 @@ def test_w1_w2_a_test_last_swept_before_the_partitions_latest_sweep_drains_no_no
     assert len(resumed(out)) == 15, out
 
 
+def test_w1_a_test_swept_for_a_day_before_another_is_re_run_alone_is_no_stale_test(
+        tmp_path, capsys):
+    """The stale rule reads a pause of the whole partition, not a test's age: MNIST swept over
+    15 nodes (nid016 held by users), then CIFAR with --repeat 3 for 32 h, then CIFAR re-run alone
+    3 h later (its data fixed): MNIST's sweep ended 35 h before. It is of this maintenance:
+    nid005's MNIST failure drains it, and nid016, missing from it (it ran MNIST only in the sweep
+    of 5 days before), is never resumed."""
+    before = full_sweep(NOV[24] - 5 * DAY, seed=7)
+    mnist = run_of_sweep(NODES16[:15], NOV[24], failed={('nid005', 0)}, first_job=2000)
+    cifar = run_of_sweep(NODES16, mnist[-1].time + 60, 3, name=CIFAR, figures=CIFAR_FIGURES,
+                         every_s=40 * 60, first_job=3000)
+    rerun = run_of_sweep(NODES16, cifar[-1].time + 3 * HOUR, name=CIFAR, figures=CIFAR_FIGURES,
+                         first_job=4000, seed=3)
+    code, out, _ = judged(tmp_path, capsys, before + mnist + cifar + rerun)
+    assert code == 1 and drained(out) == ['nid005'] and 'stale' not in out, out
+    assert 'nid016' not in resumed(out) and len(resumed(out)) == 14, out
+
+
 def test_w3_repaired_nodes_re_swept_alone_and_failing_again_are_drained(tmp_path, capsys):
     """c05: 4 nodes fail CIFAR in the full sweep, are repaired and re-swept alone 6 h later,
     and fail again 4 of 4: 4 of the partition's 16 nodes, not the partition's failure."""

@@ -37,9 +37,10 @@ SWEEP_GAP = 3600  # seconds between two runs' ends that start a new sweep (docs/
 # the threshold) is no healthy run's noise: measured in docs/node-sweep.md
 FAR_SPREAD = 5.0
 STACK_FACTS = [name for name in stacks.FACTS if name != 'image']   # the image is the test's own
-# a test's latest sweep this much older than its partition's latest full sweep is stale (a
-# retired image, last month's debug run); a test re-run hours later in one maintenance (a fixed
-# dataset, a new image) is not, and each test is judged on its own latest sweep
+# a pause this long of a whole partition (no run of any test ended) between a test's latest sweep
+# and the partition's latest full sweep makes it stale (a retired image, last month's debug run);
+# a test re-run hours later in one maintenance (a fixed dataset, a new image) is not, and each
+# test is judged on its own latest sweep
 STALE_AFTER = 86400
 
 
@@ -189,7 +190,7 @@ def judge(found, rule=Rule(), expected=(), variables=(), gap=SWEEP_GAP, known=No
         multi.not_judged.setdefault(node, []).append(
             f'{len(lines)} record(s) of its left out as unreadable (first {at}: {why}): it may '
             'have failed')
-    verdicts(sweep, placed, multi.not_judged, expected, history_of.nodes)
+    verdicts(sweep, placed + history_of.present, multi.not_judged, expected, history_of.nodes)
     unvetted_since_drained(sweep, placed, drained_since or {}, drain_margin)
     if expected:
         within(sweep, set(expected))
@@ -254,6 +255,9 @@ class History:
     failed: dict = field(default_factory=dict)     # {(node, run): when it last failed}
     stale: dict = field(default_factory=dict)      # {node: [why]}: failed a stale test
     mixed: dict = field(default_factory=dict)      # {run: sentence}: failed, then fixed, inseparable
+    # the records of stale sweeps that still say which tests a node must have run: stale is read
+    # from times alone (one test's sweep of 1,024 nodes can take a day), so it never vets a node
+    present: list = field(default_factory=list)
 
 
 def partition_sizes(placed, expected, members):
@@ -298,6 +302,12 @@ def _fixed_rerun(records):
     return split, pause(split) > max(inner, default=0)
 
 
+def _quiet(ends, start, stop):
+    """The longest pause between the runs (`ends`, their end times) from `start` to `stop`."""
+    within = sorted(t for t in ends if start <= t <= stop)
+    return max((b - a for a, b in zip(within, within[1:])), default=0.0)
+
+
 def latest_sweeps(placed, gap, sizes=None):
     """The records of each test's latest sweep, and the History of the others. A test is a
     check, image and settings on one partition (node_records.run_of); its sweep is its runs
@@ -305,10 +315,13 @@ def latest_sweeps(placed, gap, sizes=None):
     perf logs name no session, the results database names one per reframe command); the
     repetitions of --repeat are runs of the one sweep. Per test, not per partition: a test re-run
     alone hours later (one image, a fixed dataset) is that test's latest sweep and says nothing
-    of the others, each judged on its own latest sweep. A test whose latest sweep is not a full
-    sweep of the partition (most of its `sizes` nodes) and older than the partition's latest
-    full one, or older by more than STALE_AFTER, is stale: history, its failures judge no node.
-    A test that failed on every node and passed in a later part of one sweep is split there."""
+    of the others, each judged on its own latest sweep. A test whose latest sweep ended before the
+    partition's latest full sweep (most of its `sizes` nodes) began is stale when it is not a full
+    sweep itself (a one-node debug run), or when the partition ran nothing for more than
+    STALE_AFTER between the two (a retired image, last month's sweep): history, its failures judge
+    no node. A stale test of the same maintenance still says which tests a node must have run
+    (History.present). A test that failed on every node and passed in a later part of one sweep
+    is split there."""
     kept, past = [], History()
     by_test = history.group(placed, lambda ns: run_of(ns[1]))
     latest_of = {}
@@ -340,6 +353,9 @@ def latest_sweeps(placed, gap, sizes=None):
                      'belong to the sweep before (a node held by users that ran late), give '
                      f'--sweep-gap longer than the pause ({pause / 3600:.1f}h)')
         latest_of[run] += (hint,)
+    ends_of = {}
+    for _, s in placed:
+        ends_of.setdefault(s.partition, []).append(s.time)
     full_since = {}
     for run, (_, latest, _, _, _) in latest_of.items():
         if _full(latest, (sizes or {}).get(run[0], 0)):
@@ -347,8 +363,11 @@ def latest_sweeps(placed, gap, sizes=None):
     for run, (label, latest, earlier, starts, hint) in sorted(latest_of.items()):
         ended, since = latest[-1][1].time, full_since.get(run[0])
         one_node = all(node is not None for node, _ in latest)   # pair sweeps: multi_node's
+        # a pause of the whole partition, not a test's age: one test's sweep of 1,024 nodes can
+        # take a day and another be re-run hours after it, in the same maintenance
+        long_ago = since is not None and _quiet(ends_of[run[0]], ended, since) > STALE_AFTER
         stale = one_node and since is not None and ended < since and (
-            not _full(latest, sizes.get(run[0], 0)) or since - ended > STALE_AFTER)
+            not _full(latest, sizes.get(run[0], 0)) or long_ago)
         said = (f'{label}: the latest sweep counts: {len(latest)} record(s), runs ended '
                 f'{stamp(latest[0][1].time)} to {stamp(ended)}')
         if stale:
@@ -360,6 +379,8 @@ def latest_sweeps(placed, gap, sizes=None):
                    f'{stamp(since)}): re-run it, or leave it out (-n TEXT, or @START:END)')
             for node in sorted({n for n, s in latest if s.value is None and n is not None}):
                 past.stale.setdefault(node, []).append(why)
+            if not long_ago:
+                past.present += latest
             earlier, starts = earlier + latest, starts + [len(earlier)]
         else:
             kept += latest
