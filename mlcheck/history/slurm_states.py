@@ -151,12 +151,17 @@ class ResumePlan:
     no_lines: str = ''        # why no scontrol line is printed at all ('' when they are)
 
 
+def ours(state, resume_reason=None):
+    """Whether the node's reason is mlcheck's own or the maintenance's (`resume_reason` matching
+    the whole reason): the only reasons mlcheck's lines may replace."""
+    return (state.reason.startswith(OWN_REASON)
+            or bool(resume_reason and resume_reason.fullmatch(state.reason)))
+
+
 def resumable(state, resume_reason=None):
     """Whether a RESUME line may name the node in `state`: out of service, not set aside, for
-    mlcheck's own reason or the maintenance's (`resume_reason` matching the whole reason)."""
-    return (state.out_of_service and not state.set_aside
-            and (state.reason.startswith(OWN_REASON)
-                 or bool(resume_reason and resume_reason.fullmatch(state.reason))))
+    mlcheck's own reason or the maintenance's."""
+    return state.out_of_service and not state.set_aside and ours(state, resume_reason)
 
 
 def in_reservation_only(state):
@@ -170,9 +175,8 @@ def in_reservation_only(state):
 def drained_by_another(state, resume_reason=None):
     """The reason of a node drained or down for a reason that is neither mlcheck's nor the
     maintenance's (an admin's ticket), '' otherwise: no DRAIN line may overwrite it."""
-    own = state.reason.startswith(OWN_REASON) or bool(
-        resume_reason and resume_reason.fullmatch(state.reason))
-    return state.reason if state.out_of_service and state.reason and not own else ''
+    return (state.reason if state.out_of_service and state.reason
+            and not ours(state, resume_reason) else '')
 
 
 def resume_plan(healthy, states, why_unread='', resume_reason=None):
