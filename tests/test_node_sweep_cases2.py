@@ -69,6 +69,19 @@ def test_w3_repaired_nodes_re_swept_alone_and_failing_again_are_drained(tmp_path
     assert code == 1 and drained(out) == bad and 'partition-wide' not in out, out
 
 
+def test_w3_a_test_failing_on_every_idle_node_of_a_partly_swept_partition_drains_none(
+        tmp_path, capsys):
+    """The other side of W3: after the upgrade only 6 of 16 nodes are idle (users hold the rest)
+    and CIFAR fails on all 6 (its data path); they passed it 5 days before. 6 of 16 is under half
+    the partition, but nothing says the nodes are at fault: no DRAIN line, each not judged."""
+    idle = NODES16[:6]
+    before = full_sweep(NOV[24] - 5 * DAY, seed=7)
+    now = full_sweep(NOV[24], failed={(n, 0, 'CIFAR') for n in idle}, nodes_=idle)
+    code, out, _ = judged(tmp_path, capsys, before + now)
+    assert code == 1 and drained(out) == [] and not resumed(out) & set(idle), out
+    assert all('re-run it over the partition' in not_judged_line(out, n) for n in idle), out
+
+
 def test_w4_a_test_failing_everywhere_then_re_run_in_the_same_sweep_drains_the_node_still_failing(
         tmp_path, capsys):
     """c06: CIFAR fails on all 16 at 09:00 (its data path), the path is fixed and CIFAR re-run

@@ -160,7 +160,8 @@ def judge(found, rule=Rule(), expected=(), variables=(), gap=SWEEP_GAP, known=No
     left_out = sorted({f'{short(test_name(s.name))} {s.var}: the same on every node at one node'
                        for _, s in placed if s.var in SAME_AT_ONE_NODE})
     placed = [(n, s) for n, s in placed if s.var not in SAME_AT_ONE_NODE]
-    failed, partition_wide, wide_nodes = failed_runs(placed, sizes, history_of.mixed)
+    failed, partition_wide, wide_nodes = failed_runs(placed, sizes, history_of.mixed,
+                                                     history_of.failed)
     valued = [(n, s) for n, s in placed if s.value is not None
               and (not variables or s.var in variables) and name in s.name]
     by_figure = history.group(valued, lambda ns: figure_of(ns[1]))
@@ -398,15 +399,17 @@ def latest_sweeps(placed, gap, sizes=None):
     return kept, past
 
 
-def failed_runs(placed, sizes=None, mixed=None):
+def failed_runs(placed, sizes=None, mixed=None, failed_before=None):
     """({node: [Finding]} of the nodes that failed a repetition of a test, [sentence] of the
     tests that failed on most of the nodes that ran them, {node: [why]} of those nodes: a
     failure shared by at least half the nodes that ran a test in its latest sweep, and by
     MIN_PEERS or more (a targeted re-sweep of 2 bad nodes and a control is no partition), is the
     partition's (its configuration, data or image), and drains none of them. The partition's
     nodes are as many as `sizes` knows (4 repaired nodes re-swept alone, failing again, are 4
-    of 16, drained); a test of `mixed` (failed everywhere, then passed in the same sweep) judges
-    none of the nodes that failed it, saying why."""
+    of 16, drained, where each of them failed it in an earlier sweep too, `failed_before`
+    {(node, run)}; else, fewer than half the partition, they are not judged: the partition's
+    failure swept on its idle nodes only, or theirs); a test of `mixed` (failed everywhere, then
+    passed in the same sweep) judges none of the nodes that failed it, saying why."""
     runs = history.group(placed, lambda ns: (ns[1].partition, run_of(ns[1])))
     failed, wide, wide_nodes = {}, [], {}
     for (partition, run), records in sorted(runs.items()):
@@ -435,6 +438,14 @@ def failed_runs(placed, sizes=None, mixed=None):
                 wide_nodes.setdefault(node, []).append(
                     f'{name} failed, as on {len(failing)} of {len(by_node)} nodes: a '
                     'partition-wide failure judges no node')
+            continue
+        if (len(failing) >= MIN_PEERS and 2 * len(failing) >= len(by_node)
+                and not all((node, run) in (failed_before or {}) for node in failing)):
+            for node in failing:      # no DRAIN line for what may be a configuration's failure
+                wide_nodes.setdefault(node, []).append(
+                    f'{name} failed on {len(failing)} of the {len(by_node)} nodes that ran it '
+                    f'({size} in {partition}): the partition\'s failure or these nodes\' (not '
+                    'all failed it before): re-run it over the partition')
             continue
         for node, (bad, runs_of_node, s) in failing.items():
             times = f' {bad} of {runs_of_node} repetitions' if runs_of_node > 1 else ''
