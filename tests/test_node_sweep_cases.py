@@ -41,7 +41,8 @@ def judged(tmp_path, capsys, found, states=None, *argv):
                                                                     'nid020']}
         (tmp_path / 'states.txt').write_text(slurm_states(list(every), {**every, **(states or {})},
                                                           since=DRAINED_FOR_IT))
-        where = ['--slurm-states', str(tmp_path / 'states.txt'), '--resume-reason', MAINTENANCE]
+        where = ['--slurm-states', str(tmp_path / 'states.txt'), '--slurm-tz', 'UTC',
+                 '--resume-reason', MAINTENANCE]
     return run(capsys, log, *where, *argv)
 
 
@@ -149,7 +150,7 @@ def test_finding9_an_unreadable_line_naming_a_node_makes_it_not_judged_and_fails
     (tmp_path / 'states.txt').write_text(slurm_states(NODES16, {
         n: ('IDLE+DRAIN', MAINTENANCE) for n in NODES16}, since=DRAINED_FOR_IT))
     code, out, err = run(capsys, log, '--slurm-states', str(tmp_path / 'states.txt'),
-                         '--resume-reason', MAINTENANCE)
+                         '--slurm-tz', 'UTC', '--resume-reason', MAINTENANCE)
     assert code == 1 and resumed(out) == set(NODES16) - {'nid016'}, out
     assert '  nid016: not judged: 2 record(s) of its left out as unreadable' in out, out
     assert 'left out, unreadable (2)' in out and "bad completion time 'null'" in err, out

@@ -709,11 +709,13 @@ def appended(*sweeps):
 
 
 def run_of_sweep(nodes_, when, repeats=1, failed=(), slower=None, name=MNIST, figures=FIGURES,
-                 seed=1, every_s=120, first_job=1000, slow_runs=None, partition='sim:cluster'):
+                 seed=1, every_s=120, first_job=1000, slow_runs=None, partition='sim:cluster',
+                 noise=0.02, settings='epochs=3'):
     """One sweep of `name` over `nodes_` as `--distribute=all --repeat repeats` runs it: a job per
     node and repetition (the repetitions of a node one after the other), `failed` holding the
     (node, repetition) pairs that failed before their figures (null values), `slower` {node:
-    fraction} slower in every repetition, `slow_runs` {(node, repetition): fraction} in one."""
+    fraction} slower in every repetition (negative: faster), `slow_runs` {(node, repetition):
+    fraction} in one; `noise` the run-to-run relative standard deviation."""
     rng = random.Random(seed)
     found, job = [], first_job
     for host in nodes_:
@@ -722,12 +724,12 @@ def run_of_sweep(nodes_, when, repeats=1, failed=(), slower=None, name=MNIST, fi
             factor = (1 - (slower or {}).get(host, 0)) * (1 - (slow_runs or {}).get((host, rep), 0))
             fails = (host, rep) in failed
             for var, unit, base in figures:
-                value = base * rng.gauss(1, 0.02)
+                value = base * rng.gauss(1, noise)
                 value = value * factor if unit != 's' else value / factor
                 found.append(Sample(partition, name, 'host', 1, var, None if fails else value,
                                     unit, when + every_s * (job - first_job), jobid=str(job),
                                     nodelist=host, result='fail' if fails else 'pass',
-                                    settings='epochs=3'))
+                                    settings=settings))
     return found
 
 
@@ -897,7 +899,7 @@ def test_the_resume_line_names_only_healthy_nodes_slurm_shows_drained_for_mlchec
         where = []
     else:
         (tmp_path / 'states.txt').write_text(states)
-        where = ['--slurm-states', str(tmp_path / 'states.txt')]
+        where = ['--slurm-states', str(tmp_path / 'states.txt'), '--slurm-tz', 'UTC']
     code, out, err = run(capsys, log, *where, '--resume-reason', 'upgrade 2026-11.*')
     assert code == 1 and drained(out) == ['nid016'], out + err
     assert resume_names(out) == 'nid[001-005]', out
@@ -933,7 +935,7 @@ def test_a_node_outside_the_nodes_slurm_knows_or_named_like_a_partition_is_refus
     found = [s if s.nodelist != 'nid003' else replaced([s], nodelist=name)[0]
              for s in run_of_sweep(NODES16, NOV[24])]
     code, out, err = run(capsys, write_perflog(tmp_path / 'sweep.log', found),
-                         '--slurm-states', str(tmp_path / 'states.txt'))
+                         '--slurm-states', str(tmp_path / 'states.txt'), '--slurm-tz', 'UTC')
     assert code == 2 and says in err and err.count('\n') == 1 and 'scontrol' not in out, err
 
 
@@ -972,9 +974,10 @@ def admins_drained(rng, all_nodes):
 
 
 def slurm_time(unix):
-    """A time as Slurm writes it in a reason: its local time, without an offset."""
-    from datetime import datetime
-    return datetime.fromtimestamp(unix).strftime('%Y-%m-%dT%H:%M:%S')
+    """A time as Slurm writes it in a reason: its local time, without an offset (the cluster's
+    zone here is UTC, and the tests say --slurm-tz UTC)."""
+    from datetime import datetime, timezone
+    return datetime.fromtimestamp(unix, timezone.utc).strftime('%Y-%m-%dT%H:%M:%S')
 
 
 def after_the_sweeps(rng, found, all_nodes, tests, repeats, job, latest):
@@ -1058,7 +1061,7 @@ def test_no_resume_line_names_a_node_that_failed_missed_the_sweep_or_is_drained_
     log = write_perflog(tmp_path / 'perflogs.log', found)
     capsys.readouterr()
     code, out, err = run(capsys, log, '--slurm-states', str(tmp_path / 'states.txt'),
-                         '--resume-reason', MAINTENANCE)
+                         '--slurm-tz', 'UTC', '--resume-reason', MAINTENANCE)
     assert code in (0, 1), err
     resumed = set(hostlist.expand(resume_names(out))) if resume_names(out) else set()
     failed_any = set().union(*(failing for _, failing in latest.values()))
@@ -1083,8 +1086,8 @@ def test_no_resume_line_names_a_node_that_failed_missed_the_sweep_or_is_drained_
 
 
 def datetime_of(slurm):
-    from datetime import datetime
-    return datetime.fromisoformat(slurm).timestamp()
+    from datetime import datetime, timezone
+    return datetime.fromisoformat(slurm).replace(tzinfo=timezone.utc).timestamp()
 
 
 def test_name_chooses_the_figures_judged_and_never_hides_another_tests_failure(tmp_path, capsys):
@@ -1104,5 +1107,5 @@ def test_a_node_of_an_earlier_sweep_that_slurm_no_longer_lists_is_not_to_vet(tmp
         n: ('IDLE+DRAIN', 'mlcheck: an earlier sweep') for n in NODES16[:15]}))
     found = appended(run_of_sweep(NODES16, NOV[20], seed=2), run_of_sweep(NODES16[:15], NOV[24]))
     code, out, err = run(capsys, write_perflog(tmp_path / 'sweep.log', found),
-                         '--slurm-states', str(tmp_path / 'states.txt'))
+                         '--slurm-states', str(tmp_path / 'states.txt'), '--slurm-tz', 'UTC')
     assert code == 0 and resume_names(out) == 'nid[001-015]' and 'nid016' not in out, out + err

@@ -2,7 +2,7 @@
 peers, the failed runs and the nodes that never ran, as one verdict per node.
 
     mlcheck-nodes SELECTION [--expect HOSTLIST] [--resume-reason PATTERN] [--slurm-states FILE]
-                  [--sweep-gap AGE] [-C CONFIG] [--db FILE] [-o DIR]
+                  [--slurm-tz ZONE] [--sweep-gap AGE] [-C CONFIG] [--db FILE] [-o DIR]
 
 SELECTION is a session UUID, a period START:END, 'latest', or a perf log file or directory with
 an optional @START:END (as for mlcheck-report), of one-node runs such as
@@ -72,8 +72,9 @@ def parse_args(argv):
                         help='leave out runs that ended more than AGE ago (30m, 12h, 7d), '
                              'saying how many')
     parser.add_argument('--sweep-gap', metavar='AGE', default=f'{nodes.SWEEP_GAP // 60}m',
-                        help='a gap this long between two runs\' ends starts a new sweep; only '
-                             'the latest sweep of a partition is judged (default: %(default)s)')
+                        help='a gap this long between two runs\' ends starts a new sweep of a '
+                             'test; only the latest sweep of each test is judged (default: '
+                             '%(default)s)')
     parser.add_argument('--resume-reason', metavar='PATTERN',
                         help="resume also nodes drained with a reason this regular expression "
                              "matches whole (the maintenance's: 'upgrade 2026-11', or "
@@ -82,6 +83,11 @@ def parse_args(argv):
     parser.add_argument('--slurm-states', metavar='FILE',
                         help='saved output of `scontrol show node --oneliner` to check the '
                              'RESUME line against (default: run scontrol here, if there is one)')
+    parser.add_argument('--slurm-tz', metavar='ZONE',
+                        help="the time zone of Slurm's drain times, which it writes without one "
+                             '(UTC, Europe/Helsinki; default: the local one when Slurm is read '
+                             'here; with --slurm-states and no zone, a drain time within 14 h of '
+                             'a run proves no order)')
     parser.add_argument('-o', '--output', metavar='DIR',
                         help='write DIR/nodes.md and one PNG per figure')
     return parser.parse_args(argv)
@@ -100,7 +106,8 @@ def vet(args):
     max_age = parse_age(args.max_age) if args.max_age else None
     gap = parse_age(args.sweep_gap, '--sweep-gap')
     resume_reason = compiled(args.resume_reason)
-    states, why_unread = slurm_states.read(args.slurm_states)
+    tz = slurm_states.zone(args.slurm_tz) if args.slurm_tz else None
+    states, why_unread = slurm_states.read(args.slurm_states, tz)
     known = set(states) if states is not None else set(expected) if expected else None
     partitions = {p for s in (states or {}).values() for p in s.partitions}
     selection = parse_selection(args.selection)
@@ -125,8 +132,28 @@ def vet(args):
     # others are left alone by resume_plan, each with why)
     drained_since = {node: (state.since, state.reason) for node, state in (states or {}).items()
                      if state.since is not None and slurm_states.resumable(state, resume_reason)}
+    margin = 0.0
+    if states is not None:
+        local = time.strftime('%Z')
+        if args.slurm_tz:
+            notes.append(f"Slurm's drain times read in {args.slurm_tz} (--slurm-tz)")
+        elif args.slurm_states:
+            margin = slurm_states.ZONE_UNCERTAINTY
+            notes.append(f"Slurm's drain times of {args.slurm_states} are in no known time zone "
+                         f'(read in {local} here): one within 14 h of a run proves no order; give '
+                         '--slurm-tz ZONE, the cluster\'s')
+        else:
+            notes.append(f"Slurm's drain times read in the local time zone ({local})")
+    members = {}
+    for node, state in (states or {}).items():
+        for partition in state.partitions:
+            members.setdefault(partition, set()).add(node)
     sweep = nodes.judge(found, rule, expected, args.var, gap, known, partitions, args.name,
-                        drained_since, unreadable)
+                        drained_since, unreadable, members, margin)
+    # a node an admin drained for another reason (a ticket) gets no DRAIN line over its reason
+    sweep.already_drained = {node: why for node in sweep.drain if states and node in states
+                             for why in [slurm_states.drained_by_another(states[node],
+                                                                         resume_reason)] if why}
     plan = slurm_states.resume_plan([] if unlisted else sweep.healthy, states, why_unread, resume_reason)
     if known is None:     # no node list to check names against: no line Slurm reads
         plan.resume, plan.no_lines = [], (f'Slurm cannot be read here ({why_unread}) and no '
@@ -174,7 +201,7 @@ def drain_lines(sweep):
     """One scontrol command per node to drain: its worst reason with where and when it was seen,
     and its stack where that differs from its peers' (printed, never run)."""
     lines = []
-    for node, findings in sweep.drain.items():
+    for node, findings in to_drain(sweep).items():
         # the worst first: a failure, else the figure furthest below its peers
         worst = findings[0]
         more = f' (and {len(findings) - 1} more: nodes.md)' if len(findings) > 1 else ''
@@ -191,7 +218,18 @@ def drain_lines(sweep):
 def drain_text(sweep):
     """The nodes to drain with their worst reason, as text: where no node list checks the
     names, no scontrol line is printed."""
-    return [f'  {node}: {findings[0]}' for node, findings in sweep.drain.items()]
+    return [f'  {node}: {findings[0]}' for node, findings in to_drain(sweep).items()]
+
+
+def to_drain(sweep):
+    """The nodes a DRAIN line names: not those drained already for another reason."""
+    return {node: found for node, found in sweep.drain.items()
+            if node not in sweep.already_drained}
+
+
+def already_drained_lines(sweep):
+    return [f'  left alone (already drained: {why!r}): {node}: {sweep.drain[node][0]}'
+            for node, why in sweep.already_drained.items()]
 
 
 def resume_line(plan):
@@ -207,6 +245,10 @@ def resume_lines(sweep, plan):
     if plan.unchecked and not plan.no_lines:
         lines.append(f"  the RESUME line was not checked against Slurm's current reasons "
                      f'({plan.unchecked}): resume only nodes drained for the maintenance')
+    if plan.in_reservation:
+        lines.append(f'  in a maintenance reservation, not drained (nothing to resume; ending the '
+                     f'reservation returns them to users): '
+                     f'{hostlist.compress(plan.in_reservation)}')
     if plan.in_service:
         lines.append(f'  in service already (not drained, nothing to resume): '
                      f'{hostlist.compress(plan.in_service)}')
@@ -252,9 +294,13 @@ def verdict_lines(sweep, rule, plan):
         lines += ['', f'partition-wide failures ({len(sweep.partition_wide)}): no DRAIN line, '
                       'fix the configuration, data or image:',
                   *(f'  {said}' for said in sweep.partition_wide)]
-    if sweep.drain:
-        lines += ['', f'drain ({len(sweep.drain)}):',
+    if to_drain(sweep):
+        lines += ['', f'drain ({len(to_drain(sweep))}):',
                   *(drain_lines(sweep) if not plan.no_lines else drain_text(sweep))]
+    if sweep.already_drained:
+        lines += ['', f'to drain, but drained already for another reason '
+                      f'({len(sweep.already_drained)}): no DRAIN line, which would overwrite it; '
+                      'what mlcheck found, for whoever holds it:', *already_drained_lines(sweep)]
     if sweep.healthy:
         lines += resume_lines(sweep, plan)
     if plan.no_lines:
@@ -331,8 +377,10 @@ def write_summary(directory, args, sweep, rule, plan, notes=()):
         text += ['## Partition-wide failures', '', *(f'- {s}' for s in sweep.partition_wide), '']
     text += ['## Drain', '']
     text += [f'- **{node}**: ' + '; '.join(map(str, reasons))
+             + (f' (left alone, already drained: {sweep.already_drained[node]!r})'
+                if node in sweep.already_drained else '')
              for node, reasons in sweep.drain.items()] or ['None.']
-    if sweep.drain and not plan.no_lines:
+    if to_drain(sweep) and not plan.no_lines:
         text += ['', '```sh', *drain_lines(sweep), '```']
     text += ['', '## Healthy', '']
     said = [line.strip() for line in resume_lines(sweep, plan) if line and

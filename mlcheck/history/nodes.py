@@ -37,6 +37,11 @@ SWEEP_GAP = 3600  # seconds between two runs' ends that start a new sweep (docs/
 # the threshold) is no healthy run's noise: measured in docs/node-sweep.md
 FAR_SPREAD = 5.0
 STACK_FACTS = [name for name in stacks.FACTS if name != 'image']   # the image is the test's own
+# a pause this long of a whole partition (no run of any test ended) between a test's latest sweep
+# and the partition's latest full sweep makes it stale (a retired image, last month's debug run);
+# a test re-run hours later in one maintenance (a fixed dataset, a new image) is not, and each
+# test is judged on its own latest sweep
+STALE_AFTER = 86400
 
 
 @dataclass(frozen=True)
@@ -89,6 +94,9 @@ class Sweep:
     sweeps: list = field(default_factory=list)       # [sentence]: which sweep of each test
     unreadable: list = field(default_factory=list)   # [sentence]: records left out, unreadable
     outside: int = 0                   # nodes that ran outside --expect: peers only
+    # {node: Slurm's reason}: to drain, but drained already for another reason (an admin's
+    # ticket): no DRAIN line overwrites it
+    already_drained: dict = field(default_factory=dict)
 
     @property
     def drain(self):
@@ -110,7 +118,8 @@ def higher_is_better(var, unit):
 
 
 def judge(found, rule=Rule(), expected=(), variables=(), gap=SWEEP_GAP, known=None,
-          partitions=(), name='', drained_since=None, unreadable=()):
+          partitions=(), name='', drained_since=None, unreadable=(), members=None,
+          drain_margin=0.0):
     """The Sweep of the latest sweep of each test in the records `found` (Samples, failed
     ones with value None), with the nodes `expected` (host names) that must each have run their
     partition's checks (and the only nodes given a verdict, when given). `variables`, `name`:
@@ -118,7 +127,9 @@ def judge(found, rule=Rule(), expected=(), variables=(), gap=SWEEP_GAP, known=No
     never left out. Node names are checked by node_names against `known` and `partitions`.
     `drained_since` {node: (Unix seconds, reason)}: when Slurm drained a node (a node is vetted
     only by runs that ended after it); `unreadable` [(where, node or None, why)]: records left
-    out, their nodes not judged."""
+    out, their nodes not judged. `members` {Slurm partition: nodes}: its nodes as Slurm lists
+    them; `drain_margin`: seconds either side of a drain time that prove no order (a saved
+    Slurm state read in no known time zone)."""
     placed = [(node_of(s), s) for s in found]
     # a one-node run that names no node (an empty job_nodelist) is a record left out, never a
     # multi-node run nor a node's evidence (docs/node-sweep.md)
@@ -131,7 +142,8 @@ def judge(found, rule=Rule(), expected=(), variables=(), gap=SWEEP_GAP, known=No
     check = functools.partial(node_names.checked, partitions=partitions, known=known)
     for node in expected:
         check(node, '--expect')
-    placed, history_of = latest_sweeps(placed, gap)
+    sizes = partition_sizes(placed, expected, members or {})
+    placed, history_of = latest_sweeps(placed, gap, sizes)
     for node, s in {node: s for node, s in placed if node is not None}.items():
         check(node, where(s) + ' (its node)')
     for last_runs in history_of.nodes.values():
@@ -148,7 +160,8 @@ def judge(found, rule=Rule(), expected=(), variables=(), gap=SWEEP_GAP, known=No
     left_out = sorted({f'{short(test_name(s.name))} {s.var}: the same on every node at one node'
                        for _, s in placed if s.var in SAME_AT_ONE_NODE})
     placed = [(n, s) for n, s in placed if s.var not in SAME_AT_ONE_NODE]
-    failed, partition_wide, wide_nodes = failed_runs(placed)
+    failed, partition_wide, wide_nodes = failed_runs(placed, sizes, history_of.mixed,
+                                                     history_of.failed)
     valued = [(n, s) for n, s in placed if s.value is not None
               and (not variables or s.var in variables) and name in s.name]
     by_figure = history.group(valued, lambda ns: figure_of(ns[1]))
@@ -168,7 +181,7 @@ def judge(found, rule=Rule(), expected=(), variables=(), gap=SWEEP_GAP, known=No
                   reruns=reruns_of(placed, history_of), stack=stack_outliers(placed),
                   multi_node=multi.said, multi_node_failed=multi.failed_runs, left_out=left_out,
                   partition_wide=partition_wide, sweeps=history_of.said)
-    for node, said in wide_nodes.items():
+    for node, said in list(wide_nodes.items()) + list(history_of.stale.items()):
         multi.not_judged.setdefault(node, []).extend(said)
     named = lambda node: node and (not expected or node in expected)   # --expect: no other
     sweep.unreadable = sorted({f'{at}: {why}' + (f' (node {node}: not judged)' if named(node)
@@ -178,17 +191,18 @@ def judge(found, rule=Rule(), expected=(), variables=(), gap=SWEEP_GAP, known=No
         multi.not_judged.setdefault(node, []).append(
             f'{len(lines)} record(s) of its left out as unreadable (first {at}: {why}): it may '
             'have failed')
-    verdicts(sweep, placed, multi.not_judged, expected, history_of.nodes)
-    unvetted_since_drained(sweep, placed, drained_since or {})
+    verdicts(sweep, placed + history_of.present, multi.not_judged, expected, history_of.nodes)
+    unvetted_since_drained(sweep, placed, drained_since or {}, drain_margin)
     if expected:
         within(sweep, set(expected))
     return sweep
 
 
-def unvetted_since_drained(sweep, placed, drained_since):
+def unvetted_since_drained(sweep, placed, drained_since, margin=0.0):
     """A healthy node that Slurm drained after its latest run of a test ended is not vetted: the
     evidence is older than the drain (a partition swept only before the maintenance, the perf
-    logs of the previous one, a node drained since by an admin or by mlcheck's later sweep)."""
+    logs of the previous one, a node drained since by an admin or by mlcheck's later sweep).
+    Within `margin` seconds of the drain (its time zone unknown), the order is not proven."""
     last = {}
     for node, s in placed:
         key = (node, short(test_name(s.name)))
@@ -199,13 +213,16 @@ def unvetted_since_drained(sweep, placed, drained_since):
             continue
         since, reason = drained_since[node]
         (_, test), ended = min(ends[node], key=lambda kv: kv[1])
-        if ended < since:
+        if ended < since + margin:
             whose = (': a drain by mlcheck newer than the evidence judged here, left alone'
                      if reason.startswith(OWN_REASON) else '')
+            order = (f'after its last run of {test} ended at {stamp(ended)}' if ended < since
+                     else f'as read here in no known time zone, within {margin / 3600:g} h of '
+                          f'its last run of {test}, ended at {stamp(ended)}: either may be '
+                          'first; give --slurm-tz ZONE')
             sweep.healthy.remove(node)
             sweep.not_vetted[node] = (f'no evidence since it was drained: Slurm drained it at '
-                                      f'{stamp(since)} ({reason!r}), after its last run of '
-                                      f'{test} ended at {stamp(ended)}{whose}')
+                                      f'{stamp(since)} ({reason!r}), {order}{whose}')
     sweep.not_vetted = dict(sorted(sweep.not_vetted.items()))
 
 
@@ -237,47 +254,162 @@ class History:
     said: list = field(default_factory=list)       # a sentence per partition: which sweep counts
     nodes: dict = field(default_factory=dict)      # {'test on partition': {node: last end}}
     failed: dict = field(default_factory=dict)     # {(node, run): when it last failed}
+    stale: dict = field(default_factory=dict)      # {node: [why]}: failed a stale test
+    mixed: dict = field(default_factory=dict)      # {run: sentence}: failed, then fixed, inseparable
+    # the records of stale sweeps that still say which tests a node must have run: stale is read
+    # from times alone (one test's sweep of 1,024 nodes can take a day), so it never vets a node
+    present: list = field(default_factory=list)
 
 
-def latest_sweeps(placed, gap):
+def partition_sizes(placed, expected, members):
+    """{partition: how many nodes it has as known}: Slurm's node list of it, the nodes of every
+    record of it (earlier sweeps too), and --expect where the records are of one partition."""
+    nodes_of = {}
+    for node, s in placed:
+        if node is not None:
+            nodes_of.setdefault(s.partition, set()).add(node)
+    for partition, seen in nodes_of.items():
+        seen |= set(members.get(partition.rpartition(':')[2], ()))
+        if len(nodes_of) == 1:
+            seen |= set(expected)
+    return {partition: len(seen) for partition, seen in nodes_of.items()}
+
+
+def _full(records, size):
+    """Whether a sweep's records cover most of its partition (a one-node run is no sweep)."""
+    covered = len({node for node, _ in records})
+    return covered >= 2 and 2 * covered >= size
+
+
+def _fixed_rerun(records):
+    """(index, safe) where a test that failed on every node of its sweep was re-run and passed
+    in a later part of it (a fixed data path), or None: the earlier part all failed and covers
+    every node; safe to separate when the pause before the later part is longer than any pause
+    within either part (no run of it ended in between)."""
+    prefix = next((i for i, (_, s) in enumerate(records) if s.value is not None), len(records))
+    every = {node for node, _ in records}
+    if prefix in (0, len(records)) or len(every) < MIN_PEERS:
+        return None
+    seen, candidates = set(), []
+    for i in range(1, prefix + 1):
+        seen.add(records[i - 1][0])
+        if seen == every:
+            candidates.append(i)
+    if not candidates:
+        return None
+    pause = lambda i: records[i][1].time - records[i - 1][1].time
+    split = max(candidates, key=pause)
+    inner = [pause(i) for i in range(1, len(records)) if i != split]
+    return split, pause(split) > max(inner, default=0)
+
+
+def _quiet(ends, start, stop):
+    """The longest pause between the runs (`ends`, their end times) from `start` to `stop`."""
+    within = sorted(t for t in ends if start <= t <= stop)
+    return max((b - a for a, b in zip(within, within[1:])), default=0.0)
+
+
+def latest_sweeps(placed, gap, sizes=None):
     """The records of each test's latest sweep, and the History of the others. A test is a
     check, image and settings on one partition (node_records.run_of); its sweep is its runs
     whose ends follow each other with no gap longer than `gap` seconds (one ReFrame session:
     perf logs name no session, the results database names one per reframe command); the
     repetitions of --repeat are runs of the one sweep. Per test, not per partition: a test re-run
     alone hours later (one image, a fixed dataset) is that test's latest sweep and says nothing
-    of the others, each judged on its own latest sweep."""
+    of the others, each judged on its own latest sweep. A test whose latest sweep ended before the
+    partition's latest full sweep (most of its `sizes` nodes) began is stale when it is not a full
+    sweep itself (a one-node debug run), or when the partition ran nothing for more than
+    STALE_AFTER between the two (a retired image, last month's sweep): history, its failures judge
+    no node. A stale test of the same maintenance still says which tests a node must have run
+    (History.present). A test that failed on every node and passed in a later part of one sweep
+    is split there."""
     kept, past = [], History()
     by_test = history.group(placed, lambda ns: run_of(ns[1]))
+    latest_of = {}
     for run, records in sorted(by_test.items()):
         records = sorted(records, key=lambda ns: ns[1].time)
         starts = [i for i in range(1, len(records))
                   if records[i][1].time - records[i - 1][1].time > gap]
         first = starts[-1] if starts else 0
-        latest, earlier = records[first:], records[:first]
-        kept += latest
         label = f'{short(run[1])} on {run[0]}'
+        fixed = _fixed_rerun(records[first:])
+        hint = ''
+        if fixed and fixed[1]:
+            starts.append(first + fixed[0])
+            first = starts[-1]
+            hint = ('; it failed on every node, then passed in a re-run after a pause longer '
+                    'than any within its runs: the re-run counts')
+        elif fixed:
+            pause = records[first + fixed[0]][1].time - records[first + fixed[0] - 1][1].time
+            past.mixed[run] = (
+                f'{label} failed on every node in its runs ended up to '
+                f'{stamp(records[first + fixed[0] - 1][1].time)} and passed on some in later '
+                f'runs of the same sweep (a fix between them?): not judged; give --sweep-gap '
+                f'shorter than the pause ({pause / 60:.0f}m) or select @START after the fix')
+        latest, earlier = records[first:], records[:first]
+        latest_of[run] = (label, latest, earlier, starts)
+        if earlier and 2 * len({n for n, _ in latest}) < len({n for n, _ in records[:first]}):
+            pause = latest[0][1].time - earlier[-1][1].time
+            hint += (f'; the latest covers {len({n for n, _ in latest})} node(s): if its runs '
+                     'belong to the sweep before (a node held by users that ran late), give '
+                     f'--sweep-gap longer than the pause ({pause / 3600:.1f}h)')
+        latest_of[run] += (hint,)
+    ends_of = {}
+    for _, s in placed:
+        ends_of.setdefault(s.partition, []).append(s.time)
+    full_since = {}
+    for run, (_, latest, _, _, _) in latest_of.items():
+        if _full(latest, (sizes or {}).get(run[0], 0)):
+            full_since[run[0]] = max(full_since.get(run[0], 0), latest[0][1].time)
+    for run, (label, latest, earlier, starts, hint) in sorted(latest_of.items()):
+        ended, since = latest[-1][1].time, full_since.get(run[0])
+        one_node = all(node is not None for node, _ in latest)   # pair sweeps: multi_node's
+        # a pause of the whole partition, not a test's age: one test's sweep of 1,024 nodes can
+        # take a day and another be re-run hours after it, in the same maintenance
+        long_ago = since is not None and _quiet(ends_of[run[0]], ended, since) > STALE_AFTER
+        stale = one_node and since is not None and ended < since and (
+            not _full(latest, sizes.get(run[0], 0)) or long_ago)
         said = (f'{label}: the latest sweep counts: {len(latest)} record(s), runs ended '
-                f'{stamp(latest[0][1].time)} to {stamp(latest[-1][1].time)}')
-        if earlier:
-            ends = [records[i - 1][1].time for i in starts]
+                f'{stamp(latest[0][1].time)} to {stamp(ended)}')
+        if stale:
+            said = (f'{label} ({run[2] or "no settings"}): stale, its latest sweep ({len(latest)} '
+                    f'record(s), ended {stamp(ended)}) older than {run[0]}\'s latest full sweep '
+                    f'(from {stamp(since)}): history only')
+            why = (f'{label} ({run[2] or "no settings"}) failed in its latest sweep, ended '
+                   f'{stamp(ended)}, stale (older than the partition\'s latest full sweep, from '
+                   f'{stamp(since)}): re-run it, or leave it out (-n TEXT, or @START:END)')
+            for node in sorted({n for n, s in latest if s.value is None and n is not None}):
+                past.stale.setdefault(node, []).append(why)
+            if not long_ago:
+                past.present += latest
+            earlier, starts = earlier + latest, starts + [len(earlier)]
+        else:
+            kept += latest
+        if earlier and not stale:
+            ends = [earlier[i - 1][1].time for i in starts]
             said += (f'; {len(starts)} earlier sweep(s) (ended {", ".join(map(stamp, ends))}) '
                      'read as history only')
-        past.said.append(said)
+        past.said.append(said + hint)
         for node, s in earlier:
             if node is not None:
-                past.nodes.setdefault(label, {})[node] = s.time
-                if s.value is None:
-                    past.failed[(node, run_of(s))] = s.time
+                past.nodes.setdefault(label, {})[node] = max(
+                    s.time, past.nodes.get(label, {}).get(node, 0))
+                if s.value is None and not stale:
+                    past.failed[(node, run)] = s.time
     return kept, past
 
 
-def failed_runs(placed):
+def failed_runs(placed, sizes=None, mixed=None, failed_before=None):
     """({node: [Finding]} of the nodes that failed a repetition of a test, [sentence] of the
     tests that failed on most of the nodes that ran them, {node: [why]} of those nodes: a
     failure shared by at least half the nodes that ran a test in its latest sweep, and by
     MIN_PEERS or more (a targeted re-sweep of 2 bad nodes and a control is no partition), is the
-    partition's (its configuration, data or image), and drains none of them."""
+    partition's (its configuration, data or image), and drains none of them. The partition's
+    nodes are as many as `sizes` knows (4 repaired nodes re-swept alone, failing again, are 4
+    of 16, drained, where each of them failed it in an earlier sweep too, `failed_before`
+    {(node, run)}; else, fewer than half the partition, they are not judged: the partition's
+    failure swept on its idle nodes only, or theirs); a test of `mixed` (failed everywhere, then
+    passed in the same sweep) judges none of the nodes that failed it, saying why."""
     runs = history.group(placed, lambda ns: (ns[1].partition, run_of(ns[1])))
     failed, wide, wide_nodes = {}, [], {}
     for (partition, run), records in sorted(runs.items()):
@@ -291,7 +423,12 @@ def failed_runs(placed):
         if not failing:
             continue
         name = short(run[1])
-        if len(failing) >= MIN_PEERS and 2 * len(failing) >= len(by_node):
+        if run in (mixed or {}):
+            for node in failing:
+                wide_nodes.setdefault(node, []).append(mixed[run])
+            continue
+        size = max(len(by_node), (sizes or {}).get(partition, 0))
+        if len(failing) >= MIN_PEERS and 2 * len(failing) >= size:
             problems = {s.problem for _, _, s in failing.values() if s.problem}
             reason = f'; {sorted(problems)[0]}' if len(problems) == 1 else ''
             wide.append(f'{name} failed on {len(failing)} of {len(by_node)} nodes: a '
@@ -301,6 +438,14 @@ def failed_runs(placed):
                 wide_nodes.setdefault(node, []).append(
                     f'{name} failed, as on {len(failing)} of {len(by_node)} nodes: a '
                     'partition-wide failure judges no node')
+            continue
+        if (len(failing) >= MIN_PEERS and 2 * len(failing) >= len(by_node)
+                and not all((node, run) in (failed_before or {}) for node in failing)):
+            for node in failing:      # no DRAIN line for what may be a configuration's failure
+                wide_nodes.setdefault(node, []).append(
+                    f'{name} failed on {len(failing)} of the {len(by_node)} nodes that ran it '
+                    f'({size} in {partition}): the partition\'s failure or these nodes\' (not '
+                    'all failed it before): re-run it over the partition')
             continue
         for node, (bad, runs_of_node, s) in failing.items():
             times = f' {bad} of {runs_of_node} repetitions' if runs_of_node > 1 else ''
@@ -431,9 +576,12 @@ def judge_figure(figure, node_samples, rule, ran):
         named += slow_runs
         within += unsure_runs
     as_unit = lambda x: None if x is None or x <= 0 else _scale(x, higher)
+    why = why_not_judged(figure, judged, verdict, rule, ran,
+                         len({node for node, _, _ in named + within}))
+    if why and ran >= MIN_PEERS:     # the nodes past the threshold: not judged for this figure
+        named, within = named + within, []
     return FigureVerdict(figure, values, higher, as_unit(verdict.reference), verdict.spread,
-                         as_unit(verdict.limit), named, within_noise=within,
-                         not_judged=why_not_judged(figure, judged, verdict, rule, ran))
+                         as_unit(verdict.limit), named, within_noise=within, not_judged=why)
 
 
 def slow_repetitions(figure, per_node, reference, rule, higher, seen):
@@ -487,13 +635,18 @@ def healthy_spread(values, threshold):
     return statistics.stdev(within) if len(within) > 1 else 0.0
 
 
-def why_not_judged(figure, judged, verdict, rule, ran):
-    """Why the peers cannot judge a figure, '' when they can: too few nodes ran it (`ran`), or
-    the healthy ones spread wider than the rule's margin (a figure too noisy to tell nodes
-    apart)."""
+def why_not_judged(figure, judged, verdict, rule, ran, past=0):
+    """Why the peers cannot judge a figure, '' when they can: too few nodes ran it (`ran`), more
+    than half of them past the threshold (`past`: two groups, the partition's difference, as a
+    failure on most nodes is), or the healthy ones spread wider than the rule's margin (a figure
+    too noisy to tell nodes apart)."""
     if ran < MIN_PEERS:
         return f'{TOO_FEW}: {ran} node(s) of {figure.partition} ran it, fewer than {MIN_PEERS}'
     named = {node for node, _ in verdict.named}
+    if 2 * past > len(judged):
+        return (f'{past} of its {len(judged)} nodes past the threshold: two groups of nodes '
+                '(two node models, a setting on some), a difference of the partition, not of '
+                'its nodes')
     healthy = [v for node, v in judged.items() if node not in named]
     sigma = statistics.stdev(healthy) if len(healthy) > 1 else 0
     if verdict.reference and sigma / verdict.reference > rule.threshold:

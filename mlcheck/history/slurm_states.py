@@ -18,6 +18,7 @@ import re
 import subprocess
 from dataclasses import dataclass, field
 from datetime import datetime
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from mlcheck.errors import InputError
 
@@ -34,6 +35,9 @@ LEFT_ALONE = {
     **dict.fromkeys(('NO_RESPOND', 'NOT_RESPONDING', 'INVALID_REG', 'UNKNOWN'), 'not responding'),
 }
 READ_TIMEOUT_S = 20
+# the widest offset between two time zones: a drain time read in an unknown zone is this uncertain
+ZONE_UNCERTAINTY = 14 * 3600
+RESERVATION = frozenset({'MAINTENANCE', 'MAINT', 'RESERVED'})
 _NAME = re.compile(r'^NodeName=(\S+)')
 _STATE = re.compile(r'\sState=(\S+)')
 _PARTITIONS = re.compile(r'\sPartitions=(\S*)')
@@ -68,7 +72,15 @@ class NodeState:
         return f'{" and ".join(why)} ({self.state})' if why else ''
 
 
-def parse(text, where):
+def zone(name):
+    """The time zone `name` (--slurm-tz), an InputError naming it where unknown."""
+    try:
+        return ZoneInfo(name)
+    except (ZoneInfoNotFoundError, ValueError):
+        raise InputError(f'--slurm-tz {name!r}: not a time zone (UTC, Europe/Helsinki)') from None
+
+
+def parse(text, where, tz=None):
     """{node: NodeState} of `scontrol show node` output, one line per node or not; an
     InputError naming `where` when it holds no node."""
     found = {}
@@ -84,28 +96,32 @@ def parse(text, where):
             name.group(1), state.group(1) if state else '',
             reason.group(1).strip() if reason and reason.group(1) != '(null)' else '',
             tuple(filter(None, partitions.group(1).split(','))) if partitions else (),
-            _since(_REASON.search(record)))
+            _since(_REASON.search(record), tz))
     if not found:
         raise InputError(f'{where}: no node in it (expected `scontrol show node --oneliner`)')
     return found
 
 
-def _since(match):
-    """Slurm's time of a reason, in the local time where the command runs (as Slurm writes it,
-    and as a perf log's times without an offset are read); None where not said or unreadable."""
+def _since(match, tz=None):
+    """Slurm's time of a reason, which it writes in the cluster's local time without a zone:
+    read in `tz` (a ZoneInfo), else in the local time where the command runs; None where not said
+    or unreadable."""
     try:
-        return datetime.fromisoformat(match.group(2)).timestamp() if match else None
+        when = datetime.fromisoformat(match.group(2)) if match else None
+        return (when.replace(tzinfo=tz) if tz and not when.tzinfo else when).timestamp() \
+            if when else None
     except ValueError:
         return None
 
 
-def read(path=None):
+def read(path=None, tz=None):
     """({node: NodeState}, '') from the saved file `path`, else from `scontrol show node
-    --oneliner` run here; (None, why not) where Slurm cannot be read from here."""
+    --oneliner` run here; (None, why not) where Slurm cannot be read from here. `tz`: the zone of
+    Slurm's times (default: the local one)."""
     if path:
         try:
             with open(path, errors='replace') as stream:
-                return parse(stream.read(), path), ''
+                return parse(stream.read(), path, tz), ''
         except OSError as err:
             raise InputError(f'--slurm-states {path}: {err.strerror}') from None
     try:
@@ -119,7 +135,7 @@ def read(path=None):
         first = (done.stderr.strip().splitlines() or ['no message'])[0][:120]
         return None, f'scontrol failed: {first}'
     try:
-        return parse(done.stdout, 'scontrol show node'), ''
+        return parse(done.stdout, 'scontrol show node', tz), ''
     except InputError as err:
         return None, str(err)
 
@@ -129,16 +145,38 @@ class ResumePlan:
     resume: list = field(default_factory=list)        # healthy, drained for mlcheck's reason
     left_alone: dict = field(default_factory=dict)    # {node: why}: another reason, or set aside
     in_service: list = field(default_factory=list)    # healthy and not drained: nothing to resume
+    # healthy, not drained, in a maintenance reservation: ending it returns them, nothing to resume
+    in_reservation: list = field(default_factory=list)
     unchecked: str = ''                               # why Slurm was not read ('' when it was)
     no_lines: str = ''        # why no scontrol line is printed at all ('' when they are)
 
 
+def ours(state, resume_reason=None):
+    """Whether the node's reason is mlcheck's own or the maintenance's (`resume_reason` matching
+    the whole reason): the only reasons mlcheck's lines may replace."""
+    return (state.reason.startswith(OWN_REASON)
+            or bool(resume_reason and resume_reason.fullmatch(state.reason)))
+
+
 def resumable(state, resume_reason=None):
     """Whether a RESUME line may name the node in `state`: out of service, not set aside, for
-    mlcheck's own reason or the maintenance's (`resume_reason` matching the whole reason)."""
-    return (state.out_of_service and not state.set_aside
-            and (state.reason.startswith(OWN_REASON)
-                 or bool(resume_reason and resume_reason.fullmatch(state.reason))))
+    mlcheck's own reason or the maintenance's."""
+    return state.out_of_service and not state.set_aside and ours(state, resume_reason)
+
+
+def in_reservation_only(state):
+    """Whether a node is set aside only by a maintenance reservation, responding and not drained
+    (the reservation flow of docs/node-sweep.md: ending the reservation returns it to users)."""
+    return (not state.out_of_service and '*' not in state.state
+            and state.flags & RESERVATION and not {f for f in state.flags if f in LEFT_ALONE}
+            - RESERVATION)
+
+
+def drained_by_another(state, resume_reason=None):
+    """The reason of a node drained or down for a reason that is neither mlcheck's nor the
+    maintenance's (an admin's ticket), '' otherwise: no DRAIN line may overwrite it."""
+    return (state.reason if state.out_of_service and state.reason
+            and not ours(state, resume_reason) else '')
 
 
 def resume_plan(healthy, states, why_unread='', resume_reason=None):
@@ -153,6 +191,8 @@ def resume_plan(healthy, states, why_unread='', resume_reason=None):
             plan.resume.append(node)
         elif now is None:
             plan.left_alone[node] = 'Slurm does not know it'
+        elif in_reservation_only(now):
+            plan.in_reservation.append(node)
         elif now.set_aside:
             plan.left_alone[node] = now.set_aside
         elif not now.out_of_service:

@@ -1,0 +1,176 @@
+"""mlcheck-nodes against the nine answers of the second red-team of issue 47 that would lead an
+admin to a wrong action (/tmp/redteam2-i47, W1-W9): each case's physics written with this
+suite's own generator of sweeps (tests/test_nodes.run_of_sweep), each seen failing on 9b627e2
+first."""
+
+import dataclasses
+
+import pytest
+
+from mlcheck.history import hostlist
+from perflogs import write_perflog
+from test_node_sweep_cases import (CIFAR, CIFAR_FIGURES, HOUR, full_sweep, judged, resumed,
+                                   utc)  # noqa: F401 (the fixture)
+from test_nodes import MNIST, NODES16, NOV, appended, drained, run, run_of_sweep, slurm_states
+
+DAY = 86400
+ROCM60 = 'MNISTDistributedCheck %image=rocm60.sif %num_nodes=1'
+
+
+def not_judged_line(out, node):
+    return next((ln for ln in out.splitlines() if ln.startswith(f'  {node}: not judged')), '')
+
+
+@pytest.mark.parametrize('stale', ['retired image', 'one-node debug run'])
+def test_w1_w2_a_test_last_swept_before_the_partitions_latest_sweep_drains_no_node(
+        tmp_path, capsys, stale):
+    """c03, c04: nid005 failed a month-old sweep of a retired image (or a one-node debug run of
+    CIFAR with other settings); today's full sweep passes everywhere. The old test is stale: no
+    DRAIN line, nid005 not judged naming it, never resumed."""
+    if stale == 'retired image':
+        old = run_of_sweep(NODES16, NOV[24] - 30 * DAY, failed={('nid005', 0)}, name=ROCM60,
+                           first_job=100)
+    else:
+        old = run_of_sweep(['nid005'], NOV[24] - 25 * DAY, failed={('nid005', 0)}, name=CIFAR,
+                           figures=CIFAR_FIGURES, settings='epochs=1', first_job=100)
+    code, out, _ = judged(tmp_path, capsys, old + full_sweep(NOV[24]))
+    assert code == 1 and drained(out) == [] and 'nid005' not in resumed(out), out
+    line = not_judged_line(out, 'nid005')
+    assert 'stale' in line and '2026-10' in line and '-n' in line, out
+    assert len(resumed(out)) == 15, out
+
+
+def test_w1_a_test_swept_for_a_day_before_another_is_re_run_alone_is_no_stale_test(
+        tmp_path, capsys):
+    """The stale rule reads a pause of the whole partition, not a test's age: MNIST swept over
+    15 nodes (nid016 held by users), then CIFAR with --repeat 3 for 32 h, then CIFAR re-run alone
+    3 h later (its data fixed): MNIST's sweep ended 35 h before. It is of this maintenance:
+    nid005's MNIST failure drains it, and nid016, missing from it (it ran MNIST only in the sweep
+    of 5 days before), is never resumed."""
+    before = full_sweep(NOV[24] - 5 * DAY, seed=7)
+    mnist = run_of_sweep(NODES16[:15], NOV[24], failed={('nid005', 0)}, first_job=2000)
+    cifar = run_of_sweep(NODES16, mnist[-1].time + 60, 3, name=CIFAR, figures=CIFAR_FIGURES,
+                         every_s=40 * 60, first_job=3000)
+    rerun = run_of_sweep(NODES16, cifar[-1].time + 3 * HOUR, name=CIFAR, figures=CIFAR_FIGURES,
+                         first_job=4000, seed=3)
+    code, out, _ = judged(tmp_path, capsys, before + mnist + cifar + rerun)
+    assert code == 1 and drained(out) == ['nid005'] and 'stale' not in out, out
+    assert 'nid016' not in resumed(out) and len(resumed(out)) == 14, out
+
+
+def test_w3_repaired_nodes_re_swept_alone_and_failing_again_are_drained(tmp_path, capsys):
+    """c05: 4 nodes fail CIFAR in the full sweep, are repaired and re-swept alone 6 h later,
+    and fail again 4 of 4: 4 of the partition's 16 nodes, not the partition's failure."""
+    bad = ['nid003', 'nid007', 'nid011', 'nid013']
+    first = full_sweep(NOV[24], failed={(n, 0, 'CIFAR') for n in bad})
+    again = full_sweep(NOV[24] + 6 * HOUR, failed={(n, 0, 'CIFAR') for n in bad}, nodes_=bad,
+                       seed=5)
+    code, out, _ = judged(tmp_path, capsys, first + again)
+    assert code == 1 and drained(out) == bad and 'partition-wide' not in out, out
+
+
+def test_w3_a_test_failing_on_every_idle_node_of_a_partly_swept_partition_drains_none(
+        tmp_path, capsys):
+    """The other side of W3: after the upgrade only 6 of 16 nodes are idle (users hold the rest)
+    and CIFAR fails on all 6 (its data path); they passed it 5 days before. 6 of 16 is under half
+    the partition, but nothing says the nodes are at fault: no DRAIN line, each not judged."""
+    idle = NODES16[:6]
+    before = full_sweep(NOV[24] - 5 * DAY, seed=7)
+    now = full_sweep(NOV[24], failed={(n, 0, 'CIFAR') for n in idle}, nodes_=idle)
+    code, out, _ = judged(tmp_path, capsys, before + now)
+    assert code == 1 and drained(out) == [] and not resumed(out) & set(idle), out
+    assert all('re-run it over the partition' in not_judged_line(out, n) for n in idle), out
+
+
+def test_w4_a_test_failing_everywhere_then_re_run_in_the_same_sweep_drains_the_node_still_failing(
+        tmp_path, capsys):
+    """c06: CIFAR fails on all 16 at 09:00 (its data path), the path is fixed and CIFAR re-run
+    45 min later: nid009 fails, 15 pass. One sweep by the 60 min gap; never partition-wide, and
+    nid009 never goes back to users."""
+    mnist = run_of_sweep(NODES16, NOV[24], every_s=15)
+    broken = run_of_sweep(NODES16, NOV[24] + 600, failed={(n, 0) for n in NODES16}, name=CIFAR,
+                          figures=CIFAR_FIGURES, every_s=10, first_job=3000)
+    fixed = run_of_sweep(NODES16, NOV[24] + 600 + 45 * 60, failed={('nid009', 0)}, name=CIFAR,
+                         figures=CIFAR_FIGURES, every_s=60, first_job=4000, seed=4)
+    code, out, _ = judged(tmp_path, capsys, mnist + broken + fixed)
+    assert code == 1 and 'partition-wide' not in out and 'nid009' not in resumed(out), out
+    assert drained(out) == ['nid009'], out
+
+
+def test_w5_a_partition_of_two_node_models_drains_neither(tmp_path, capsys):
+    """c07: 5 of 16 nodes are a newer model, 28 % faster: the 11 others are the partition's
+    common node, not 11 slow nodes."""
+    faster = {n: -0.28 for n in NODES16[11:]}
+    code, out, _ = judged(tmp_path, capsys, full_sweep(NOV[24], slower=faster))
+    assert drained(out) == [], out
+    assert 'two groups' in out, out
+
+
+def test_w7_drain_times_of_a_saved_states_file_in_no_known_zone_prove_no_order(
+        tmp_path, capsys, monkeypatch):
+    """c10_Tokyo: Slurm (UTC) drained every node at 09:30 for the maintenance, the sweep's runs
+    ended 08:00-08:32 UTC, before it; read on a laptop in Tokyo the drain time 09:30 reads as
+    00:30 UTC, before the runs: 16 untested nodes resumed. Without --slurm-tz, a drain time within
+    14 h of the evidence proves no order: not vetted; --slurm-tz UTC reads them right."""
+    import time
+    monkeypatch.setenv('TZ', 'Asia/Tokyo')
+    time.tzset()
+    states = {n: ('IDLE+DRAIN', 'upgrade 2026-11', '2026-11-24T09:30:00') for n in NODES16}
+    found = run_of_sweep(NODES16, NOV[24])
+    (tmp_path / 's.txt').write_text(slurm_states(NODES16, states))
+    log = write_perflog(tmp_path / 'sweep.log', found)
+    args = [log, '--slurm-states', str(tmp_path / 's.txt'), '--resume-reason', 'upgrade 2026-11']
+    code, out, _ = run(capsys, *args)
+    assert code == 1 and resumed(out) == set() and 'not vetted (16)' in out, out
+    assert 'zone' in out, out
+    code, out, _ = run(capsys, *args, '--slurm-tz', 'UTC')
+    assert code == 1 and resumed(out) == set() and 'not vetted (16)' in out, out
+    assert 'UTC' in out, out
+
+
+def test_w8_a_node_an_admin_drained_for_a_ticket_gets_no_drain_line(tmp_path, capsys):
+    """c09: an admin drained nid007 for 'RMA DIMM ticket 4411' while its sweep job ran; slow in
+    that run, it gets no DRAIN line (which would overwrite the ticket), and is listed as left
+    alone with what mlcheck found."""
+    states = {'nid007': ('IDLE+DRAIN', 'RMA DIMM ticket 4411', '2026-11-24T08:20:00')}
+    code, out, _ = judged(tmp_path, capsys, full_sweep(NOV[24], slower={'nid007': 0.35}), states)
+    assert code == 1 and drained(out) == [], out
+    assert "left alone (already drained: 'RMA DIMM ticket 4411'): nid007" in out, out
+    assert 'nid007' not in resumed(out), out
+
+
+@pytest.mark.parametrize('slow', [None, 'nid004'])
+def test_w9_healthy_nodes_in_a_maintenance_reservation_are_one_line_and_exit_0(
+        tmp_path, capsys, slow):
+    """c01, c02: the documented flow: nodes resumed into a MAINT reservation, swept, DRAIN lines
+    pasted, the reservation ended. Healthy nodes there need nothing resumed: one host list, and
+    exit 0 when nothing else is wrong."""
+    states = {n: ('IDLE+MAINT', '') for n in NODES16}
+    found = full_sweep(NOV[24], slower={slow: 0.35} if slow else None)
+    (tmp_path / 's.txt').write_text(slurm_states(NODES16, states))
+    code, out, _ = run(capsys, write_perflog(tmp_path / 'sweep.log', found), '--slurm-states',
+                       str(tmp_path / 's.txt'), '--slurm-tz', 'UTC')
+    assert 'left alone' not in out, out
+    reserved = [ln for ln in out.splitlines() if 'ending the reservation' in ln]
+    assert len(reserved) == 1, out
+    if slow:
+        assert code == 1 and drained(out) == ['nid004'], out
+    else:
+        assert code == 0 and 'nid[001-016]' in reserved[0], out
+
+
+def test_a_user_held_node_finishing_hours_later_hints_at_sweep_gap(tmp_path, capsys):
+    """A node held by users runs its sweep job 3 h after the others: its run is the latest sweep
+    alone; say that --sweep-gap joins them."""
+    first = run_of_sweep(NODES16[:-1], NOV[24])
+    late = run_of_sweep(NODES16[-1:], NOV[24] + 3 * HOUR, first_job=5000)
+    code, out, _ = run(capsys, write_perflog(tmp_path / 'sweep.log', first + late), '--expect',
+                       'nid[001-016]')
+    assert '--sweep-gap' in out, out
+
+
+def test_help_says_the_sweep_gap_is_per_test(capsys):
+    with pytest.raises(SystemExit):
+        run(capsys, '--help')
+    out = capsys.readouterr().out
+    assert 'per partition' not in out and 'latest sweep of a partition' not in out, out
