@@ -77,7 +77,7 @@ def test_a_restarted_slurmd_is_rebuilt_from_the_clusters_settings(tmp_path, monk
     monkeypatch.setattr(faults, 'cluster', lambda environ=None: sim)
     monkeypatch.setattr(faults, '_cpu_home_of', lambda pid: None)
     monkeypatch.setattr(faults.os, 'kill', lambda pid, signal: None)
-    monkeypatch.setattr(faults, 'slurmd_pid', lambda node, sim=None: 7)
+    monkeypatch.setattr(sim, 'daemon_pid', lambda name, node='', pidfile_only=False: 7 if pidfile_only else None)
     monkeypatch.setattr(faults, '_responding', lambda node: True)
     monkeypatch.setattr(faults, '_wait', lambda condition, what: condition() or pytest.fail(what))
     monkeypatch.setattr(faults.subprocess, 'run', lambda command, **kw: ran.append((command, kw['env'])))

@@ -166,11 +166,10 @@ def _restart_slurmd(node, old, wrap):
     new = {}
 
     def started():
-        try:
-            new['pid'] = slurmd_pid(node, sim)
-        except RuntimeError:
-            return False
-        return new['pid'] != old
+        # the pid file's, as start_daemon waits: /proc can show the daemonizing fork's short-lived
+        # parent first (a fault test once read the mounts of a pid that had just exited)
+        new['pid'] = sim.daemon_pid('slurmd', node, pidfile_only=True)
+        return new['pid'] not in (None, old)
     _wait(started, f'slurmd of {node} to start again')
     _wait(lambda: _responding(node), f'{node} to respond to slurmctld')
     return new['pid']
