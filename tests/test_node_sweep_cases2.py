@@ -174,3 +174,15 @@ def test_help_says_the_sweep_gap_is_per_test(capsys):
         run(capsys, '--help')
     out = capsys.readouterr().out
     assert 'per partition' not in out and 'latest sweep of a partition' not in out, out
+
+
+def test_a_node_with_a_repetition_that_left_no_record_is_not_judged(tmp_path, capsys):
+    """Third red-team, c01: --repeat 3 over 16 nodes; nid007's third job died with its node, so
+    ReFrame wrote no line for it: 2 runs where its peers have 3. The missing run may have failed:
+    nid007 is not judged (never resumed), exit 1; the others are resumed."""
+    found = [s for s in run_of_sweep(NODES16, NOV[24], 3)
+             if not (s.nodelist == 'nid007' and s.jobid == str(1000 + 6 * 3 + 3))]
+    code, out, _ = judged(tmp_path, capsys, found)
+    assert code == 1 and 'nid007' not in resumed(out) and len(resumed(out)) == 15, out
+    assert 'ran 2 of the 3 repetitions most of its peers ran of MNISTDistributedCheck' in \
+        not_judged_line(out, 'nid007'), out

@@ -502,6 +502,18 @@ def verdicts(sweep, placed, unjudged, expected, earlier=None):
     for node, said in unjudged.items():
         for line in said:
             add(node, line)
+    # and as many runs of each test as most of its peers (the sweep's --repeat; a node re-run
+    # after a fix has more): a run that left no record (its node crashed, its job was killed)
+    # may have failed, so a node with fewer is not judged healthy
+    runs = {}
+    for node, s in placed:
+        runs.setdefault((s.partition, test_name(s.name)), {}).setdefault(node, set()).add(s.jobid or s.time)
+    for (partition, test), of_node in runs.items():
+        usual = Counter(map(len, of_node.values())).most_common(1)[0][0]
+        for node, own in of_node.items():
+            if len(own) < usual:
+                add(node, f'ran {len(own)} of the {usual} repetitions most of its peers ran of '
+                          f'{short(test)}: a run that left no record may have failed')
     sweep.not_judged = {n: why[n] for n in sorted(why) if n not in drained}
     seen = set(sweep.nodes) | set(drained) | set(sweep.not_judged)
     sweep.not_vetted = {node: 'no record: never ran (held by users, down, or not selected)'
