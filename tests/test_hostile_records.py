@@ -378,3 +378,34 @@ def test_up_removes_the_old_lock_file_only_where_it_is_ours(tmp_path):
     old.symlink_to(tmp_path / 'elsewhere')
     (tmp_path / 'elsewhere').touch()
     assert not remove_old_lock(str(old)) and old.is_symlink()
+
+
+# --- the third read's bypasses (/tmp/sec-48 of the security re-read, B-items) ----------------------
+
+def _sweep_directory(tmp_path):
+    """A perf log directory holding one healthy four-node sweep: its folder and the log."""
+    logs = tmp_path / 'logs'
+    logs.mkdir()
+    return logs, write_perflog(logs / 'sweep.log', session(4, 0.01, {}, random.Random(1)))
+
+
+def test_a_perflog_file_name_with_a_newline_forges_no_line(tmp_path, capsys):
+    """B1: file names holding '\\n' (one with a bad line, a FIFO) printed their own stand-alone
+    `scontrol update` lines on stderr and in nodes.md."""
+    logs, good = _sweep_directory(tmp_path)
+    header = open(good).readline()
+    (logs / f'x\n{FORGED}\n.log').write_text(header + 'a|b\n')
+    os.mkfifo(logs / 'y\nscontrol update NodeName=ALL State=DRAIN\n.log')
+    code, out, err = within(20, lambda: run_main(capsys, nodes.main, str(logs), '-o', str(tmp_path / 'out')))
+    code2, out2, err2 = within(20, lambda: run_main(capsys, report.main, str(logs), good,
+                                                    '-o', str(tmp_path / 'rep')))
+    written = ''.join(p.read_text() for p in (tmp_path / 'out' / 'nodes.md', tmp_path / 'rep' / 'report.md')
+                      if p.exists())
+    assert 'internal error' not in err + err2, err + err2
+    for text in (out, err, out2, err2, written):
+        for line in text.splitlines():
+            assert not line.lstrip('- *`').startswith(('scontrol update NodeName=nid[001',
+                                                       'scontrol update NodeName=ALL', '.log')), line
+    assert f'x\\x0a{FORGED}\\x0a.log:2' in err and f'x\\x0a{FORGED}\\x0a.log:2' in written   # named, escaped
+    assert 'y\\x0ascontrol update NodeName=ALL State=DRAIN\\x0a.log is not read' in err + err2
+

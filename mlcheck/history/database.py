@@ -135,7 +135,7 @@ class ResultsDatabase:
         return '&immutable=1'
 
     def _skipped(self, row, why):
-        print(f'results database {self.path}: session row {row} left out: {why}', file=sys.stderr)
+        print(f'results database {visible(self.path)}: session row {row} left out: {why}', file=sys.stderr)
 
     def _report(self, row, uuid, blob):
         """The decoded run report of the session in `row`, None (said on stderr) where it cannot be
@@ -167,7 +167,7 @@ class ResultsDatabase:
 
     def _say_unknown(self):
         for said in self.unknown_versions:
-            print(f'results database {self.path}: {said}: left out', file=sys.stderr)
+            print(f'results database {visible(self.path)}: {said}: left out', file=sys.stderr)
         self.unknown_versions = []
 
     def latest_session(self):

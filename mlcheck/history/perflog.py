@@ -11,6 +11,7 @@ from datetime import datetime
 from mlcheck.errors import InputError
 from mlcheck.history.hostlist import HOST_NAME
 from mlcheck.history.samples import Sample, recorded
+from mlcheck.visible import visible
 
 # perf log columns (by header name) that every sample needs
 PERFLOG_REQUIRED = ('job_completion_time', 'system:partition', 'name', 'image', 'num_nodes',
@@ -25,12 +26,12 @@ def perflog_files(path):
         found = sorted(os.path.join(d, f) for d, _, files in os.walk(path)
                        for f in files if f.endswith('.log'))
         if not found:
-            raise InputError(f'no perf log (*.log) in directory {path}')
+            raise InputError(f'no perf log (*.log) in directory {visible(path)}')
         rotated = sorted(os.path.join(d, f) for d, _, files in os.walk(path)
                          for f in files if re.search(r'\.log\.h\d+$', f))
         return found + [f for f in rotated if _has_sample_columns(f)]
     if not os.path.exists(path):
-        raise InputError(f'perf log not found: {path}')
+        raise InputError(f'perf log not found: {visible(path)}')
     return [path]
 
 
@@ -50,12 +51,13 @@ def _read(path):
     """The text of a perf log, read as src/pytorch/regular_file.py reads (no link followed, a
     FIFO not waited on, a device not read): an InputError naming it otherwise."""
     from mlcheck.files import NotRegular, read_regular
+    shown = visible(path)     # a file name may hold a newline that would start a forged line
     try:
         return read_regular(path, MAX_PERFLOG_BYTES).decode(errors='replace')
     except NotRegular as err:
-        raise UnreadableFile(f'perf log {path} is not read: {err}') from None
+        raise UnreadableFile(f'perf log {shown} is not read: {err}') from None
     except OSError as err:
-        raise UnreadableFile(f'cannot read perf log {path}: {err.strerror}') from None
+        raise UnreadableFile(f'cannot read perf log {shown}: {err.strerror}') from None
 
 
 class UnreadableFile(InputError):
@@ -78,16 +80,17 @@ def read_perflog(path, period=None, with_failed=False, left_out=None):
     # at newlines only, read as bytes: str.splitlines() also splits at \x1c-\x1e, \x85, \u2028
     # ..., and a text stream turns \r into a newline (issue 48)
     lines = _read(path).split('\n')
+    shown = visible(path)     # every message names the file escaped: its name is data too
     if lines[-1] == '':
         lines.pop()
     if not lines:
-        raise InputError(f'perf log {path} is empty (no header)')
+        raise InputError(f'perf log {shown} is empty (no header)')
     if lines[0].startswith('SQLite format 3'):
-        raise InputError(f'{path} is a database, not a perf log: give it with --db')
+        raise InputError(f'{shown} is a database, not a perf log: give it with --db')
     columns = lines[0].split('|')
     missing = [c for c in PERFLOG_REQUIRED if c not in columns]
     if missing:
-        raise InputError(f'perf log {path} has an older or foreign header: no column '
+        raise InputError(f'perf log {shown} has an older or foreign header: no column '
                          f'{", ".join(missing)} (header: {lines[0][:100]!r})')
     samples = []
     for number, line in enumerate(lines[1:], start=2):
@@ -96,9 +99,9 @@ def read_perflog(path, period=None, with_failed=False, left_out=None):
         try:
             sample = _sample(columns, line.split('|'), period, with_failed, path)
         except BadLine as err:
-            print(f'{path}:{number}: {err}; line left out', file=sys.stderr)
+            print(f'{shown}:{number}: {err}; line left out', file=sys.stderr)
             if left_out is not None:
-                left_out.append((f'{path}:{number}', _node_named(columns, line), str(err)))
+                left_out.append((f'{shown}:{number}', _node_named(columns, line), str(err)))
             continue
         if sample:
             samples.append(sample)
