@@ -409,3 +409,19 @@ def test_a_perflog_file_name_with_a_newline_forges_no_line(tmp_path, capsys):
     assert f'x\\x0a{FORGED}\\x0a.log:2' in err and f'x\\x0a{FORGED}\\x0a.log:2' in written   # named, escaped
     assert 'y\\x0ascontrol update NodeName=ALL State=DRAIN\\x0a.log is not read' in err + err2
 
+
+def test_a_perflog_directory_nested_1500_deep_is_searched_to_a_depth_and_says_so(tmp_path, capsys):
+    """B2: 1,500 nested folders gave RecursionError (os.walk) in every report."""
+    logs, good = _sweep_directory(tmp_path)
+    deep = logs
+    for _ in range(1500):
+        deep = deep / 'd'
+        os.mkdir(deep)
+    try:
+        code, out, err = run_main(capsys, nodes.main, str(logs))
+    finally:
+        while deep != logs:       # from the bottom: shutil.rmtree (pytest's clean-up) recurses
+            os.rmdir(deep)
+            deep = deep.parent
+    assert code in (0, 1) and '4 node(s): 4 healthy' in out, err
+    assert 'internal error' not in err and 'not searched' in err and len(err) < 2000, err

@@ -23,16 +23,47 @@ def perflog_files(path):
     files into which ReFrame moves a log when its header changes (when the settings and stack
     columns were added, say) if their header has every column a sample needs."""
     if os.path.isdir(path):
-        found = sorted(os.path.join(d, f) for d, _, files in os.walk(path)
-                       for f in files if f.endswith('.log'))
+        below = sorted(_files_below(path))
+        found = [f for f in below if f.endswith('.log')]
         if not found:
             raise InputError(f'no perf log (*.log) in directory {visible(path)}')
-        rotated = sorted(os.path.join(d, f) for d, _, files in os.walk(path)
-                         for f in files if re.search(r'\.log\.h\d+$', f))
+        rotated = [f for f in below if re.search(r'\.log\.h\d+$', os.path.basename(f))]
         return found + [f for f in rotated if _has_sample_columns(f)]
     if not os.path.exists(path):
         raise InputError(f'perf log not found: {visible(path)}')
     return [path]
+
+
+# ReFrame writes <prefix>/<system>/<partition>/<check>.log: folders deeper than this below a perf
+# log directory are not searched (1,500 nested ones overflowed os.walk's recursion, issue 48)
+MAX_PERFLOG_DEPTH = 16
+
+
+def _files_below(path):
+    """The paths of everything but folders below the folder `path`, searched without recursion
+    and without following a link; the folders deeper than MAX_PERFLOG_DEPTH, and those that
+    cannot be listed, named on stderr and not searched."""
+    found, too_deep, pending = [], [], [(path, 0)]
+    while pending:
+        folder, depth = pending.pop()
+        try:
+            with os.scandir(folder) as listing:
+                entries = list(listing)
+        except OSError as err:
+            print(f'perf log folder {visible(folder)} not searched: {err.strerror}', file=sys.stderr)
+            continue
+        for entry in entries:
+            if not entry.is_dir(follow_symlinks=False):
+                found.append(entry.path)
+            elif depth < MAX_PERFLOG_DEPTH:
+                pending.append((entry.path, depth + 1))
+            else:
+                too_deep.append(entry.path)
+    if too_deep:
+        print(f'perf log directory {visible(path)}: {len(too_deep)} folder(s) more than '
+              f'{MAX_PERFLOG_DEPTH} levels down not searched (first: {visible(min(too_deep))[:200]})',
+              file=sys.stderr)
+    return found
 
 
 def _has_sample_columns(path):
