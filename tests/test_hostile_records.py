@@ -425,3 +425,18 @@ def test_a_perflog_directory_nested_1500_deep_is_searched_to_a_depth_and_says_so
             deep = deep.parent
     assert code in (0, 1) and '4 node(s): 4 healthy' in out, err
     assert 'internal error' not in err and 'not searched' in err and len(err) < 2000, err
+
+
+@pytest.mark.parametrize('content', ['', 'hello\n', 'SQLite format 3\0\n'], ids=['empty', 'foreign', 'database'])
+def test_one_foreign_perflog_in_a_directory_is_left_out_not_the_end_of_every_report(tmp_path, capsys, content):
+    """B5: an empty or foreign *.log in a perf log directory stopped every report (exit 2); given
+    alone, it is still refused in one line."""
+    logs, good = _sweep_directory(tmp_path)
+    (logs / 'zz.log').write_text(content)
+    code, out, err = run_main(capsys, nodes.main, str(logs))
+    assert code in (0, 1) and '4 node(s): 4 healthy' in out, err
+    assert f'{logs / "zz.log"}' in err and 'left out' in err, err
+    code, out, err = run_main(capsys, report.main, str(logs), good)
+    assert code in (0, 1) and 'error' not in err, err
+    code, out, err = run_main(capsys, nodes.main, str(logs / 'zz.log'))
+    assert code == 2 and err.count('\n') == 1 and 'zz.log' in err, err

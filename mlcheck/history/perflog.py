@@ -92,7 +92,9 @@ def _read(path):
 
 
 class UnreadableFile(InputError):
-    """A perf log that cannot be read as a regular file: in a directory, named and left out."""
+    """A file that cannot be read as a perf log (not a regular file; empty, of a foreign header,
+    a database): in a directory, named and left out (one planted file must not stop every
+    report); given alone, refused."""
 
 
 class BadLine(ValueError):
@@ -115,13 +117,13 @@ def read_perflog(path, period=None, with_failed=False, left_out=None):
     if lines[-1] == '':
         lines.pop()
     if not lines:
-        raise InputError(f'perf log {shown} is empty (no header)')
+        raise UnreadableFile(f'perf log {shown} is empty (no header)')
     if lines[0].startswith('SQLite format 3'):
-        raise InputError(f'{shown} is a database, not a perf log: give it with --db')
+        raise UnreadableFile(f'{shown} is a database, not a perf log: give it with --db')
     columns = lines[0].split('|')
     missing = [c for c in PERFLOG_REQUIRED if c not in columns]
     if missing:
-        raise InputError(f'perf log {shown} has an older or foreign header: no column '
+        raise UnreadableFile(f'perf log {shown} has an older or foreign header: no column '
                          f'{", ".join(missing)} (header: {lines[0][:100]!r})')
     samples = []
     for number, line in enumerate(lines[1:], start=2):
