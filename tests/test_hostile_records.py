@@ -440,3 +440,26 @@ def test_one_foreign_perflog_in_a_directory_is_left_out_not_the_end_of_every_rep
     assert code in (0, 1) and 'error' not in err, err
     code, out, err = run_main(capsys, nodes.main, str(logs / 'zz.log'))
     assert code == 2 and err.count('\n') == 1 and 'zz.log' in err, err
+
+
+@pytest.mark.parametrize('field, value, said', [
+    ('name', 123, 'its name is int'), ('system', ['x'], 'its system is list'),
+    ('partition', None, 'its partition is NoneType'),
+    ('job_completion_time_unix', 'x', "its job_completion_time_unix 'x' is not a finite number"),
+    ('job_completion_time_unix', float('inf'), 'its job_completion_time_unix inf is not a finite number'),
+    ('perfvalues', {'sim:cluster:samples_per_s': [1.0, 'x', None, None, 'u']},
+     "its sim:cluster:samples_per_s reference 'x' is not a finite number"),
+    ('perfvalues', {'sim:cluster:samples_per_s': [1.0, 1.0, None, None, 5]},
+     'its sim:cluster:samples_per_s unit is int'),
+], ids=['name', 'system', 'partition', 'time-text', 'time-inf', 'reference-text', 'unit-number'])
+def test_a_database_test_case_of_a_wrong_type_is_named_and_left_out(database, tmp_path, capsys, field, value, said):
+    """B3: `name: 123` or `job_completion_time_unix: "x"` in the newest session gave internal
+    errors (exit 3) in mlcheck-nodes, -report and -baseline."""
+    changed(database, NEWER, lambda r: r['runs'][0]['testcases'][0].update({field: value}))
+    code, out, err = run_main(capsys, nodes.main, 'latest', '--db', str(database), '-C', CONFIG)
+    assert 'internal error' not in err and 'left out' in err and said in err, err
+    code, out, err = run_main(capsys, report.main, GOOD, 'latest', '--db', str(database), '-C', CONFIG)
+    assert 'internal error' not in err and 'left out' in err, err
+    code, out, err = run_main(capsys, baseline.main, 'latest', '--db', str(database), '-C', CONFIG,
+                              '--references-dir', str(tmp_path), '--dry-run')
+    assert 'internal error' not in err, err
