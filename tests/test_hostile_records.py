@@ -463,3 +463,12 @@ def test_a_database_test_case_of_a_wrong_type_is_named_and_left_out(database, tm
     code, out, err = run_main(capsys, baseline.main, 'latest', '--db', str(database), '-C', CONFIG,
                               '--references-dir', str(tmp_path), '--dry-run')
     assert 'internal error' not in err, err
+
+
+def test_a_rewritten_baseline_references_file_keeps_no_execute_nor_other_write_bit(tmp_path, capsys):
+    """B11: a co-writer's sim.yaml of mode 4777 was rewritten -rwxrwxrwx."""
+    (tmp_path / 'sim.yaml').write_text('# references\n')
+    os.chmod(tmp_path / 'sim.yaml', 0o4777)
+    code, _, err = _refs_record(tmp_path, capsys)
+    assert code == 0, err
+    assert os.stat(tmp_path / 'sim.yaml').st_mode & 0o7777 == 0o664

@@ -7,8 +7,8 @@ SELECTION is a session UUID, a period START:END, 'latest', or a perf log with an
 @START:END (see --help). Entries of other tests, partitions, images and
 node counts stay as they are, and so do the bounds of an entry already there; a new entry gets
 --tolerance on its worse side. The file is replaced in one step (a private file written beside
-it, synced, given the old file's mode, then renamed), under a lock that a concurrent baseline of
-the same system waits for.
+it, synced, given the old file's mode less set-id, execute and other-write bits, then renamed),
+under a lock that a concurrent baseline of the same system waits for.
 """
 
 import contextlib
@@ -379,15 +379,21 @@ def write(refs, name, references, data):
     return text
 
 
+# of the old references file's mode, what a rewrite keeps: read and write for its owner and
+# group, read for others; never a set-id, an execute or an other-write bit
+REFERENCES_MODE_KEPT = 0o664
+
+
 def replace_file(refs, name, text):
     """Replace the references file `name` of `refs` with `text` in one step (mlcheck.files: a
     private scratch file in its directory, synced, renamed over; never through a link), its mode
-    that of the old file less any set-id bit (new files: as open() makes them). A link to a file
+    that of the old file less any set-id, execute or other-write bit (a co-writer's 4777 is not
+    kept; new files: as open() makes them). A link to a file
     inside the references directory keeps pointing at it, now new; any other link is refused
     (written_file, checked again at the write: a co-writer may swap the link)."""
     place, name = written_file(refs, name)
     try:
-        mode = os.stat(name, dir_fd=place.fd, follow_symlinks=False).st_mode & 0o777
+        mode = os.stat(name, dir_fd=place.fd, follow_symlinks=False).st_mode & REFERENCES_MODE_KEPT
     except FileNotFoundError:
         mode = None
     place.replace(name, text.encode(), mode)
