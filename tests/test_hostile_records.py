@@ -465,6 +465,19 @@ def test_a_database_test_case_of_a_wrong_type_is_named_and_left_out(database, tm
     assert 'internal error' not in err, err
 
 
+def test_the_causes_separating_command_excludes_no_node_named_like_the_partition(tmp_path, capsys):
+    """B10: nid001 renamed `cluster` (the records' partition) passed as `-J exclude=cluster`,
+    which Slurm may read as every node of the partition."""
+    before, after = build(random.Random(1), [Fault('node', 'nid001', 0.25)], noise=0.01, recorded=False)
+    named = lambda s: dataclasses.replace(s, nodelist=s.nodelist.replace('nid001', 'cluster'))
+    logs = [write_perflog(tmp_path / 'b.log', [named(s) for s in before if s.var != cells.RANK_VAR]),
+            write_perflog(tmp_path / 'a.log', [named(s) for s in after if s.var != cells.RANK_VAR])]
+    _, out, _ = run_main(capsys, report.main, *logs)
+    assert 'node cluster' in out, out          # the data names it as the likely cause
+    assert 'exclude=cluster' not in out and 'nodelist=cluster' not in out, out
+    assert "'cluster' is a partition's name" in out, out
+
+
 def test_a_rewritten_baseline_references_file_keeps_no_execute_nor_other_write_bit(tmp_path, capsys):
     """B11: a co-writer's sim.yaml of mode 4777 was rewritten -rwxrwxrwx."""
     (tmp_path / 'sim.yaml').write_text('# references\n')
