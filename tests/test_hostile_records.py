@@ -485,3 +485,24 @@ def test_a_rewritten_baseline_references_file_keeps_no_execute_nor_other_write_b
     code, _, err = _refs_record(tmp_path, capsys)
     assert code == 0, err
     assert os.stat(tmp_path / 'sim.yaml').st_mode & 0o7777 == 0o664
+
+
+def _laughs(levels=10):
+    """A 'billion laughs' references file: each level ten aliases of the level above."""
+    return 'a0: &a0 [x, x, x, x, x, x, x, x, x, x]\n' + ''.join(
+        f'a{n}: &a{n} [{", ".join([f"*a{n - 1}"] * 10)}]\n' for n in range(1, levels))
+
+
+@pytest.mark.parametrize('text, said', [
+    (_laughs(), 'values, more than 100,000: refused, not built'),
+    ('a: &a [x, *a]\n', 'an alias inside its own anchor'),
+    ('[' * 5000 + ']' * 5000 + '\n', 'cannot be read'),
+    ('{}\n', 'cannot rewrite it keeping its text'),
+], ids=['billion-laughs', 'recursive', 'nested', 'flow-mapping'])
+def test_a_baseline_references_file_of_aliases_or_odd_yaml_is_refused_in_one_line(tmp_path, capsys, text, said):
+    """B8: a 702-byte references file of nested aliases hung mlcheck-baseline, memory growing; a
+    file of `{}` alone was an internal error (ParserError of the rewritten text)."""
+    (tmp_path / 'sim.yaml').write_text(text)
+    code, out, err = within(20, lambda: _refs_record(tmp_path, capsys))
+    assert code == 2 and err.count('\n') == 1 and said in err, err
+    assert (tmp_path / 'sim.yaml').read_text() == text
