@@ -380,7 +380,7 @@ def test_up_removes_the_old_lock_file_only_where_it_is_ours(tmp_path):
     assert not remove_old_lock(str(old)) and old.is_symlink()
 
 
-# --- the third read's bypasses (/tmp/sec-48 of the security re-read, B-items) ----------------------
+# --- the security re-read's bypasses (B-items of /tmp/sec-48), each seen failing on 3b38536 first ---
 
 def _sweep_directory(tmp_path):
     """A perf log directory holding one healthy four-node sweep: its folder and the log."""
