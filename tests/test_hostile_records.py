@@ -378,3 +378,131 @@ def test_up_removes_the_old_lock_file_only_where_it_is_ours(tmp_path):
     old.symlink_to(tmp_path / 'elsewhere')
     (tmp_path / 'elsewhere').touch()
     assert not remove_old_lock(str(old)) and old.is_symlink()
+
+
+# --- the security re-read's bypasses (B-items of /tmp/sec-48), each seen failing on 3b38536 first ---
+
+def _sweep_directory(tmp_path):
+    """A perf log directory holding one healthy four-node sweep: its folder and the log."""
+    logs = tmp_path / 'logs'
+    logs.mkdir()
+    return logs, write_perflog(logs / 'sweep.log', session(4, 0.01, {}, random.Random(1)))
+
+
+def test_a_perflog_file_name_with_a_newline_forges_no_line(tmp_path, capsys):
+    """B1: file names holding '\\n' (one with a bad line, a FIFO) printed their own stand-alone
+    `scontrol update` lines on stderr and in nodes.md."""
+    logs, good = _sweep_directory(tmp_path)
+    header = open(good).readline()
+    (logs / f'x\n{FORGED}\n.log').write_text(header + 'a|b\n')
+    os.mkfifo(logs / 'y\nscontrol update NodeName=ALL State=DRAIN\n.log')
+    code, out, err = within(20, lambda: run_main(capsys, nodes.main, str(logs), '-o', str(tmp_path / 'out')))
+    code2, out2, err2 = within(20, lambda: run_main(capsys, report.main, str(logs), good,
+                                                    '-o', str(tmp_path / 'rep')))
+    written = ''.join(p.read_text() for p in (tmp_path / 'out' / 'nodes.md', tmp_path / 'rep' / 'report.md')
+                      if p.exists())
+    assert 'internal error' not in err + err2, err + err2
+    for text in (out, err, out2, err2, written):
+        for line in text.splitlines():
+            assert not line.lstrip('- *`').startswith(('scontrol update NodeName=nid[001',
+                                                       'scontrol update NodeName=ALL', '.log')), line
+    assert f'x\\x0a{FORGED}\\x0a.log:2' in err and f'x\\x0a{FORGED}\\x0a.log:2' in written   # named, escaped
+    assert 'y\\x0ascontrol update NodeName=ALL State=DRAIN\\x0a.log is not read' in err + err2
+
+
+def test_a_perflog_directory_nested_1500_deep_is_searched_to_a_depth_and_says_so(tmp_path, capsys):
+    """B2: 1,500 nested folders gave RecursionError (os.walk) in every report."""
+    logs, good = _sweep_directory(tmp_path)
+    deep = logs
+    for _ in range(1500):
+        deep = deep / 'd'
+        os.mkdir(deep)
+    try:
+        code, out, err = run_main(capsys, nodes.main, str(logs))
+    finally:
+        while deep != logs:       # from the bottom: shutil.rmtree (pytest's clean-up) recurses
+            os.rmdir(deep)
+            deep = deep.parent
+    assert code in (0, 1) and '4 node(s): 4 healthy' in out, err
+    assert 'internal error' not in err and 'not searched' in err and len(err) < 2000, err
+
+
+@pytest.mark.parametrize('content', ['', 'hello\n', 'SQLite format 3\0\n'], ids=['empty', 'foreign', 'database'])
+def test_one_foreign_perflog_in_a_directory_is_left_out_not_the_end_of_every_report(tmp_path, capsys, content):
+    """B5: an empty or foreign *.log in a perf log directory stopped every report (exit 2); given
+    alone, it is still refused in one line."""
+    logs, good = _sweep_directory(tmp_path)
+    (logs / 'zz.log').write_text(content)
+    code, out, err = run_main(capsys, nodes.main, str(logs))
+    assert code in (0, 1) and '4 node(s): 4 healthy' in out, err
+    assert f'{logs / "zz.log"}' in err and 'left out' in err, err
+    code, out, err = run_main(capsys, report.main, str(logs), good)
+    assert code in (0, 1) and 'error' not in err, err
+    code, out, err = run_main(capsys, nodes.main, str(logs / 'zz.log'))
+    assert code == 2 and err.count('\n') == 1 and 'zz.log' in err, err
+
+
+@pytest.mark.parametrize('field, value, said', [
+    ('name', 123, 'its name is int'), ('system', ['x'], 'its system is list'),
+    ('partition', None, 'its partition is NoneType'),
+    ('job_completion_time_unix', 'x', "its job_completion_time_unix 'x' is not a finite number"),
+    ('job_completion_time_unix', float('inf'), 'its job_completion_time_unix inf is not a finite number'),
+    ('perfvalues', {'sim:cluster:samples_per_s': [1.0, 'x', None, None, 'u']},
+     "its sim:cluster:samples_per_s reference 'x' is not a finite number"),
+    ('perfvalues', {'sim:cluster:samples_per_s': [1.0, 1.0, None, None, 5]},
+     'its sim:cluster:samples_per_s unit is int'),
+], ids=['name', 'system', 'partition', 'time-text', 'time-inf', 'reference-text', 'unit-number'])
+def test_a_database_test_case_of_a_wrong_type_is_named_and_left_out(database, tmp_path, capsys, field, value, said):
+    """B3: `name: 123` or `job_completion_time_unix: "x"` in the newest session gave internal
+    errors (exit 3) in mlcheck-nodes, -report and -baseline."""
+    changed(database, NEWER, lambda r: r['runs'][0]['testcases'][0].update({field: value}))
+    code, out, err = run_main(capsys, nodes.main, 'latest', '--db', str(database), '-C', CONFIG)
+    assert 'internal error' not in err and 'left out' in err and said in err, err
+    code, out, err = run_main(capsys, report.main, GOOD, 'latest', '--db', str(database), '-C', CONFIG)
+    assert 'internal error' not in err and 'left out' in err, err
+    code, out, err = run_main(capsys, baseline.main, 'latest', '--db', str(database), '-C', CONFIG,
+                              '--references-dir', str(tmp_path), '--dry-run')
+    assert 'internal error' not in err, err
+
+
+def test_the_causes_separating_command_excludes_no_node_named_like_the_partition(tmp_path, capsys):
+    """B10: nid001 renamed `cluster` (the records' partition) passed as `-J exclude=cluster`,
+    which Slurm may read as every node of the partition."""
+    before, after = build(random.Random(1), [Fault('node', 'nid001', 0.25)], noise=0.01, recorded=False)
+    named = lambda s: dataclasses.replace(s, nodelist=s.nodelist.replace('nid001', 'cluster'))
+    logs = [write_perflog(tmp_path / 'b.log', [named(s) for s in before if s.var != cells.RANK_VAR]),
+            write_perflog(tmp_path / 'a.log', [named(s) for s in after if s.var != cells.RANK_VAR])]
+    _, out, _ = run_main(capsys, report.main, *logs)
+    assert 'node cluster' in out, out          # the data names it as the likely cause
+    assert 'exclude=cluster' not in out and 'nodelist=cluster' not in out, out
+    assert "'cluster' is a partition's name" in out, out
+
+
+def test_a_rewritten_baseline_references_file_keeps_no_execute_nor_other_write_bit(tmp_path, capsys):
+    """B11: a co-writer's sim.yaml of mode 4777 was rewritten -rwxrwxrwx."""
+    (tmp_path / 'sim.yaml').write_text('# references\n')
+    os.chmod(tmp_path / 'sim.yaml', 0o4777)
+    code, _, err = _refs_record(tmp_path, capsys)
+    assert code == 0, err
+    assert os.stat(tmp_path / 'sim.yaml').st_mode & 0o7777 == 0o664
+
+
+def _laughs(levels=10):
+    """A 'billion laughs' references file: each level ten aliases of the level above."""
+    return 'a0: &a0 [x, x, x, x, x, x, x, x, x, x]\n' + ''.join(
+        f'a{n}: &a{n} [{", ".join([f"*a{n - 1}"] * 10)}]\n' for n in range(1, levels))
+
+
+@pytest.mark.parametrize('text, said', [
+    (_laughs(), 'values, more than 100,000: refused, not built'),
+    ('a: &a [x, *a]\n', 'an alias inside its own anchor'),
+    ('[' * 5000 + ']' * 5000 + '\n', 'cannot be read'),
+    ('{}\n', 'cannot rewrite it keeping its text'),
+], ids=['billion-laughs', 'recursive', 'nested', 'flow-mapping'])
+def test_a_baseline_references_file_of_aliases_or_odd_yaml_is_refused_in_one_line(tmp_path, capsys, text, said):
+    """B8: a 702-byte references file of nested aliases hung mlcheck-baseline, memory growing; a
+    file of `{}` alone was an internal error (ParserError of the rewritten text)."""
+    (tmp_path / 'sim.yaml').write_text(text)
+    code, out, err = within(20, lambda: _refs_record(tmp_path, capsys))
+    assert code == 2 and err.count('\n') == 1 and said in err, err
+    assert (tmp_path / 'sim.yaml').read_text() == text

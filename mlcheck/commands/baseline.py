@@ -7,8 +7,8 @@ SELECTION is a session UUID, a period START:END, 'latest', or a perf log with an
 @START:END (see --help). Entries of other tests, partitions, images and
 node counts stay as they are, and so do the bounds of an entry already there; a new entry gets
 --tolerance on its worse side. The file is replaced in one step (a private file written beside
-it, synced, given the old file's mode, then renamed), under a lock that a concurrent baseline of
-the same system waits for.
+it, synced, given the old file's mode less set-id, execute and other-write bits, then renamed),
+under a lock that a concurrent baseline of the same system waits for.
 """
 
 import contextlib
@@ -267,14 +267,44 @@ def read_references(refs, name):
         return ReferencesFile(), {}
     try:
         text = content.decode()
+        _refuse_alias_bombs(yaml.compose(text, Loader=yaml.SafeLoader), shown)
         raw = yaml.safe_load(text) or {}
         data = unshared(raw)
-    except (UnicodeDecodeError, yaml.YAMLError) as err:
-        raise InputError(f'references file {shown} cannot be read: {str(err).splitlines()[0]}') from None
+    except (UnicodeDecodeError, yaml.YAMLError, RecursionError) as err:
+        # RecursionError: lists nested some hundred deep, which the YAML composer recurses into
+        raise InputError(f'references file {shown} cannot be read: '
+                         f'{(str(err).splitlines() or [type(err).__name__])[0]}') from None
     if not isinstance(data, dict):
         raise InputError(f'references file {shown}: expected a mapping of checks at the top')
     head, blocks = split_blocks(text)
     return ReferencesFile(head, blocks, unshared(data), anchor_groups(raw, blocks)), data
+
+
+# a references file whose aliases, expanded, would hold more values than this is refused before
+# it is built: a 702-byte 'billion laughs' file (ten levels of ten aliases of the level above)
+# hung mlcheck-baseline copying it; the simulated partition's file holds some hundreds
+MAX_REFERENCES_VALUES = 100_000
+
+
+def _refuse_alias_bombs(root, shown):
+    """An InputError where the composed YAML `root` (aliases still shared, nothing built) would
+    hold more than MAX_REFERENCES_VALUES values with its aliases expanded, or an alias inside its
+    own anchor (expanded for ever)."""
+    sizes = {}      # id(node): its values expanded; None while it is being counted
+
+    def size(node):
+        if id(node) in sizes:
+            if sizes[id(node)] is None:
+                raise InputError(f'references file {shown}: an alias inside its own anchor: refused')
+            return sizes[id(node)]
+        sizes[id(node)] = None
+        children = [n for pair in node.value for n in pair] if isinstance(node, yaml.MappingNode) \
+            else node.value if isinstance(node, yaml.SequenceNode) else []
+        sizes[id(node)] = 1 + sum(map(size, children))
+        return sizes[id(node)]
+    if root is not None and size(root) > MAX_REFERENCES_VALUES:
+        raise InputError(f'references file {shown}: its aliases expand to {size(root):,} values, more '
+                         f'than {MAX_REFERENCES_VALUES:,}: refused, not built')
 
 
 def unshared(node):
@@ -372,22 +402,32 @@ def update(data, comments, found, selection, tolerance, warnings=None):
 
 def write(refs, name, references, data):
     text = render(references, data)
-    if yaml.safe_load(text) != data:   # a layout the blocks do not follow: leave the file alone
+    try:
+        same = yaml.safe_load(text) == data
+    except yaml.YAMLError:     # a head the blocks cannot follow (a file of `{}` alone)
+        same = False
+    if not same:    # a layout the blocks do not follow: leave the file alone
         raise InputError(f'references file {refs.shown(name)}: cannot rewrite it keeping its text and '
                          'comments (an anchor shared between checks?); edit it by hand')
     replace_file(refs, name, text)
     return text
 
 
+# of the old references file's mode, what a rewrite keeps: read and write for its owner and
+# group, read for others; never a set-id, an execute or an other-write bit
+REFERENCES_MODE_KEPT = 0o664
+
+
 def replace_file(refs, name, text):
     """Replace the references file `name` of `refs` with `text` in one step (mlcheck.files: a
     private scratch file in its directory, synced, renamed over; never through a link), its mode
-    that of the old file less any set-id bit (new files: as open() makes them). A link to a file
+    that of the old file less any set-id, execute or other-write bit (a co-writer's 4777 is not
+    kept; new files: as open() makes them). A link to a file
     inside the references directory keeps pointing at it, now new; any other link is refused
     (written_file, checked again at the write: a co-writer may swap the link)."""
     place, name = written_file(refs, name)
     try:
-        mode = os.stat(name, dir_fd=place.fd, follow_symlinks=False).st_mode & 0o777
+        mode = os.stat(name, dir_fd=place.fd, follow_symlinks=False).st_mode & REFERENCES_MODE_KEPT
     except FileNotFoundError:
         mode = None
     place.replace(name, text.encode(), mode)

@@ -129,20 +129,24 @@ def likely_causes(comparisons, before=(), after=(), rule=compare.Rule()):
     record keeps it (the results database, not a perf log), why a test failed."""
     found = []
     several = len({c.key[0] for c in comparisons}) > 1
+    # the records' partition names, which Slurm may read as all of a partition's nodes: a node
+    # named like one never reaches a separating command's -J exclude= (node_names.refusal)
+    partitions = {p.rpartition(':')[2] for p in {c.key[0] for c in comparisons}
+                  | {s.partition for s in (*before, *after)}}
     for partition, judged in sorted(group(comparisons, lambda c: c.key[0]).items()):
         side = lambda samples: [s for s in samples if s.partition == partition]
-        for v in _of_partition(judged, side(before), side(after), rule):
+        for v in _of_partition(judged, side(before), side(after), rule, partitions):
             found.append(Verdict(v.kind, v.hypotheses,
                                  (f'on {partition}: ' if several else '') + v.evidence, v.separating))
     return found
 
 
-def _of_partition(judged, before, after, rule):
+def _of_partition(judged, before, after, rule, partitions=()):
     found = []
     # the runs, where some failed (most reports have none to locate)
     runs = runs_of(after, 'after') if any(s.value is None for s in after) else []
     failed = [r for r in runs if r.failed]
-    located = _located(failed, runs) if failed else None
+    located = _located(failed, runs, partitions) if failed else None
     if located:
         found.append(located)
         # the failures are accounted for: the runs that passed say whether anything got slower
@@ -160,7 +164,7 @@ def _of_partition(judged, before, after, rule):
     if not any(c.status == 'worse' for c in cells) and not any(
             c.verdict in compare.FAILING and c.key in {s.key for s in after} for c in rest):
         return found
-    return found + [diagnose(cells, _stack_changes(before, after))]
+    return found + [diagnose(cells, _stack_changes(before, after), partitions)]
 
 
 # --- failed runs, located by the runs they were -------------------------------------------------------
@@ -168,7 +172,7 @@ def _of_partition(judged, before, after, rule):
 TRANSIENT = 'a transient'
 
 
-def _located(failed, runs):
+def _located(failed, runs, partitions=()):
     """The Verdict on the failed runs after, where the candidates that would fail exactly those
     runs (a node: every run on it; the fabric: every run across nodes; an image, or its network
     layer; the host stack: every run) say where they are, or where one run alone failed (it may
@@ -210,7 +214,7 @@ def _located(failed, runs):
         return None
     hypotheses = tuple((n,) for n in exact)
     return Verdict('cannot tell', hypotheses, f'{what}; the failed runs fit each',
-                   separating(hypotheses, [], runs))
+                   separating(hypotheses, [], runs, partitions))
 
 
 def _scope(name):
@@ -238,8 +242,9 @@ def _failures_said(failed):
 
 # --- the verdict ----------------------------------------------------------------------------------
 
-def diagnose(cells, stacks=None):
-    """The Verdict of one partition's cells (at least one worse)."""
+def diagnose(cells, stacks=None, partitions=()):
+    """The Verdict of one partition's cells (at least one worse); `partitions`: the records'
+    partition names (no node named like one is passed on in a command)."""
     ev = Evidence.of(cells)
     left, more = ev.standing()
     worse = [cells[i] for i in sorted(ev.worse) if cells[i].aspect in (SPEED, RANK, LOADER)]
@@ -266,13 +271,13 @@ def diagnose(cells, stacks=None):
         return Verdict('cannot tell', covering,
                        f'{what}; none of these also leaves unchanged what it should slow, nor does a '
                        'pair' + ('' if covering else ': more than two causes at once, or one that is '
-                                 'not a candidate'), separating(covering, cells))
+                                 'not a candidate'), separating(covering, cells, (), partitions))
     why = (f'{len(ev.unclear)} cell(s) too close to the noise to clear another cause; '
            if more else '') + ('the cells fit it' if len(left) == 1 else 'the cells fit each')
     stated = list(dict.fromkeys(part for h in left for part in
                                 _stack_note(h, {} if stacks is None else stacks, cells).split('; ') if part))
     return Verdict('cannot tell', hypotheses, '; '.join([what, why] + stated),
-                   separating(hypotheses, cells))
+                   separating(hypotheses, cells, (), partitions))
 
 
 def _one_run(worse):
@@ -335,25 +340,43 @@ RUN = 'reframe -c checks/ -r'
 REPEAT = 5      # the repetitions the gate is measured at (docs/performance-history.md)
 
 
-def separating(hypotheses, cells, runs=()):
+def separating(hypotheses, cells, runs=(), partitions=()):
     """The cheapest run that tells the hypotheses apart, as a command with what it runs in
     brackets: the one check and image that lost, at the fewest nodes that can tell, on nodes
     Slurm can give it; more repetitions only where a cell sits near its threshold; '' where no
     run of these checks on these nodes can separate them (the line then says why). One function,
-    so that a site's node-name check (mlcheck-nodes) can wrap it."""
+    so that a site's node-name check (mlcheck-nodes) can wrap it. `partitions`: the records'
+    partition names, which no node passed on may have."""
     names = {n for h in hypotheses for n in h}
-    pinned = _pinned_run(names, cells, runs)
+    refusal = functools.partial(node_names.refusal, partitions=partitions)
+    refused = list(filter(None, map(refusal, _nodes_named(names))))
+    run = _separating_run(names, cells, runs, refusal)
+    if refused and not run:
+        return f'no command printed: {"; ".join(refused)}'
+    if refused and '(refused: ' not in run:
+        return f'{run} (refused: {"; ".join(refused)})'
+    return run
+
+
+def _nodes_named(names):
+    """The nodes the hypotheses' `names` name (node X, a GPU of X, the link of X)."""
+    return sorted({n.split()[-1] for n in names if n.startswith(NODE_KINDS)})
+
+
+def _separating_run(names, cells, runs, refusal):
+    """separating()'s run, for the hypotheses' `names`, no node refused by `refusal` in it."""
+    pinned = _pinned_run(names, cells, runs, refusal)
     if pinned is not None:
         return pinned
     if len(names) > 3 and _more_repetitions(cells):
         # many causes left beside cells near their threshold: the noise is what to clear first
         return _more_repetitions(cells)
     seen = sorted(set().union(*(c.used or () for c in cells), *(r.nodes for r in runs)))
-    named = sorted({n.split()[-1] for n in names if n.startswith(('node ', 'a GPU of ', 'the link of '))})
+    named = _nodes_named(names)
     free = [n for n in seen if n not in named]
-    # a name from data that Slurm reads as many nodes (ALL) never reaches --exclude
-    refused = list(filter(None, map(node_names.refusal, named)))
-    named = [n for n in named if not node_names.refusal(n)]
+    # a name from data that Slurm reads as many nodes (ALL, a partition's) never reaches --exclude
+    refused = list(filter(None, map(refusal, named)))
+    named = [n for n in named if not refusal(n)]
     # ReFrame's -J passes `exclude=...` on as `#SBATCH --exclude=...` (`-J --exclude` is refused)
     exclude = ['-J', f'exclude={",".join(named)}'] if named else []
     said = f' (refused: {"; ".join(refused)})' if refused else ''
@@ -387,14 +410,13 @@ NETWORK = ' (its network layer)'
 NODE_KINDS = ('node ', 'a GPU of ', 'the link of ')
 
 
-def _pinned_run(names, cells, runs):
+def _pinned_run(names, cells, runs, refusal=node_names.refusal):
     """Where every hypothesis is of a named node, the run pinned to one of them (_pinned): a run
     that leaves them all out passes under each, and more repetitions of nodes that always ran
     together keep them together; None where some hypothesis is not of a node."""
     if not names or not all(n.startswith(NODE_KINDS) for n in names):
         return None
-    named = sorted({n.split()[-1] for n in names} - {n for n in (n.split()[-1] for n in names)
-                                                       if node_names.refusal(n)})
+    named = [n for n in _nodes_named(names) if not refusal(n)]
     seen = sorted(set().union(*(c.used or () for c in cells), *(r.nodes for r in runs)))
     return _pinned(named, [n for n in seen if n not in named], names, _cheapest_lost(cells, runs)) if named else None
 

@@ -135,7 +135,7 @@ class ResultsDatabase:
         return '&immutable=1'
 
     def _skipped(self, row, why):
-        print(f'results database {self.path}: session row {row} left out: {why}', file=sys.stderr)
+        print(f'results database {visible(self.path)}: session row {row} left out: {why}', file=sys.stderr)
 
     def _report(self, row, uuid, blob):
         """The decoded run report of the session in `row`, None (said on stderr) where it cannot be
@@ -167,7 +167,7 @@ class ResultsDatabase:
 
     def _say_unknown(self):
         for said in self.unknown_versions:
-            print(f'results database {self.path}: {said}: left out', file=sys.stderr)
+            print(f'results database {visible(self.path)}: {said}: left out', file=sys.stderr)
         self.unknown_versions = []
 
     def latest_session(self):
@@ -244,20 +244,42 @@ def samples_of_testcases(testcases, with_failed=False):
     return samples
 
 
+def _text(value, field, optional=False):
+    """`value`, a string (None too where `optional`); a ValueError naming `field` otherwise
+    (`name: 123` of a hand-edited database was an internal error further on)."""
+    if isinstance(value, str) or (optional and value is None):
+        return value
+    raise ValueError(f'its {field} is {type(value).__name__}, not text')
+
+
+def _finite(value, field):
+    """`value`, a finite number or None; a ValueError naming `field` otherwise."""
+    if value is None or (isinstance(value, (int, float)) and not isinstance(value, bool)
+                         and math.isfinite(value)):
+        return value
+    raise ValueError(f'its {field} {visible(repr(value))[:40]} is not a finite number')
+
+
 def _samples_of_testcase(case, with_failed):
     samples = []
-    partition = f"{case['system']}:{case['partition']}"
+    partition = f"{_text(case['system'], 'system')}:{_text(case['partition'], 'partition')}"
+    name = _text(case['name'], 'name')
+    when = _finite(case.get('job_completion_time_unix'), 'job_completion_time_unix')
     for key, entry in (case.get('perfvalues') or {}).items():
         value, ref, lower, upper, unit, *result = entry
+        ref, lower, upper = (_finite(v, f'{key} {field}')
+                             for v, field in ((ref, 'reference'), (lower, 'lower threshold'),
+                                              (upper, 'upper threshold')))
+        unit = _text(unit, f'{key} unit', optional=True)
         if not isinstance(value, (int, float)) or not math.isfinite(value):
             if not with_failed:
                 continue
             value = None
         nodes = case.get('job_nodelist') or []
         samples.append(Sample(
-            partition=partition, name=case['name'], image=str(case.get('image', '')),
+            partition=partition, name=name, image=str(case.get('image', '')),
             num_nodes=int(case.get('num_nodes') or 0), var=key.split(':')[-1],
-            value=None if value is None else float(value), unit=unit or '', time=case.get('job_completion_time_unix') or 0.0,
+            value=None if value is None else float(value), unit=unit or '', time=when or 0.0,
             jobid=str(case.get('jobid') or ''),
             nodelist=nodes if isinstance(nodes, str) else ','.join(nodes),
             reference=(ref, lower, upper), result=(result or [''])[0] or '',

@@ -11,6 +11,7 @@ from datetime import datetime
 from mlcheck.errors import InputError
 from mlcheck.history.hostlist import HOST_NAME
 from mlcheck.history.samples import Sample, recorded
+from mlcheck.visible import visible
 
 # perf log columns (by header name) that every sample needs
 PERFLOG_REQUIRED = ('job_completion_time', 'system:partition', 'name', 'image', 'num_nodes',
@@ -22,16 +23,47 @@ def perflog_files(path):
     files into which ReFrame moves a log when its header changes (when the settings and stack
     columns were added, say) if their header has every column a sample needs."""
     if os.path.isdir(path):
-        found = sorted(os.path.join(d, f) for d, _, files in os.walk(path)
-                       for f in files if f.endswith('.log'))
+        below = sorted(_files_below(path))
+        found = [f for f in below if f.endswith('.log')]
         if not found:
-            raise InputError(f'no perf log (*.log) in directory {path}')
-        rotated = sorted(os.path.join(d, f) for d, _, files in os.walk(path)
-                         for f in files if re.search(r'\.log\.h\d+$', f))
+            raise InputError(f'no perf log (*.log) in directory {visible(path)}')
+        rotated = [f for f in below if re.search(r'\.log\.h\d+$', os.path.basename(f))]
         return found + [f for f in rotated if _has_sample_columns(f)]
     if not os.path.exists(path):
-        raise InputError(f'perf log not found: {path}')
+        raise InputError(f'perf log not found: {visible(path)}')
     return [path]
+
+
+# ReFrame writes <prefix>/<system>/<partition>/<check>.log: folders deeper than this below a perf
+# log directory are not searched (1,500 nested ones overflowed os.walk's recursion, issue 48)
+MAX_PERFLOG_DEPTH = 16
+
+
+def _files_below(path):
+    """The paths of everything but folders below the folder `path`, searched without recursion
+    and without following a link; the folders deeper than MAX_PERFLOG_DEPTH, and those that
+    cannot be listed, named on stderr and not searched."""
+    found, too_deep, pending = [], [], [(path, 0)]
+    while pending:
+        folder, depth = pending.pop()
+        try:
+            with os.scandir(folder) as listing:
+                entries = list(listing)
+        except OSError as err:
+            print(f'perf log folder {visible(folder)} not searched: {err.strerror}', file=sys.stderr)
+            continue
+        for entry in entries:
+            if not entry.is_dir(follow_symlinks=False):
+                found.append(entry.path)
+            elif depth < MAX_PERFLOG_DEPTH:
+                pending.append((entry.path, depth + 1))
+            else:
+                too_deep.append(entry.path)
+    if too_deep:
+        print(f'perf log directory {visible(path)}: {len(too_deep)} folder(s) more than '
+              f'{MAX_PERFLOG_DEPTH} levels down not searched (first: {visible(min(too_deep))[:200]})',
+              file=sys.stderr)
+    return found
 
 
 def _has_sample_columns(path):
@@ -50,16 +82,19 @@ def _read(path):
     """The text of a perf log, read as src/pytorch/regular_file.py reads (no link followed, a
     FIFO not waited on, a device not read): an InputError naming it otherwise."""
     from mlcheck.files import NotRegular, read_regular
+    shown = visible(path)     # a file name may hold a newline that would start a forged line
     try:
         return read_regular(path, MAX_PERFLOG_BYTES).decode(errors='replace')
     except NotRegular as err:
-        raise UnreadableFile(f'perf log {path} is not read: {err}') from None
+        raise UnreadableFile(f'perf log {shown} is not read: {err}') from None
     except OSError as err:
-        raise UnreadableFile(f'cannot read perf log {path}: {err.strerror}') from None
+        raise UnreadableFile(f'cannot read perf log {shown}: {err.strerror}') from None
 
 
 class UnreadableFile(InputError):
-    """A perf log that cannot be read as a regular file: in a directory, named and left out."""
+    """A file that cannot be read as a perf log (not a regular file; empty, of a foreign header,
+    a database): in a directory, named and left out (one planted file must not stop every
+    report); given alone, refused."""
 
 
 class BadLine(ValueError):
@@ -78,16 +113,17 @@ def read_perflog(path, period=None, with_failed=False, left_out=None):
     # at newlines only, read as bytes: str.splitlines() also splits at \x1c-\x1e, \x85, \u2028
     # ..., and a text stream turns \r into a newline (issue 48)
     lines = _read(path).split('\n')
+    shown = visible(path)     # every message names the file escaped: its name is data too
     if lines[-1] == '':
         lines.pop()
     if not lines:
-        raise InputError(f'perf log {path} is empty (no header)')
+        raise UnreadableFile(f'perf log {shown} is empty (no header)')
     if lines[0].startswith('SQLite format 3'):
-        raise InputError(f'{path} is a database, not a perf log: give it with --db')
+        raise UnreadableFile(f'{shown} is a database, not a perf log: give it with --db')
     columns = lines[0].split('|')
     missing = [c for c in PERFLOG_REQUIRED if c not in columns]
     if missing:
-        raise InputError(f'perf log {path} has an older or foreign header: no column '
+        raise UnreadableFile(f'perf log {shown} has an older or foreign header: no column '
                          f'{", ".join(missing)} (header: {lines[0][:100]!r})')
     samples = []
     for number, line in enumerate(lines[1:], start=2):
@@ -96,9 +132,9 @@ def read_perflog(path, period=None, with_failed=False, left_out=None):
         try:
             sample = _sample(columns, line.split('|'), period, with_failed, path)
         except BadLine as err:
-            print(f'{path}:{number}: {err}; line left out', file=sys.stderr)
+            print(f'{shown}:{number}: {err}; line left out', file=sys.stderr)
             if left_out is not None:
-                left_out.append((f'{path}:{number}', _node_named(columns, line), str(err)))
+                left_out.append((f'{shown}:{number}', _node_named(columns, line), str(err)))
             continue
         if sample:
             samples.append(sample)

@@ -12,6 +12,7 @@ from mlcheck.errors import InputError
 from mlcheck.harness.reframe_api import time_period
 from mlcheck.history.database import SESSION_UUID, failure_line, samples_of_testcases
 from mlcheck.history.perflog import UnreadableFile, perflog_files, read_perflog
+from mlcheck.visible import visible
 
 LATEST = 'latest'
 # the start of a session's UUID, as the report's tables and docs show it (8 characters or more)
@@ -96,7 +97,7 @@ def load(selection, database=None, with_failed=False, left_out=None):
             query = selection.period
         cases = database.testcases(query)
         samples = samples_of_testcases(cases, with_failed)
-        where = f'results database {database.path}'
+        where = f'results database {visible(database.path)}'
         failures = failed_before_any_value(cases)
         if not samples and failures and with_failed:
             raise AllFailed(f'every test case of {selection.spec!r} failed before its figures '
@@ -112,7 +113,7 @@ def load(selection, database=None, with_failed=False, left_out=None):
                     raise
                 # one planted file (a FIFO, a link to /dev/zero) must not stop every report
                 print(f'{err}; its file left out', file=sys.stderr)
-        where = f'perf log {selection.path}'
+        where = f'perf log {visible(selection.path)}'
         if left_out:
             print(f'{len(left_out)} unreadable perf log line(s) left out (named above)',
                   file=sys.stderr)
