@@ -475,8 +475,12 @@ def verdicts(sweep, placed, unjudged, expected, earlier=None):
     why = {}
     add = lambda node, said: said in why.setdefault(node, []) or why[node].append(said)
     # a node is expected to have run its own partition's tests, judged against its peers there
-    tests = {}
+    # and as many runs of each test as most of its peers (the sweep's --repeat; a node re-run
+    # after a fix has more): a run that left no record (its node crashed, its job was killed)
+    # may have failed, so a node with fewer is not judged healthy
+    runs, tests = {}, {}
     for node, s in placed:
+        runs.setdefault((s.partition, test_name(s.name)), {}).setdefault(node, set()).add(s.jobid or s.time)
         tests.setdefault(s.partition, {}).setdefault(node, set()).add(test_name(s.name))
     for partition, ran in tests.items():
         every = set().union(*ran.values())
@@ -502,13 +506,7 @@ def verdicts(sweep, placed, unjudged, expected, earlier=None):
     for node, said in unjudged.items():
         for line in said:
             add(node, line)
-    # and as many runs of each test as most of its peers (the sweep's --repeat; a node re-run
-    # after a fix has more): a run that left no record (its node crashed, its job was killed)
-    # may have failed, so a node with fewer is not judged healthy
-    runs = {}
-    for node, s in placed:
-        runs.setdefault((s.partition, test_name(s.name)), {}).setdefault(node, set()).add(s.jobid or s.time)
-    for (partition, test), of_node in runs.items():
+    for (partition, test), of_node in runs.items():     # said after the reasons above
         usual = Counter(map(len, of_node.values())).most_common(1)[0][0]
         for node, own in of_node.items():
             if len(own) < usual:

@@ -10,6 +10,7 @@ from datetime import datetime
 
 from mlcheck.errors import InputError
 from mlcheck.history.hostlist import HOST_NAME
+from mlcheck.history.node_records import NODE_PARAMETER
 from mlcheck.history.samples import Sample, recorded
 from mlcheck.visible import visible
 
@@ -146,7 +147,7 @@ def _node_named(columns, line):
     names none or not one host name."""
     values = line.split('|')
     row = dict(zip(columns, values)) if len(values) == len(columns) else {}
-    nid = re.search(r'%\.nid=(\S+)', line)
+    nid = NODE_PARAMETER.search(line)
     node = nid.group(1) if nid else row.get('job_nodelist', '')
     return node if HOST_NAME.fullmatch(node) else None
 
