@@ -109,7 +109,11 @@ def vet(args):
     tz = slurm_states.zone(args.slurm_tz) if args.slurm_tz else None
     states, why_unread = slurm_states.read(args.slurm_states, tz)
     known = set(states) if states is not None else set(expected) if expected else None
-    partitions = {p for s in (states or {}).values() for p in s.partitions}
+    members = {}     # {Slurm partition: its nodes}
+    for node, state in (states or {}).items():
+        for partition in state.partitions:
+            members.setdefault(partition, set()).add(node)
+    partitions = set(members)
     selection = parse_selection(args.selection)
     unreadable = []     # perf log lines that cannot be read: their nodes are judged not
     found, unlisted = node_records.readable(load(selection, open_database(args, [selection]), with_failed=True,
@@ -144,10 +148,6 @@ def vet(args):
                          '--slurm-tz ZONE, the cluster\'s')
         else:
             notes.append(f"Slurm's drain times read in the local time zone ({local})")
-    members = {}
-    for node, state in (states or {}).items():
-        for partition in state.partitions:
-            members.setdefault(partition, set()).add(node)
     sweep = nodes.judge(found, rule, expected, args.var, gap, known, partitions, args.name,
                         drained_since, unreadable, members, margin)
     # a node an admin drained for another reason (a ticket) gets no DRAIN line over its reason
