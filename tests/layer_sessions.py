@@ -43,6 +43,9 @@ HOST_SHARE = 0.8
 # about 20 MB/s), not only under the peak: at 20 MB/s it lost 8 %, the interconnect check 97 %
 LINK_KBYTES_PER_S = 8000
 FAULTS = ('host stack', f'image {IMAGE}', 'fabric')
+# one run of each test a side, so a change must pass a 25 % threshold to count: the faults cost
+# 40 % or more, two runs of a test minutes apart on the 2 cores differ by less
+THRESHOLD = ['--threshold', '25%']
 
 
 # (check, images, node counts, settings): short runs. MNIST's figure is of the epochs after the
@@ -177,3 +180,20 @@ def likely_causes(before, after, fault, *options):
     done = subprocess.run([sys.executable, '-m', 'mlcheck.commands.report', *names, *options,
                            str(before), str(after)], cwd=REPO, capture_output=True, text=True)
     return done.returncode, [line for line in done.stdout.splitlines() if 'likely cause' in line]
+
+
+def never_confidently_wrong(code, lines, fault):
+    """The bank's criterion (tests/scenario_bank.py) on one report of `fault`: the fault named, or
+    `cannot tell` with the fault among the hypotheses it keeps and the run that would separate
+    them."""
+    assert code == 1 and lines == [lines[0]], lines
+    if lines[0].startswith((f'likely cause: {fault}: ', f'likely cause: {fault}, though a second cause')):
+        return
+    assert lines[0].startswith('likely cause: cannot tell: '), lines      # a wrong cause fails
+    hypotheses = listed_candidates(lines[0])
+    assert any(h == fault or h.startswith(f'{fault}, and ') or h.endswith(f', and {fault} beyond it')
+               for h in hypotheses), lines
+    # a run that separates them, or the line says none on these two nodes can (the links of
+    # nid001 and nid002 carry every run across nodes: excluding both leaves no node to run on)
+    assert ('to separate them: reframe -c checks/ -r ' in lines[0] or 'to clear it: reframe -c checks/ -r ' in lines[0]
+            or lines[0].endswith('; no run of these checks on these nodes separates them')), lines

@@ -4,16 +4,15 @@ the fabric (every link between nodes limited by nftables); tests/layer_sessions.
 and runs the tests that tell each layer apart, compared with the same tests run unfaulted in the
 same minutes (the 1-node ones twice, just before and just after the image's fault).
 
-One run of each test a side, so a change must pass a 25 % threshold to count: the faults cost
-40 % or more, two runs of a test minutes apart on the 2 cores differ by less (bench/layer_faults.py
-runs each side three times with the default rule).
+One run of each test a side (bench/layer_faults.py runs each side three times with the default
+rule), so a change must pass a 25 % threshold to count (layer_sessions.THRESHOLD). Most figures
+of two runs minutes apart differ by less, not all: in two CI runs the 1-node interconnect check's
+latency doubled and its busbw fell 26 % between sessions (tests/data/perflogs/layer-faults-*, tests/test_causes.py).
 """
 
 import pytest
 
-from layer_sessions import FAULTS, faulty_runs, likely_causes, listed_candidates
-
-THRESHOLD = ['--threshold', '25%']
+from layer_sessions import FAULTS, THRESHOLD, faulty_runs, likely_causes, never_confidently_wrong
 
 
 @pytest.fixture(scope='module')
@@ -30,16 +29,7 @@ def test_the_report_names_the_layer_of_the_fault(runs, fault):
     fabric (issue 35). With one run after and two before, the rule's bound on the noise is wide:
     of two fresh-clone runs on 2026-11-27, one named the image, the other said cannot tell (its
     loss -70 % against 4 % of noise), and the 1-node loopback latency (+89 % in one run, noise)
-    kept the fabric only beside the host image (docs/performance-history.md)."""
-    code, lines = likely_causes(runs['none'], runs[fault], fault, *THRESHOLD)
-    assert code == 1 and lines == [lines[0]], lines
-    if lines[0].startswith((f'likely cause: {fault}: ', f'likely cause: {fault}, though a second cause')):
-        return
-    assert lines[0].startswith('likely cause: cannot tell: '), lines      # a wrong cause fails
-    hypotheses = listed_candidates(lines[0])
-    assert any(h == fault or h.startswith(f'{fault}, and ') or h.endswith(f', and {fault} beyond it')
-               for h in hypotheses), lines
-    # a run that separates them, or the line says none on these two nodes can (the links of
-    # nid001 and nid002 carry every run across nodes: excluding both leaves no node to run on)
-    assert ('to separate them: reframe -c checks/ -r ' in lines[0] or 'to clear it: reframe -c checks/ -r ' in lines[0]
-            or lines[0].endswith('; no run of these checks on these nodes separates them')), lines
+    kept the fabric only beside the host image (docs/performance-history.md). The fabric, on
+    two CI runs on 2026-11-28, was blamed on the host image, until a figure no test repeated took
+    the widest spread measured (mlcheck.history.cells) instead of a guess of 5 %."""
+    never_confidently_wrong(*likely_causes(runs['none'], runs[fault], fault, *THRESHOLD), fault)

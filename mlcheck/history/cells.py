@@ -29,7 +29,7 @@ Z = 3.5                 # how many spreads of the change make a loss clear
 Z_SAME = 3.0            # ... and its absence (a true loss is at least SAME_BOUND thresholds)
 SAME_BOUND = 3          # same: the loss is clearly under this many thresholds
 FAILED = 1.0            # the loss of a run that failed
-DEFAULT_NOISE = 0.05    # a repetition's spread where no test has repetitions to measure one
+DEFAULT_NOISE = 0.05    # a repetition's spread where no figure has repetitions to measure one
 SPEED, RANK, LOADER, BEYOND_IMAGE, BEYOND_NODES = 'speed', 'rank', 'loader', 'beyond image', 'beyond nodes'
 # what a test's runs on some nodes lost beyond its runs on others: no layer that every run of the
 # test goes through (the host stack, an image, the fabric) slows one set of its runs alone
@@ -66,6 +66,11 @@ def cells_of(judged, after, rule=compare.Rule()):
     # their degrees of freedom (a median of few repetitions' spreads falls short of the noise),
     # one figure at a time (the slowest rank's fraction, a ratio of one job's ranks, moves less)
     noise = {var: _pooled(of) for var, of in group(judged, lambda c: c.key[2]).items()}
+    # a figure no test repeated has no spread of its own: it takes the widest that was measured
+    # here, never a guess narrower than what was seen (the 1-node busbw of two runs, one a side,
+    # moved 26 %, which a 5 % guess called a clear loss while MNIST's measured spread was wide)
+    widest = max((n for n in noise.values() if n is not None), default=DEFAULT_NOISE)
+    noise = {var: widest if n is None else n for var, n in noise.items()}
     # ... and after's spread, where it is wider (a partition busier after maintenance): a run
     # after is a draw of after's noise, not of before's; robust, so that the runs of a minority
     # on one slow node do not widen it (the cells are there to see them)
@@ -196,10 +201,11 @@ def _pooled_after(comparisons):
 
 
 def _bound(pooled):
-    """The chi-square 1 % upper bound of a pooled spread [(degrees of freedom, variance)]."""
+    """The chi-square 1 % upper bound of a pooled spread [(degrees of freedom, variance)], None
+    where nothing was repeated."""
     dof = sum(n for n, _ in pooled)
     if not dof:
-        return DEFAULT_NOISE
+        return None
     # an upper bound of the noise, not its estimate: with few degrees of freedom the estimate
     # falls well short one time in a hundred (9 of them: under half the noise), so the bound
     # of the chi-square's 1 % quantile (Wilson and Hilferty's approximation)
