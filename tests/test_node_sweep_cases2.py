@@ -159,14 +159,21 @@ def test_w9_healthy_nodes_in_a_maintenance_reservation_are_one_line_and_exit_0(
         assert code == 0 and 'nid[001-016]' in reserved[0], out
 
 
-def test_a_user_held_node_finishing_hours_later_hints_at_sweep_gap(tmp_path, capsys):
-    """A node held by users runs its sweep job 3 h after the others: its run is the latest sweep
-    alone; say that --sweep-gap joins them."""
+def test_a_user_held_node_finishing_hours_later_is_of_the_same_sweep(tmp_path, capsys):
+    """A node held by users starts its sweep job 3 h after the others (2.5 h after the last ended):
+    a pause of the scheduler,
+    not a sweep of its own; the sweep's other 15 nodes stay judged and the late one with them."""
     first = run_of_sweep(NODES16[:-1], NOV[24])
     late = run_of_sweep(NODES16[-1:], NOV[24] + 3 * HOUR, first_job=5000)
     code, out, _ = run(capsys, write_perflog(tmp_path / 'sweep.log', first + late), '--expect',
                        'nid[001-016]')
-    assert '--sweep-gap' in out, out
+    assert 'read as one sweep across 1 pause(s) of up to 2.5h' in out, out
+    assert code == 0 and resumed_line_names(out) == set(NODES16), out
+
+
+def resumed_line_names(out):
+    line = next((ln for ln in out.splitlines() if 'State=RESUME' in ln), '')
+    return set(hostlist.expand(line.split()[2].strip("'").removeprefix('NodeName='))) if line else set()
 
 
 def test_help_says_the_sweep_gap_is_per_test(capsys):
@@ -186,3 +193,34 @@ def test_a_node_with_a_repetition_that_left_no_record_is_not_judged(tmp_path, ca
     assert code == 1 and 'nid007' not in resumed(out) and len(resumed(out)) == 15, out
     assert 'ran 2 of the 3 repetitions most of its peers ran of MNISTDistributedCheck' in \
         not_judged_line(out, 'nid007'), out
+
+
+# --- third red-team of issue 47: a sweep split by a pause of the scheduler (c10, c02, c29) -----
+
+def test_c10_a_failed_repetition_before_a_scheduler_stall_is_never_history(tmp_path, capsys):
+    """--repeat 3, the repetitions one after another over 16 nodes; the scheduler stalls 2 h
+    after the first (a slurmctld restart). nid005 failed the first and passed the two after: a
+    flaky node, or one repaired in the pause; the records cannot tell, so it is never resumed
+    and its line says so."""
+    first = run_of_sweep(NODES16, NOV[24], failed={('nid005', 0)}, first_job=1000)
+    second = run_of_sweep(NODES16, first[-1].time + 2 * HOUR, seed=2, first_job=2000)
+    third = run_of_sweep(NODES16, second[-1].time + 120, seed=3, first_job=3000)
+    code, out, _ = judged(tmp_path, capsys, first + second + third)
+    assert code == 1 and 'nid005' not in resumed(out) and len(resumed(out)) == 15, out
+    line = not_judged_line(out, 'nid005')
+    assert 'failed at 2026-11-24T' in line and 'the records cannot tell' in line, out
+
+
+@pytest.mark.parametrize('late', ['busy partition', 'one node held by users'])
+def test_c02_c29_runs_going_on_to_other_nodes_after_a_pause_are_the_same_sweep(
+        tmp_path, capsys, late):
+    """--repeat 3 over 16 nodes; nid005 failed 1 of its 3 repetitions. The partition is busy and
+    its other 8 nodes are freed 90 min after the first 8 ended (c02), or one node held by users
+    runs 3 h late (c29): one sweep, nid005 drained for its failure, the others resumed."""
+    split = 8 if late == 'busy partition' else 15
+    pause = 90 * 60 if late == 'busy partition' else 3 * HOUR
+    first = run_of_sweep(NODES16[:split], NOV[24], 3, failed={('nid005', 1)})
+    rest = run_of_sweep(NODES16[split:], first[-1].time + pause, 3, seed=4, first_job=9000)
+    code, out, _ = judged(tmp_path, capsys, first + rest)
+    assert code == 1 and drained(out) == ['nid005'], out
+    assert 'failed 1 of 3 repetitions' in out and resumed(out) == set(NODES16) - {'nid005'}, out

@@ -40,7 +40,10 @@ STACK_FACTS = [name for name in stacks.FACTS if name != 'image']   # the image i
 # a pause this long of a whole partition (no run of any test ended) between a test's latest sweep
 # and the partition's latest full sweep makes it stale (a retired image, last month's debug run);
 # a test re-run hours later in one maintenance (a fixed dataset, a new image) is not, and each
-# test is judged on its own latest sweep
+# test is judged on its own latest sweep. Within a day, a pause is as likely the scheduler's (a
+# stall, a busy partition, a node held by users) as a re-sweep's: runs after it on nodes that had
+# not run are the same sweep, and a node's failure before it is never history unless the
+# partition shared it (a re-run after a fix): docs/node-sweep.md
 STALE_AFTER = 86400
 
 
@@ -177,8 +180,11 @@ def judge(found, rule=Rule(), expected=(), variables=(), gap=SWEEP_GAP, known=No
     multi = multi_node_verdicts(multi_node, check)
     for node, findings in multi.drained.items():
         failed.setdefault(node, []).extend(findings)
+    reruns, unsure = reruns_of(placed, history_of)
+    for node, said in unsure.items():
+        multi.not_judged.setdefault(node, []).extend(said)
     sweep = Sweep(figures, failed, {}, len(multi_node), nodes, multi.slow_links,
-                  reruns=reruns_of(placed, history_of), stack=stack_outliers(placed),
+                  reruns=reruns, stack=stack_outliers(placed),
                   multi_node=multi.said, multi_node_failed=multi.failed_runs, left_out=left_out,
                   partition_wide=partition_wide, sweeps=history_of.said)
     for node, said in list(wide_nodes.items()) + list(history_of.stale.items()):
@@ -256,6 +262,7 @@ class History:
     failed: dict = field(default_factory=dict)     # {(node, run): when it last failed}
     stale: dict = field(default_factory=dict)      # {node: [why]}: failed a stale test
     mixed: dict = field(default_factory=dict)      # {run: sentence}: failed, then fixed, inseparable
+    shared: set = field(default_factory=set)       # {(node, run)}: failed with half the partition
     # the records of stale sweeps that still say which tests a node must have run: stale is read
     # from times alone (one test's sweep of 1,024 nodes can take a day), so it never vets a node
     present: list = field(default_factory=list)
@@ -279,6 +286,20 @@ def _full(records, size):
     """Whether a sweep's records cover most of its partition (a one-node run is no sweep)."""
     covered = len({node for node, _ in records})
     return covered >= 2 and 2 * covered >= size
+
+
+def _day_before(at, pause):
+    """The first run after the last pause of STALE_AFTER or more before run `at`: the runs of
+    one maintenance, whose sweep may have paused more than once."""
+    return max((i for i in range(1, at) if pause(i) >= STALE_AFTER), default=0)
+
+
+def _continued(before, after):
+    """Whether the runs `after` a pause go on with the sweep `before` it rather than run its
+    nodes again: most of their nodes ran nothing before it (a node held by users, a busy
+    partition's other nodes freed hours later)."""
+    nodes = {node for node, _ in after}
+    return 2 * len(nodes & {node for node, _ in before}) < len(nodes)
 
 
 def _fixed_rerun(records):
@@ -328,10 +349,14 @@ def latest_sweeps(placed, gap, sizes=None):
     latest_of = {}
     for run, records in sorted(by_test.items()):
         records = sorted(records, key=lambda ns: ns[1].time)
-        starts = [i for i in range(1, len(records))
-                  if records[i][1].time - records[i - 1][1].time > gap]
-        first = starts[-1] if starts else 0
+        pause = lambda i: records[i][1].time - records[i - 1][1].time
+        starts = [i for i in range(1, len(records)) if pause(i) > gap]
         label = f'{short(run[1])} on {run[0]}'
+        joined = []
+        while (starts and all(n is not None for n, _ in records) and pause(starts[-1]) < STALE_AFTER
+               and _continued(records[_day_before(starts[-1], pause):starts[-1]], records[starts[-1]:])):
+            joined.append(pause(starts.pop()))
+        first = starts[-1] if starts else 0
         fixed = _fixed_rerun(records[first:])
         hint = ''
         if fixed and fixed[1]:
@@ -348,6 +373,10 @@ def latest_sweeps(placed, gap, sizes=None):
                 f'shorter than the pause ({pause / 60:.0f}m) or select @START after the fix')
         latest, earlier = records[first:], records[:first]
         latest_of[run] = (label, latest, earlier, starts)
+        if joined:
+            hint += (f'; read as one sweep across {len(joined)} pause(s) of up to '
+                     f'{max(joined) / 3600:.1f}h: the runs after it went on to nodes that had '
+                     'not run (a scheduler\'s pause, not a re-sweep)')
         if earlier and 2 * len({n for n, _ in latest}) < len({n for n, _ in records[:first]}):
             pause = latest[0][1].time - earlier[-1][1].time
             hint += (f'; the latest covers {len({n for n, _ in latest})} node(s): if its runs '
@@ -396,7 +425,22 @@ def latest_sweeps(placed, gap, sizes=None):
                     s.time, past.nodes.get(label, {}).get(node, 0))
                 if s.value is None and not stale:
                     past.failed[(node, run)] = s.time
+        if not stale:
+            past.shared |= _shared_failures(earlier, [0] + starts, run)
     return kept, past
+
+
+def _shared_failures(earlier, starts, run):
+    """{(node, run)} of the failures of earlier sweeps (from each of `starts`) shared by half
+    their nodes and MIN_PEERS or more: the partition's failure, which a re-run after its fix
+    clears (failed_runs' rule)."""
+    shared = set()
+    for begin, end in zip(starts, starts[1:] + [len(earlier)]):
+        part = [(n, s) for n, s in earlier[begin:end] if n is not None]
+        failing = {n for n, s in part if s.value is None}
+        if len(failing) >= MIN_PEERS and 2 * len(failing) >= len({n for n, _ in part}):
+            shared |= {(n, run) for n in failing}
+    return shared
 
 
 def failed_runs(placed, sizes=None, mixed=None, failed_before=None):
@@ -456,17 +500,29 @@ def failed_runs(placed, sizes=None, mixed=None, failed_before=None):
 
 
 def reruns_of(placed, past):
-    """{node: [sentence]} of the tests a node failed in an earlier sweep and passed in every
-    repetition of the latest: history, said; the latest sweep is what is judged."""
+    """({node: [sentence]} of the tests a node failed in an earlier sweep and passed in every
+    repetition of the latest: history, said; {node: [sentence]} of those it failed less than
+    STALE_AFTER before, alone: not judged, as one sweep the scheduler paused (a flaky node) and a
+    re-sweep after its repair leave the same records."""
     latest = history.group(placed, lambda ns: (ns[0], run_of(ns[1])))
-    found = {}
+    found, unsure = {}, {}
     for (node, run), ns in sorted(latest.items()):
         failed_at = past.failed.get((node, run))
-        if failed_at is not None and all(s.value is not None for _, s in ns):
+        if failed_at is None or any(s.value is None for _, s in ns):
+            continue
+        began, ended = min(s.time for _, s in ns), max(s.time for _, s in ns)
+        if (node, run) in past.shared or began - failed_at >= STALE_AFTER:
             found.setdefault(node, []).append(
-                f'{short(run[1])} passed on re-run at {stamp(max(s.time for _, s in ns))} (the '
-                f'latest sweep) after failing at {stamp(failed_at)} (an earlier sweep)')
-    return found
+                f'{short(run[1])} passed on re-run at {stamp(ended)} (the latest sweep) after '
+                f'failing at {stamp(failed_at)} (an earlier sweep)')
+            continue
+        runs = len({(s.jobid, s.time) for _, s in ns})
+        unsure.setdefault(node, []).append(
+            f'{short(run[1])} failed at {stamp(failed_at)}, alone among its peers, and passed '
+            f'{runs} run(s) from {stamp(began)}, {(began - failed_at) / 3600:.1f}h later: one '
+            'sweep the scheduler paused (a flaky node) or a re-sweep after a repair, the records '
+            'cannot tell; if it was repaired, judge its runs since alone (PATH@START:END)')
+    return found, unsure
 
 
 def verdicts(sweep, placed, unjudged, expected, earlier=None):
