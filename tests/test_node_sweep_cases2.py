@@ -167,7 +167,7 @@ def test_a_user_held_node_finishing_hours_later_is_of_the_same_sweep(tmp_path, c
     late = run_of_sweep(NODES16[-1:], NOV[24] + 3 * HOUR, first_job=5000)
     code, out, _ = run(capsys, write_perflog(tmp_path / 'sweep.log', first + late), '--expect',
                        'nid[001-016]')
-    assert 'read as one sweep across 1 pause(s) of up to 2.5h' in out, out
+    assert 'the latest sweep counts: 32 record(s)' in out and 'earlier sweep' not in out, out
     assert code == 0 and resumed_line_names(out) == set(NODES16), out
 
 
@@ -224,3 +224,101 @@ def test_c02_c29_runs_going_on_to_other_nodes_after_a_pause_are_the_same_sweep(
     code, out, _ = judged(tmp_path, capsys, first + rest)
     assert code == 1 and drained(out) == ['nid005'], out
     assert 'failed 1 of 3 repetitions' in out and resumed(out) == set(NODES16) - {'nid005'}, out
+
+
+@pytest.mark.parametrize('expect', [False, True])
+def test_d1_nodes_slurm_lists_that_never_ran_are_not_vetted_without_expect(tmp_path, capsys, expect):
+    """Third red-team, D1: Slurm lists 16 nodes in gpu (and 20 in all, with 4 CPU nodes); the
+    sweep ran on 14, nid015 and nid016 held by users' jobs. Without --expect they were not
+    mentioned and the exit status was 0: the admin read the partition as vetted. They are not
+    vetted, exit 1; the CPU nodes of `all` are no node of this sweep; --expect still chooses."""
+    held = {'nid015': ('MIXED', ''), 'nid016': ('ALLOCATED', '')}
+    states = slurm_states(NODES16, {n: ('IDLE+DRAIN', MAINTENANCE_REASON) for n in NODES16[:14]}
+                          | held, partition='gpu,all')
+    states += slurm_states([f'cpu{i:03d}' for i in range(1, 5)], partition='all')
+    (tmp_path / 'states.txt').write_text(states)
+    log = write_perflog(tmp_path / 'sweep.log', run_of_sweep(NODES16[:14], NOV[24]))
+    code, out, _ = run(capsys, log, '--slurm-states', str(tmp_path / 'states.txt'), '--slurm-tz',
+                       'UTC', '--resume-reason', MAINTENANCE_REASON,
+                       *(['--expect', 'nid[001-014]'] if expect else []))
+    assert resumed_line_names(out) == set(NODES16[:14]), out
+    if expect:
+        assert code == 0 and 'nid015' not in out, out
+        return
+    assert code == 1 and '14 healthy, 0 drained, 0 not judged, 2 not vetted' in out, out
+    assert '  nid015: no record: never ran' in out and 'cpu001' not in out, out
+    assert "Slurm's partition gpu (16 nodes" in out, out
+
+
+MAINTENANCE_REASON = 'upgrade 2026-11'
+
+
+def test_c04_nightly_smoke_runs_keep_no_retired_test_alive(tmp_path, capsys):
+    """Third red-team, c04: a month ago a sweep of a retired image failed on nid005; every night
+    since, a one-node smoke run of MNIST on nid001; today's full sweep passes. The smoke runs are
+    no sweep: the month still lies between the retired image's sweep and today's, which is stale,
+    drains no node, and nid005 is not judged naming it."""
+    old = run_of_sweep(NODES16, NOV[24] - 30 * DAY, failed={('nid005', 0)}, name=ROCM60, first_job=100)
+    smoke = [s for night in range(29, 0, -1)
+             for s in run_of_sweep(['nid001'], NOV[24] - night * DAY, seed=night, first_job=10000 + 10 * night)]
+    code, out, _ = judged(tmp_path, capsys, old + smoke + full_sweep(NOV[24]))
+    assert code == 1 and drained(out) == [] and 'nid005' not in resumed(out), out
+    assert 'stale' in not_judged_line(out, 'nid005'), out
+
+
+# --- fourth red-team of issue 47 (on 4367e2c): ReFrame's order of repetitions -----------------
+
+def rep_major(nodes_, when, repeats, pause_after=0, pause=2 * HOUR, failed=(), slow_runs=None):
+    """--repeat with --distribute=all as ReFrame orders it: repetition 0 on every node, then
+    repetition 1 on every node (the node varies fastest), a scheduler's pause after repetition
+    `pause_after` (0: none)."""
+    found, start = [], when
+    for rep in range(repeats):
+        runs = run_of_sweep(nodes_, start, failed={(n, 0) for n, r in failed if r == rep},
+                            slow_runs={(n, 0): f for (n, r), f in (slow_runs or {}).items() if r == rep},
+                            seed=rep + 1, first_job=1000 * (rep + 1))
+        found += runs
+        start = runs[-1].time + 120 + (pause if pause_after and rep + 1 == pause_after else 0)
+    return found
+
+
+def test_r4_c04_a_slow_repetition_before_a_scheduler_stall_still_drains(tmp_path, capsys):
+    """c04: --repeat 3 in ReFrame's order, a 2.5 h stall after repetition 0, in which nid011 ran
+    40 % slow (a GPU throttling now and then): one sweep, drained as without the stall."""
+    found = rep_major(NODES16, NOV[24], 3, pause_after=1, pause=2.5 * HOUR, slow_runs={('nid011', 0): 0.4})
+    code, out, _ = judged(tmp_path, capsys, found)
+    assert code == 1 and drained(out) == ['nid011'] and 'slow in 1 of 3 repetitions' in out, out
+
+
+def test_r4_c16_a_data_path_fixed_while_users_held_the_other_nodes_drains_none(tmp_path, capsys):
+    """c16: CIFAR ran on nid001-007 and failed on all 7 (its data path); fixed while users held
+    the other nodes, which ran it 3 h later and passed. No DRAIN for the 7 (they need a re-run of
+    CIFAR), the others healthy."""
+    first = run_of_sweep(NODES16[:7], NOV[24], failed={(n, 0) for n in NODES16[:7]}, name=CIFAR,
+                         figures=CIFAR_FIGURES)
+    rest = run_of_sweep(NODES16[7:], first[-1].time + 3 * HOUR, name=CIFAR, figures=CIFAR_FIGURES,
+                        seed=2, first_job=3000)
+    code, out, _ = judged(tmp_path, capsys, first + rest)
+    assert code == 1 and drained(out) == [] and resumed(out) == set(NODES16[7:]), out
+
+
+def test_r4_c33_a_node_slow_in_a_stale_test_is_never_resumed(tmp_path, capsys):
+    """c33: a two-day maintenance: CIFAR swept on day 1 (nid009 30 % slow), MNIST 26 h later,
+    nothing between. CIFAR is stale and drains no node; nid009 is not judged naming it."""
+    cifar = run_of_sweep(NODES16, NOV[24], name=CIFAR, figures=CIFAR_FIGURES, slower={'nid009': 0.3})
+    mnist = run_of_sweep(NODES16, cifar[-1].time + 26 * HOUR, seed=2, first_job=3000)
+    code, out, _ = judged(tmp_path, capsys, cifar + mnist)
+    assert code == 1 and drained(out) == [] and resumed(out) == set(NODES16) - {'nid009'}, out
+    assert 'stale' in not_judged_line(out, 'nid009'), out
+
+
+def test_d2_one_rack_of_two_failing_is_not_called_the_partitions_failure(tmp_path, capsys):
+    """Third red-team, D2: nid001-008 (one rack of two, its switch failed) fail MNIST, the other
+    rack passes. Half the partition is no partition-wide failure (`fix the configuration`): the
+    8 are not judged, named, with both stories; none is resumed."""
+    rack = NODES16[:8]
+    code, out, _ = judged(tmp_path, capsys, run_of_sweep(NODES16, NOV[24], failed={(n, 0) for n in rack}))
+    assert code == 1 and drained(out) == [] and 'partition-wide' not in out, out
+    assert resumed(out) == set(NODES16[8:]), out
+    assert 'nid[001-008]): the partition\'s failure (configuration, data, image) or these nodes\' (a rack' \
+        in not_judged_line(out, 'nid003'), out

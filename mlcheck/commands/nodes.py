@@ -71,10 +71,11 @@ def parse_args(argv):
     parser.add_argument('--max-age', metavar='AGE',
                         help='leave out runs that ended more than AGE ago (30m, 12h, 7d), '
                              'saying how many')
-    parser.add_argument('--sweep-gap', metavar='AGE', default=f'{nodes.SWEEP_GAP // 60}m',
+    parser.add_argument('--sweep-gap', metavar='AGE', default=f'{nodes.SWEEP_GAP // 3600}h',
                         help='a gap this long between two runs\' ends starts a new sweep of a '
                              'test; only the latest sweep of each test is judged (default: '
-                             '%(default)s)')
+                             '%(default)s: maintenances are days apart, and a scheduler\'s '
+                             'pause of hours is within one sweep)')
     parser.add_argument('--resume-reason', metavar='PATTERN',
                         help="resume also nodes drained with a reason this regular expression "
                              "matches whole (the maintenance's: 'upgrade 2026-11', or "
@@ -148,6 +149,9 @@ def vet(args):
                          '--slurm-tz ZONE, the cluster\'s')
         else:
             notes.append(f"Slurm's drain times read in the local time zone ({local})")
+    if not expected and members:
+        expected, said = listed_in_slurm(found, members)
+        notes += said
     sweep = nodes.judge(found, rule, expected, args.var, gap, known, partitions, args.name,
                         drained_since, unreadable, members, margin)
     # a node an admin drained for another reason (a ticket) gets no DRAIN line over its reason
@@ -164,6 +168,29 @@ def vet(args):
     if summary:
         print(f'summary: {summary}')
     return EXIT_REGRESSION if unlisted or not all_healthy(sweep, plan) else 0
+
+
+def listed_in_slurm(found, members):
+    """([node], [note]): without --expect, the nodes a sweep must vet, each ReFrame partition's
+    the smallest Slurm partition that holds every node it ran on (a node held by users, or down,
+    has no record, and is not vetted rather than unmentioned)."""
+    swept = {}
+    for s in found:
+        try:
+            node = node_records.node_of(s)
+        except InputError:
+            continue            # judge() names it
+        if node is not None:
+            swept.setdefault(s.partition, set()).add(node)
+    expected, said = set(), []
+    for partition, ran in sorted(swept.items()):
+        holding = sorted((len(of), name) for name, of in members.items() if ran <= of)
+        if holding:
+            name = holding[0][1]
+            expected |= members[name]
+            said.append(f'the nodes to vet of {partition}: Slurm\'s partition {name} '
+                        f'({len(members[name])} nodes; --expect HOSTLIST names others)')
+    return sorted(expected), said
 
 
 def compiled(pattern):

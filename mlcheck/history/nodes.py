@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 
 from mlcheck.errors import InputError
 from mlcheck.figures import directions, stack as stacks
-from mlcheck.history import node_names, samples as history
+from mlcheck.history import hostlist, node_names, samples as history
 from mlcheck.history.slurm_states import OWN_REASON
 from mlcheck.history.multi_node import NO_REASON, multi_node_verdicts
 from mlcheck.history.node_records import (Figure, Finding, figure_of, node_of, run_of, short,
@@ -32,19 +32,25 @@ MIN_PEERS = 4     # fewer nodes of a partition with a figure cannot outvote one 
 TOO_FEW = 'too few peers'
 # the same on every node at one node, by definition: no figure to tell nodes apart
 SAME_AT_ONE_NODE = frozenset({'scaling_efficiency'})
-SWEEP_GAP = 3600  # seconds between two runs' ends that start a new sweep (docs/node-sweep.md)
+# a test's latest sweep: its latest burst of runs (no pause between two runs' ends longer than
+# BURST_GAP) and every burst that ended less than SWEEP_GAP before it began (docs/node-sweep.md).
+# ReFrame runs --repeat's repetitions one after another over every node, so a scheduler's pause of
+# hours (a slurmctld restart, a busy partition, a node held by users) falls between one session's
+# repetitions; maintenances are days apart
+SWEEP_GAP = 86400
+BURST_GAP = 3600
 # a repetition this many of the repetitions' standard deviations worse than the peers (and past
 # the threshold) is no healthy run's noise: measured in docs/node-sweep.md
 FAR_SPREAD = 5.0
 STACK_FACTS = [name for name in stacks.FACTS if name != 'image']   # the image is the test's own
-# a pause this long of a whole partition (no run of any test ended) between a test's latest sweep
-# and the partition's latest full sweep makes it stale (a retired image, last month's debug run);
-# a test re-run hours later in one maintenance (a fixed dataset, a new image) is not, and each
-# test is judged on its own latest sweep. Within a day, a pause is as likely the scheduler's (a
-# stall, a busy partition, a node held by users) as a re-sweep's: runs after it on nodes that had
-# not run are the same sweep, and a node's failure before it is never history unless the
-# partition shared it (a re-run after a fix): docs/node-sweep.md
-STALE_AFTER = 86400
+# a pause this long of a whole partition's full sweeps (no run of one ended) between a test's
+# latest sweep and the partition's latest full sweep makes it stale (a retired image, last
+# month's debug run); a test re-run hours later in one maintenance (a fixed dataset, a new image)
+# is not, and each test is judged on its own latest sweep. A node's failure before a shorter
+# --sweep-gap less than this before its passing runs, alone among its peers, is never history:
+# one sweep the scheduler paused and a re-sweep after a repair leave the same records
+STALE_AFTER = SWEEP_GAP
+FIX_PAUSE = 3600    # a pause long enough to fix what failed on every node that ran before it
 
 
 @dataclass(frozen=True)
@@ -164,13 +170,14 @@ def judge(found, rule=Rule(), expected=(), variables=(), gap=SWEEP_GAP, known=No
                        for _, s in placed if s.var in SAME_AT_ONE_NODE})
     placed = [(n, s) for n, s in placed if s.var not in SAME_AT_ONE_NODE]
     failed, partition_wide, wide_nodes = failed_runs(placed, sizes, history_of.mixed,
-                                                     history_of.failed)
-    valued = [(n, s) for n, s in placed if s.value is not None
-              and (not variables or s.var in variables) and name in s.name]
-    by_figure = history.group(valued, lambda ns: figure_of(ns[1]))
-    ran = history.group(placed, lambda ns: figure_of(ns[1]))     # failed runs included
-    figures = [judge_figure(figure, node_values, rule, len({n for n, _ in ran[figure]}))
-               for figure, node_values in sorted(by_figure.items(), key=lambda kv: kv[0].label)]
+                                                     history_of.failed, gap)
+    figures = judge_figures(placed, rule, variables, name)
+    # a stale test judges no node, but a node it names slow is not judged healthy either (the
+    # third red-team's c33: a slow node of a day-old CIFAR sweep was resumed on MNIST alone)
+    for records, where_ in history_of.stale_sweeps:
+        for stale in judge_figures([(n, s) for n, s in records if n is not None], rule, variables, name):
+            for node, _, finding in [] if stale.not_judged else stale.named:
+                wide_nodes.setdefault(node, []).append(f'{finding.said}, {where_}')
     of_figure = {v.figure: v for v in figures}
     for node, s in placed:
         verdict = of_figure.get(figure_of(s))
@@ -261,6 +268,7 @@ class History:
     nodes: dict = field(default_factory=dict)      # {'test on partition': {node: last end}}
     failed: dict = field(default_factory=dict)     # {(node, run): when it last failed}
     stale: dict = field(default_factory=dict)      # {node: [why]}: failed a stale test
+    stale_sweeps: list = field(default_factory=list)   # [(records, where)]: stale latest sweeps
     mixed: dict = field(default_factory=dict)      # {run: sentence}: failed, then fixed, inseparable
     shared: set = field(default_factory=set)       # {(node, run)}: failed with half the partition
     # the records of stale sweeps that still say which tests a node must have run: stale is read
@@ -288,37 +296,40 @@ def _full(records, size):
     return covered >= 2 and 2 * covered >= size
 
 
-def _day_before(at, pause):
-    """The first run after the last pause of STALE_AFTER or more before run `at`: the runs of
-    one maintenance, whose sweep may have paused more than once."""
-    return max((i for i in range(1, at) if pause(i) >= STALE_AFTER), default=0)
-
-
-def _continued(before, after):
-    """Whether the runs `after` a pause go on with the sweep `before` it rather than run its
-    nodes again: most of their nodes ran nothing before it (a node held by users, a busy
-    partition's other nodes freed hours later)."""
-    nodes = {node for node, _ in after}
-    return 2 * len(nodes & {node for node, _ in before}) < len(nodes)
+def _sweep_starts(records, gap):
+    """The indexes of `records` (in order of their ends) where a sweep starts. Their bursts are
+    split by pauses longer than BURST_GAP (or `gap`, where shorter); the latest sweep is the
+    latest burst and every burst that ended within `gap` before it began: a scheduler's pause of
+    hours (ReFrame runs --repeat's repetitions one after another over every node) stays within
+    the sweep, and a nightly one-node run a month long chains nothing, being measured from the
+    latest burst alone. Earlier sweeps are split at `gap`, as before."""
+    pause = lambda i: records[i][1].time - records[i - 1][1].time
+    bursts = [i for i in range(1, len(records)) if pause(i) > min(gap, BURST_GAP)]
+    if not bursts:
+        return []
+    began = records[bursts[-1]][1].time
+    first = next((b for b in reversed(bursts) if records[b - 1][1].time < began - gap), 0)
+    return [i for i in range(1, first + 1) if pause(i) > gap and i < first] + ([first] if first else [])
 
 
 def _fixed_rerun(records):
     """(index, safe) where a test that failed on every node of its sweep was re-run and passed
     in a later part of it (a fixed data path), or None: the earlier part all failed and covers
-    every node; safe to separate when the pause before the later part is longer than any pause
-    within either part (no run of it ended in between)."""
+    every node, or MIN_PEERS nodes or more before a pause of FIX_PAUSE (a busy partition's other
+    nodes ran after the fix, the third red-team's c16); safe to separate when the pause before
+    the later part is longer than any pause within either part (no run of it ended in between)."""
     prefix = next((i for i, (_, s) in enumerate(records) if s.value is not None), len(records))
     every = {node for node, _ in records}
     if prefix in (0, len(records)) or len(every) < MIN_PEERS:
         return None
+    pause = lambda i: records[i][1].time - records[i - 1][1].time
     seen, candidates = set(), []
     for i in range(1, prefix + 1):
         seen.add(records[i - 1][0])
-        if seen == every:
+        if seen == every or len(seen) >= MIN_PEERS and pause(i) >= FIX_PAUSE:
             candidates.append(i)
     if not candidates:
         return None
-    pause = lambda i: records[i][1].time - records[i - 1][1].time
     split = max(candidates, key=pause)
     inner = [pause(i) for i in range(1, len(records)) if i != split]
     return split, pause(split) > max(inner, default=0)
@@ -333,9 +344,9 @@ def _quiet(ends, start, stop):
 def latest_sweeps(placed, gap, sizes=None):
     """The records of each test's latest sweep, and the History of the others. A test is a
     check, image and settings on one partition (node_records.run_of); its sweep is its runs
-    whose ends follow each other with no gap longer than `gap` seconds (one ReFrame session:
-    perf logs name no session, the results database names one per reframe command); the
-    repetitions of --repeat are runs of the one sweep. Per test, not per partition: a test re-run
+    whose ends follow each other with no gap longer than `gap` seconds (SWEEP_GAP: one
+    maintenance's ReFrame sessions, perf logs naming no session); the repetitions of --repeat are
+    runs of the one sweep, whatever pauses the scheduler made between them. Per test, not per partition: a test re-run
     alone hours later (one image, a fixed dataset) is that test's latest sweep and says nothing
     of the others, each judged on its own latest sweep. A test whose latest sweep ended before the
     partition's latest full sweep (most of its `sizes` nodes) began is stale when it is not a full
@@ -349,14 +360,9 @@ def latest_sweeps(placed, gap, sizes=None):
     latest_of = {}
     for run, records in sorted(by_test.items()):
         records = sorted(records, key=lambda ns: ns[1].time)
-        pause = lambda i: records[i][1].time - records[i - 1][1].time
-        starts = [i for i in range(1, len(records)) if pause(i) > gap]
-        label = f'{short(run[1])} on {run[0]}'
-        joined = []
-        while (starts and all(n is not None for n, _ in records) and pause(starts[-1]) < STALE_AFTER
-               and _continued(records[_day_before(starts[-1], pause):starts[-1]], records[starts[-1]:])):
-            joined.append(pause(starts.pop()))
+        starts = _sweep_starts(records, gap)
         first = starts[-1] if starts else 0
+        label = f'{short(run[1])} on {run[0]}'
         fixed = _fixed_rerun(records[first:])
         hint = ''
         if fixed and fixed[1]:
@@ -373,19 +379,20 @@ def latest_sweeps(placed, gap, sizes=None):
                 f'shorter than the pause ({pause / 60:.0f}m) or select @START after the fix')
         latest, earlier = records[first:], records[:first]
         latest_of[run] = (label, latest, earlier, starts)
-        if joined:
-            hint += (f'; read as one sweep across {len(joined)} pause(s) of up to '
-                     f'{max(joined) / 3600:.1f}h: the runs after it went on to nodes that had '
-                     'not run (a scheduler\'s pause, not a re-sweep)')
         if earlier and 2 * len({n for n, _ in latest}) < len({n for n, _ in records[:first]}):
             pause = latest[0][1].time - earlier[-1][1].time
             hint += (f'; the latest covers {len({n for n, _ in latest})} node(s): if its runs '
                      'belong to the sweep before (a node held by users that ran late), give '
                      f'--sweep-gap longer than the pause ({pause / 3600:.1f}h)')
         latest_of[run] += (hint,)
+    # the partition's activity: the runs of its full sweeps, not a nightly one-node smoke run,
+    # which would make a month of pauses look like one maintenance
     ends_of = {}
-    for _, s in placed:
-        ends_of.setdefault(s.partition, []).append(s.time)
+    for run, (_, latest, earlier, starts, _) in latest_of.items():
+        records = earlier + latest
+        for begin, end in zip([0] + starts, starts + [len(records)]):
+            if _full(records[begin:end], (sizes or {}).get(run[0], 0)):
+                ends_of.setdefault(run[0], []).extend(s.time for _, s in records[begin:end])
     full_since = {}
     for run, (_, latest, _, _, _) in latest_of.items():
         if _full(latest, (sizes or {}).get(run[0], 0)):
@@ -395,7 +402,7 @@ def latest_sweeps(placed, gap, sizes=None):
         one_node = all(node is not None for node, _ in latest)   # pair sweeps: multi_node's
         # a pause of the whole partition, not a test's age: one test's sweep of 1,024 nodes can
         # take a day and another be re-run hours after it, in the same maintenance
-        long_ago = since is not None and _quiet(ends_of[run[0]], ended, since) > STALE_AFTER
+        long_ago = since is not None and _quiet(ends_of.get(run[0], []) + [ended, since], ended, since) > STALE_AFTER
         stale = one_node and since is not None and ended < since and (
             not _full(latest, sizes.get(run[0], 0)) or long_ago)
         said = (f'{label}: the latest sweep counts: {len(latest)} record(s), runs ended '
@@ -404,11 +411,12 @@ def latest_sweeps(placed, gap, sizes=None):
             said = (f'{label} ({run[2] or "no settings"}): stale, its latest sweep ({len(latest)} '
                     f'record(s), ended {stamp(ended)}) older than {run[0]}\'s latest full sweep '
                     f'(from {stamp(since)}): history only')
-            why = (f'{label} ({run[2] or "no settings"}) failed in its latest sweep, ended '
-                   f'{stamp(ended)}, stale (older than the partition\'s latest full sweep, from '
-                   f'{stamp(since)}): re-run it, or leave it out (-n TEXT, or @START:END)')
+            where_ = (f'in its latest sweep, ended {stamp(ended)}, stale (older than the '
+                      f'partition\'s latest full sweep, from {stamp(since)}): re-run it, or leave '
+                      'it out (-n TEXT, or @START:END)')
             for node in sorted({n for n, s in latest if s.value is None and n is not None}):
-                past.stale.setdefault(node, []).append(why)
+                past.stale.setdefault(node, []).append(f'{label} ({run[2] or "no settings"}) failed {where_}')
+            past.stale_sweeps.append((latest, where_))
             if not long_ago:
                 past.present += latest
             earlier, starts = earlier + latest, starts + [len(earlier)]
@@ -431,32 +439,42 @@ def latest_sweeps(placed, gap, sizes=None):
 
 
 def _shared_failures(earlier, starts, run):
-    """{(node, run)} of the failures of earlier sweeps (from each of `starts`) shared by half
-    their nodes and MIN_PEERS or more: the partition's failure, which a re-run after its fix
-    clears (failed_runs' rule)."""
+    """{(node, run)} of the failures of earlier sweeps (from each of `starts`) that were the
+    partition's (the_partitions), which a re-run after its fix clears."""
     shared = set()
     for begin, end in zip(starts, starts[1:] + [len(earlier)]):
         part = [(n, s) for n, s in earlier[begin:end] if n is not None]
         failing = {n for n, s in part if s.value is None}
-        if len(failing) >= MIN_PEERS and 2 * len(failing) >= len({n for n, _ in part}):
+        if the_partitions(len(failing), len({n for n, _ in part})):
             shared |= {(n, run) for n in failing}
     return shared
 
 
-def failed_runs(placed, sizes=None, mixed=None, failed_before=None):
+def the_partitions(failing, size):
+    """Whether a test failing on `failing` of a partition's `size` nodes is the partition's
+    failure (its configuration, data or image), which fails most nodes it reaches: more than
+    half, and MIN_PEERS or more. Half of them may be a rack's, a switch's or a power domain's
+    nodes (the third red-team's D2: 8 of 16, one rack, was called partition-wide)."""
+    return failing >= MIN_PEERS and 2 * failing > size
+
+
+def failed_runs(placed, sizes=None, mixed=None, failed_before=None, gap=SWEEP_GAP):
     """({node: [Finding]} of the nodes that failed a repetition of a test, [sentence] of the
     tests that failed on most of the nodes that ran them, {node: [why]} of those nodes: a
-    failure shared by at least half the nodes that ran a test in its latest sweep, and by
+    failure shared by more than half the nodes that ran a test in its latest sweep, and by
     MIN_PEERS or more (a targeted re-sweep of 2 bad nodes and a control is no partition), is the
-    partition's (its configuration, data or image), and drains none of them. The partition's
-    nodes are as many as `sizes` knows (4 repaired nodes re-swept alone, failing again, are 4
-    of 16, drained, where each of them failed it in an earlier sweep too, `failed_before`
-    {(node, run)}; else, fewer than half the partition, they are not judged: the partition's
-    failure swept on its idle nodes only, or theirs); a test of `mixed` (failed everywhere, then
-    passed in the same sweep) judges none of the nodes that failed it, saying why."""
+    partition's (its configuration, data or image: the_partitions), and drains none of them. The
+    partition's nodes are as many as `sizes` knows (4 repaired nodes re-swept alone, failing
+    again, are 4 of 16, drained, where each of them failed it in an earlier sweep too,
+    `failed_before` {(node, run)}; else, half the nodes that ran it or more, they are not judged:
+    the partition's failure swept on its idle nodes only, a rack's, or theirs); a test of `mixed`
+    (failed everywhere, then passed in the same sweep) judges none of the nodes that failed it,
+    saying why; a node whose last failure came before a pause of the test's runs (`gap`, at most
+    BURST_GAP) and whose runs after passed is not judged (flaky_or_repaired)."""
     runs = history.group(placed, lambda ns: (ns[1].partition, run_of(ns[1])))
     failed, wide, wide_nodes = {}, [], {}
     for (partition, run), records in sorted(runs.items()):
+        records = sorted(records, key=lambda ns: ns[1].time)
         by_node = history.group(records, lambda ns: ns[0])
         failing = {}
         for node, ns in sorted(by_node.items()):
@@ -472,7 +490,7 @@ def failed_runs(placed, sizes=None, mixed=None, failed_before=None):
                 wide_nodes.setdefault(node, []).append(mixed[run])
             continue
         size = max(len(by_node), (sizes or {}).get(partition, 0))
-        if len(failing) >= MIN_PEERS and 2 * len(failing) >= size:
+        if the_partitions(len(failing), size):
             problems = {s.problem for _, _, s in failing.values() if s.problem}
             reason = f'; {sorted(problems)[0]}' if len(problems) == 1 else ''
             wide.append(f'{name} failed on {len(failing)} of {len(by_node)} nodes: a '
@@ -488,10 +506,18 @@ def failed_runs(placed, sizes=None, mixed=None, failed_before=None):
             for node in failing:      # no DRAIN line for what may be a configuration's failure
                 wide_nodes.setdefault(node, []).append(
                     f'{name} failed on {len(failing)} of the {len(by_node)} nodes that ran it '
-                    f'({size} in {partition}): the partition\'s failure or these nodes\' (not '
-                    'all failed it before): re-run it over the partition')
+                    f'({size} in {partition}; {hostlist.compress(sorted(failing))}): the '
+                    'partition\'s failure (configuration, data, image) or these nodes\' (a '
+                    'rack, a switch, a power domain; not all failed it before): re-run it over '
+                    'the partition')
             continue
+        bursts = [b for a, b in zip(records, records[1:]) if b[1].time - a[1].time > min(gap, BURST_GAP)]
         for node, (bad, runs_of_node, s) in failing.items():
+            passed = [r for _, r in by_node[node] if r.time > s.time]
+            if passed and any(s.time < b.time <= min(r.time for r in passed) for _, b in bursts):
+                # its last failure, then a pause of the scheduler's or a repair's, then passes
+                wide_nodes.setdefault(node, []).append(flaky_or_repaired(name, s.time, passed))
+                continue
             times = f' {bad} of {runs_of_node} repetitions' if runs_of_node > 1 else ''
             said = f'{name} failed{times}: ' + (s.problem or NO_REASON)
             if said not in [f.said for f in failed.setdefault(node, [])]:
@@ -516,13 +542,19 @@ def reruns_of(placed, past):
                 f'{short(run[1])} passed on re-run at {stamp(ended)} (the latest sweep) after '
                 f'failing at {stamp(failed_at)} (an earlier sweep)')
             continue
-        runs = len({(s.jobid, s.time) for _, s in ns})
-        unsure.setdefault(node, []).append(
-            f'{short(run[1])} failed at {stamp(failed_at)}, alone among its peers, and passed '
-            f'{runs} run(s) from {stamp(began)}, {(began - failed_at) / 3600:.1f}h later: one '
-            'sweep the scheduler paused (a flaky node) or a re-sweep after a repair, the records '
-            'cannot tell; if it was repaired, judge its runs since alone (PATH@START:END)')
+        unsure.setdefault(node, []).append(flaky_or_repaired(short(run[1]), failed_at, [s for _, s in ns]))
     return found, unsure
+
+
+def flaky_or_repaired(name, failed_at, passed):
+    """What is said of a node whose last failure of a test (not the partition's) came before a
+    pause, and its runs after it passed: not judged, never resumed nor drained."""
+    began = min(s.time for s in passed)
+    return (f'{name} failed at {stamp(failed_at)} and passed '
+            f'{len({(s.jobid, s.time) for s in passed})} run(s) from {stamp(began)}, '
+            f'{(began - failed_at) / 3600:.1f}h later: a flaky node (one sweep the scheduler '
+            'paused) or one repaired in the pause, the records cannot tell; if it was repaired '
+            'and its runs since passed, resume it by hand')
 
 
 def verdicts(sweep, placed, unjudged, expected, earlier=None):
@@ -606,6 +638,17 @@ def stack_outliers(placed):
                 if value != common and said not in found.setdefault(node, []):
                     found[node].append(said)
     return {node: said for node, said in sorted(found.items()) if said}
+
+
+def judge_figures(placed, rule, variables=(), name=''):
+    """[FigureVerdict] of each figure of the one-node records `placed` (the `variables` chosen,
+    of tests named like `name`), each on every node against its peers."""
+    valued = [(n, s) for n, s in placed if s.value is not None
+              and (not variables or s.var in variables) and name in s.name]
+    by_figure = history.group(valued, lambda ns: figure_of(ns[1]))
+    ran = history.group(placed, lambda ns: figure_of(ns[1]))     # failed runs included
+    return [judge_figure(figure, node_values, rule, len({n for n, _ in ran[figure]}))
+            for figure, node_values in sorted(by_figure.items(), key=lambda kv: kv[0].label)]
 
 
 def judge_figure(figure, node_samples, rule, ran):
