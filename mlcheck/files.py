@@ -11,12 +11,44 @@ elsewhere. A file is read as src/pytorch/regular_file.py reads (no link, no FIFO
 import contextlib
 import os
 import secrets
+import stat
 
 from mlcheck.contract import program_module
 from mlcheck.errors import InputError
 
 _regular = program_module('regular_file')
 NotRegular, read_regular = _regular.NotRegular, _regular.read_regular
+
+
+def others_can_change(path, owners):
+    """(folder, what is wrong) of the first folder, from `path` up to /, that someone not in
+    `owners` (uids) could change, or None: each folder that exists, of the path as given and of
+    its real path, must be owned by one of them and writable by no one else, unless sticky (as
+    /tmp: another user cannot rename what is not theirs there); `path` itself must not be a link.
+    Whoever can change a folder can swap what lies below it for a link."""
+    path = os.path.abspath(path)
+    folders = []
+    for start in dict.fromkeys([path, os.path.realpath(path)]):
+        folders.append(start)
+        while folders[-1] != '/':
+            folders.append(os.path.dirname(folders[-1]))
+    for folder in dict.fromkeys(folders):
+        try:
+            info = os.lstat(folder)
+        except FileNotFoundError:
+            continue            # made by the runner, who then owns it
+        if folder == path and stat.S_ISLNK(info.st_mode):
+            return folder, 'is a symbolic link'
+        if stat.S_ISLNK(info.st_mode):
+            continue            # a link above: its target's folders are checked as the real path's
+        sticky = folder != path and info.st_mode & stat.S_ISVTX
+        problem = (f'is owned by uid {info.st_uid}' if info.st_uid not in owners else
+                   f'is writable by others (mode {stat.S_IMODE(info.st_mode):o})'
+                   if info.st_mode & 0o022 and not sticky else
+                   'is not a directory' if not stat.S_ISDIR(info.st_mode) else '')
+        if problem:
+            return folder, problem
+    return None
 
 
 class Directory:

@@ -8,6 +8,7 @@ import dataclasses
 import json
 import os
 import random
+import re
 import shlex
 import shutil
 import signal
@@ -322,6 +323,34 @@ def test_a_perf_log_or_lock_that_is_a_link_is_refused_and_our_old_lock_tightened
     checked_perflog_files(str(tmp_path), 'Z')
     assert os.stat(tmp_path / '.Z.lock').st_mode & 0o777 == 0o660
     assert not (tmp_path / 'outside').exists()
+
+
+@pytest.mark.parametrize('prepared, refused', [
+    (lambda d: d.chmod(0o775), 'is writable by others (mode 775)'),       # a group's project folder
+    (lambda d: d.chmod(0o1777), 'is writable by others (mode 1777)'),     # sticky, but the log's own
+    (lambda d: os.chown(d, 65534, 65534), 'is owned by uid 65534'),      # another user's folder
+    (lambda d: (d.chmod(0o755), d.parent.chmod(0o777)), 'is writable by others (mode 777)'),  # above
+    (lambda d: d.chmod(0o755), None),
+    (lambda d: (d.chmod(0o755), d.parent.chmod(0o1777)), None),          # below a sticky /tmp
+])
+def test_b9_a_perf_log_folder_others_can_change_is_refused_unless_trusted(tmp_path, prepared, refused):
+    """Issue 48, B9: the check at setup races ReFrame's open at the performance stage (it follows
+    links), so a folder another user can change is refused, up to /; a site that trusts its
+    project group says so."""
+    from mlcheck.harness.config import checked_perflog_files
+    folder = tmp_path / 'top' / 'perflogs'
+    folder.mkdir(parents=True)
+    prepared(folder)
+    try:
+        if refused is None:
+            checked_perflog_files(str(folder), 'X')
+        else:
+            with pytest.raises(ConfigError, match=re.escape(refused)) as err:
+                checked_perflog_files(str(folder), 'X')
+            assert 'trusts_perflog_writers' in str(err.value) and '\n' not in str(err.value)
+            checked_perflog_files(str(folder), 'X', trusted=True)
+    finally:
+        folder.parent.chmod(0o755)
 
 
 def test_the_perf_log_directory_is_where_reframe_writes(tmp_path):

@@ -113,14 +113,25 @@ def perflog_directories(site_config, system_prefix, system, partition):
     return found
 
 
-def checked_perflog_files(directory, basename):
+def checked_perflog_files(directory, basename, trusted=False):
     """Before a session appends to <directory>/<basename>.log under ReFrame's lock
     .<basename>.lock: a log or a lock that is a symbolic link is refused (ReFrame opens both
     following links, so a co-writer's dangling .X.lock made root create a file anywhere), and a
     lock of ours from before its mode was set (0664: anyone could hold it) is brought to
-    PERFLOG_LOCK_MODE. What ReFrame cannot be made to do: wait on its lock with a deadline
-    (fasteners blocks for ever; a holder in the logs' group stalls the session's logging)."""
+    PERFLOG_LOCK_MODE. That check is at setup and ReFrame opens them at the performance stage,
+    minutes later: unless the site trusts the logs' other writers (`trusted`,
+    extras.mlcheck.trusts_perflog_writers: a group's project directory), the directory and every
+    folder above it must be changeable by the runner (or root) alone, so that no one can plant a
+    link in between (issue 48, B9). What ReFrame cannot be made to do: wait on its lock with a
+    deadline (fasteners blocks for ever; a holder in the logs' group stalls the session's logging)."""
     from mlcheck.errors import ConfigError
+    from mlcheck.files import others_can_change
+    found = None if trusted else others_can_change(directory, {0, os.geteuid()})
+    if found:
+        raise ConfigError(f'perf log directory {directory}: {found[0]} {found[1]}, so another user '
+                          'could swap the log or its lock for a link before ReFrame opens them '
+                          '(it follows links): not run; make it yours alone, or set '
+                          'extras.mlcheck.trusts_perflog_writers if the site trusts them')
     for name in (f'{basename}.log', f'.{basename}.lock'):
         path = os.path.join(directory, name)
         try:

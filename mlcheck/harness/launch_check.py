@@ -404,11 +404,13 @@ class DistributedLaunchCheck(ExpectedSanityFailure, rfm.RunOnlyRegressionTest, A
     @run_after('setup')
     def check_perflog_files(self):
         """The perf log and its lock that this test's values will be appended to: neither a link,
-        our old lock brought to mode 0660 (mlcheck.harness.config.checked_perflog_files)."""
+        in folders only the runner can change (unless the site trusts their other writers), our
+        old lock brought to mode 0660 (mlcheck.harness.config.checked_perflog_files)."""
         rt = runtime()
+        trusted = partition_settings(self.current_partition).trusts_perflog_writers
         for directory in perflog_directories(rt.site_config, rt.system.prefix, self.current_system.name,
                                              self.current_partition.name):
-            checked_perflog_files(directory, type(self).variant_name())
+            checked_perflog_files(directory, type(self).variant_name(), trusted)
 
     @run_after('setup')
     def record_settings(self):

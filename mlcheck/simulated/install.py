@@ -13,6 +13,7 @@ import re
 import socket
 import stat
 
+from mlcheck.files import others_can_change
 from mlcheck.simulated.cluster import GPU_DEVICES, MARKER, Settings, config_files, read_password
 from mlcheck.simulated.processes import Failure, output_of, say, write_new
 
@@ -169,25 +170,14 @@ def claim_state_dir(directory, make=True):
         os.makedirs(path, mode=0o755, exist_ok=True)
     elif not os.path.lexists(path):
         return None
-    if stat.S_ISLNK(os.lstat(path).st_mode):
-        raise Failure(f'{path} is a symbolic link: SIMSLURM_DIR={path} is not root\'s alone, so the '
-                      'cluster is not used there; set SIMSLURM_DIR to a directory that only root can write')
-    real = os.path.realpath(path)
-    ancestors = [os.path.dirname(real)]
-    while ancestors[-1] != '/':
-        ancestors.append(os.path.dirname(ancestors[-1]))
-    for folder in [real, *ancestors]:
-        info = os.lstat(folder)
-        sticky = folder != real and info.st_mode & stat.S_ISVTX
-        problem = (f'is owned by uid {info.st_uid}, not root' if info.st_uid != 0 else
-                   f'is writable by others (mode {stat.S_IMODE(info.st_mode):o})'
-                   if info.st_mode & 0o022 and not sticky else
-                   'is not a directory' if not stat.S_ISDIR(info.st_mode) else '')
-        if problem:
-            raise Failure(f'{folder} {problem}: SIMSLURM_DIR={path} is not root\'s alone, so the cluster '
-                          'is not used there; remove it (or fix its owner and mode) or set SIMSLURM_DIR '
-                          'to a directory that only root can write')
-    return real
+    found = others_can_change(path, {0})
+    if found:
+        folder, problem = found
+        problem += ', not root' if problem.startswith('is owned by') else ''
+        raise Failure(f'{folder} {problem}: SIMSLURM_DIR={path} is not root\'s alone, so the cluster '
+                      'is not used there; remove it (or fix its owner and mode) or set SIMSLURM_DIR '
+                      'to a directory that only root can write')
+    return os.path.realpath(path)
 
 
 def claimed(sim, make=False):

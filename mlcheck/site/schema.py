@@ -179,6 +179,12 @@ SCHEMA = {
             'description': "the dataset directories' other writers are trusted (a group-writable "
                            'project directory): without it, a CIFAR-100 file owned by another user '
                            'or writable by its group or others is refused (docs/security.md)'},
+        'trusts_perflog_writers': {
+            'type': 'boolean', 'default': False,
+            'description': "the perf log directory's other writers are trusted (a group's project "
+                           'directory): without it, a perf log folder that another user can change '
+                           '(owned by them, or writable by its group or others without the sticky '
+                           'bit, up to /) is refused before the session runs (docs/security.md)'},
         'python': {
             'type': 'string', 'default': 'python3',
             'description': 'the interpreter inside the images'},

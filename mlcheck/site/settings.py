@@ -59,6 +59,7 @@ class PartitionSettings(ImageSettings, DataSettings, LayerSettings):
     host_layer: HostLayer = CURRENT   # the candidate run over the partition's (with_host_layer)
     datasets: dict = field(default_factory=dict)
     trusts_dataset_writers: bool = False   # a dataset file others can write is read all the same
+    trusts_perflog_writers: bool = False   # a perf log folder others can change is written all the same
     python: str = 'python3'        # the interpreter inside the images
     host_python: str = 'python3'   # the interpreter of image 'host' (no container)
     data_mount: str = None         # where datasets are bound in the images; None: at their host path
@@ -109,6 +110,7 @@ class PartitionSettings(ImageSettings, DataSettings, LayerSettings):
             host_layer_candidates=layers,
             datasets=dict(entry.get('datasets', {})),
             trusts_dataset_writers=entry.get('trusts_dataset_writers', False),
+            trusts_perflog_writers=entry.get('trusts_perflog_writers', False),
             python=entry.get('python', cls.python),
             host_python=entry.get('host_python', cls.host_python),
             data_mount=entry.get('data_mount'),
