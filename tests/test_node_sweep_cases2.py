@@ -322,3 +322,53 @@ def test_d2_one_rack_of_two_failing_is_not_called_the_partitions_failure(tmp_pat
     assert resumed(out) == set(NODES16[8:]), out
     assert 'nid[001-008]): the partition\'s failure (configuration, data, image) or these nodes\' (a rack' \
         in not_judged_line(out, 'nid003'), out
+
+
+# --- fifth red-team of issue 47 (on 7bacc93) --------------------------------------------------
+
+def test_r5_c01_a_slow_repetition_of_a_session_longer_than_a_day_still_drains(tmp_path, capsys):
+    """c01b: --repeat 3 on a busy partition; repetition 1 trickles over a day between two
+    stalls of 2 h, so repetition 0 ended 27 h before repetition 2 began. nid007 ran repetition
+    0 35 % slow: one session, drained as without the stalls."""
+    found = rep_major(NODES16, NOV[24], 1, slow_runs={('nid007', 0): 0.35})
+    slow_rep = run_of_sweep(NODES16, found[-1].time + 2 * HOUR, every_s=90 * 60, seed=2, first_job=2000)
+    last = run_of_sweep(NODES16, slow_rep[-1].time + 2 * HOUR, seed=3, first_job=3000)
+    code, out, _ = judged(tmp_path, capsys, found + slow_rep + last)
+    assert code == 1 and drained(out) == ['nid007'] and 'slow in 1 of 3 repetitions' in out, out
+
+
+def test_r5_c11c_a_chassis_failing_before_a_pause_and_passing_after_is_no_fix(tmp_path, capsys):
+    """c11c: only nid001-004 (one chassis) are idle at first and all four fail; 3 h later the
+    other 12 pass; 70 min after, the chassis re-run with nothing repaired passes. A fix or a
+    flaky chassis: the four are not judged, never resumed."""
+    chassis = run_of_sweep(NODES16[:4], NOV[24], failed={(n, 0) for n in NODES16[:4]})
+    rest = run_of_sweep(NODES16[4:], chassis[-1].time + 3 * HOUR, seed=2, first_job=2000)
+    again = run_of_sweep(NODES16[:4], rest[-1].time + 70 * 60, seed=3, first_job=3000)
+    code, out, _ = judged(tmp_path, capsys, chassis + rest + again)
+    assert code == 1 and drained(out) == [] and resumed(out) == set(NODES16[4:]), out
+    assert 'the re-run counts' not in out and '@START' not in out, out
+
+
+def test_r5_c12_max_age_never_cuts_a_sweep_in_two(tmp_path, capsys):
+    """c12: a --repeat 2 sweep began 20 h ago, nid005 failed repetition 0, then a 6 h stall;
+    --max-age 16h (to leave out last week's sweep) would keep repetition 1 alone: refused in one
+    line, exit 2, nothing printed to paste."""
+    import time
+    start = time.time() - 20 * HOUR
+    week = run_of_sweep(NODES16, start - 7 * DAY, seed=9, first_job=100)
+    found = rep_major(NODES16, start, 2, pause_after=1, pause=6 * HOUR, failed={('nid005', 0)})
+    code, out, err = judged(tmp_path, capsys, week + found, None, '--max-age', '16h')
+    assert code == 2 and 'cuts the sweep of MNISTDistributedCheck[image=host]' in err, (out, err)
+    assert err.count('\n') == 1 and 'scontrol' not in out, err
+
+
+def test_r5_c06b_the_slurm_partition_named_as_reframes_is_vetted_without_expect(tmp_path, capsys):
+    """c06b: ReFrame's sim:gpu swept only nid001-008 (users held nid009-032); Slurm has gpu
+    (nid001-032), debug (nid001-008) and all. The 24 unswept nodes of gpu are not vetted, exit 1."""
+    nodes32 = [f'nid{i:03d}' for i in range(1, 33)]
+    states = slurm_states(nodes32[:8], partition='gpu,debug,all') + slurm_states(nodes32[8:], partition='gpu,all')
+    (tmp_path / 'states.txt').write_text(states)
+    log = write_perflog(tmp_path / 'sweep.log', run_of_sweep(nodes32[:8], NOV[24], partition='sim:gpu'))
+    code, out, _ = run(capsys, log, '--slurm-states', str(tmp_path / 'states.txt'), '--slurm-tz', 'UTC')
+    assert code == 1 and '8 healthy, 0 drained, 0 not judged, 24 not vetted' in out, out
+    assert "Slurm's partition gpu (32 nodes" in out, out

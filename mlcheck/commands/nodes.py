@@ -124,6 +124,7 @@ def vet(args):
     if max_age is not None:
         since = time.time() - max_age
         old = sum(s.time < since for s in found)
+        split_sweep(found, since, gap, args.max_age)
         found = [s for s in found if s.time >= since]
         notes.append(f'--max-age {args.max_age}: {old} record(s) of runs that ended before '
                      f'{node_records.stamp(since)} left out')
@@ -170,10 +171,30 @@ def vet(args):
     return EXIT_REGRESSION if unlisted or not all_healthy(sweep, plan) else 0
 
 
+def split_sweep(found, since, gap, max_age):
+    """An InputError where --max-age would cut a test's sweep in two: a run it leaves out ended
+    within --sweep-gap of the first it keeps (a failed repetition before a stall would vanish,
+    the fifth red-team's c12)."""
+    first_kept, last_left = {}, {}
+    for s in found:
+        test = node_records.run_of(s)
+        if s.time >= since:
+            first_kept[test] = min(s.time, first_kept.get(test, s.time))
+        else:
+            last_left[test] = max(s.time, last_left.get(test, s.time))
+    for test, kept in sorted(first_kept.items()):
+        if test in last_left and kept - last_left[test] <= gap:
+            raise InputError(f'--max-age {max_age} cuts the sweep of {node_records.short(test[1])} '
+                             f'on {test[0]}: a run it leaves out ended at {node_records.stamp(last_left[test])}, '
+                             f'within --sweep-gap of the first it keeps ({node_records.stamp(kept)}); '
+                             'give a --max-age that keeps the whole sweep, or none')
+
+
 def listed_in_slurm(found, members):
     """([node], [note]): without --expect, the nodes a sweep must vet, each ReFrame partition's
-    the smallest Slurm partition that holds every node it ran on (a node held by users, or down,
-    has no record, and is not vetted rather than unmentioned)."""
+    the Slurm partition that holds every node it ran on, the one of its name or else the
+    smallest (a node held by users, or down, has no record, and is not vetted rather than
+    unmentioned)."""
     swept = {}
     for s in found:
         try:
@@ -184,9 +205,12 @@ def listed_in_slurm(found, members):
             swept.setdefault(s.partition, set()).add(node)
     expected, said = set(), []
     for partition, ran in sorted(swept.items()):
-        holding = sorted((len(of), name) for name, of in members.items() if ran <= of)
+        # the Slurm partition named as ReFrame's first (a sweep that reached only some of gpu's
+        # nodes fits debug too: the fifth red-team's c06b), then the smallest
+        own = partition.rpartition(':')[2]
+        holding = sorted((name != own, len(of), name) for name, of in members.items() if ran <= of)
         if holding:
-            name = holding[0][1]
+            name = holding[0][2]
             expected |= members[name]
             said.append(f'the nodes to vet of {partition}: Slurm\'s partition {name} '
                         f'({len(members[name])} nodes; --expect HOSTLIST names others)')

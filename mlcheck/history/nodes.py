@@ -39,6 +39,7 @@ SAME_AT_ONE_NODE = frozenset({'scaling_efficiency'})
 # repetitions; maintenances are days apart
 SWEEP_GAP = 86400
 BURST_GAP = 3600
+SPAN_GAPS = 2     # a sweep's bursts reach back at most this many gaps (a session of 1.5 days)
 # a repetition this many of the repetitions' standard deviations worse than the peers (and past
 # the threshold) is no healthy run's noise: measured in docs/node-sweep.md
 FAR_SPREAD = 5.0
@@ -299,25 +300,28 @@ def _full(records, size):
 def _sweep_starts(records, gap):
     """The indexes of `records` (in order of their ends) where a sweep starts. Their bursts are
     split by pauses longer than BURST_GAP (or `gap`, where shorter); the latest sweep is the
-    latest burst and every burst that ended within `gap` before it began: a scheduler's pause of
-    hours (ReFrame runs --repeat's repetitions one after another over every node) stays within
-    the sweep, and a nightly one-node run a month long chains nothing, being measured from the
-    latest burst alone. Earlier sweeps are split at `gap`, as before."""
+    latest burst and each burst before it that ended within `gap` before the next began, back to
+    at most SPAN_GAPS gaps before the latest burst began: a scheduler's pause of hours (ReFrame
+    runs --repeat's repetitions one after another over every node) stays within the sweep, and
+    so do the two days of a large partition's session with its stalls; a nightly run a month long
+    chains no month. Earlier sweeps are split at `gap`, as before."""
     pause = lambda i: records[i][1].time - records[i - 1][1].time
-    bursts = [i for i in range(1, len(records)) if pause(i) > min(gap, BURST_GAP)]
-    if not bursts:
-        return []
-    began = records[bursts[-1]][1].time
-    first = next((b for b in reversed(bursts) if records[b - 1][1].time < began - gap), 0)
-    return [i for i in range(1, first + 1) if pause(i) > gap and i < first] + ([first] if first else [])
+    bursts = [0] + [i for i in range(1, len(records)) if pause(i) > min(gap, BURST_GAP)]
+    oldest = records[bursts[-1]][1].time - SPAN_GAPS * gap
+    k = len(bursts) - 1
+    while k > 0 and pause(bursts[k]) <= gap and records[bursts[k] - 1][1].time >= oldest:
+        k -= 1
+    first = bursts[k]
+    return [i for i in range(1, first) if pause(i) > gap] + ([first] if first else [])
 
 
 def _fixed_rerun(records):
     """(index, safe) where a test that failed on every node of its sweep was re-run and passed
     in a later part of it (a fixed data path), or None: the earlier part all failed and covers
     every node, or MIN_PEERS nodes or more before a pause of FIX_PAUSE (a busy partition's other
-    nodes ran after the fix, the third red-team's c16); safe to separate when the pause before
-    the later part is longer than any pause within either part (no run of it ended in between)."""
+    nodes ran after the fix, the fourth red-team's c16); safe to separate when the earlier part
+    covers every node and the pause before the later part is longer than any pause within either
+    part (no run of it ended in between)."""
     prefix = next((i for i, (_, s) in enumerate(records) if s.value is not None), len(records))
     every = {node for node, _ in records}
     if prefix in (0, len(records)) or len(every) < MIN_PEERS:
@@ -332,7 +336,9 @@ def _fixed_rerun(records):
         return None
     split = max(candidates, key=pause)
     inner = [pause(i) for i in range(1, len(records)) if i != split]
-    return split, pause(split) > max(inner, default=0)
+    # the part before covering only some nodes may be a fix (a data path, c16) or a chassis of
+    # flaky nodes (c11c, re-run and passing): not judged, never resumed as fixed
+    return split, pause(split) > max(inner, default=0) and {n for n, _ in records[:split]} == every
 
 
 def _quiet(ends, start, stop):
@@ -376,7 +382,7 @@ def latest_sweeps(placed, gap, sizes=None):
                 f'{label} failed on every node in its runs ended up to '
                 f'{stamp(records[first + fixed[0] - 1][1].time)} and passed on some in later '
                 f'runs of the same sweep (a fix between them?): not judged; give --sweep-gap '
-                f'shorter than the pause ({pause / 60:.0f}m) or select @START after the fix')
+                f'shorter than the pause ({pause / 60:.0f}m) to judge the runs after it alone')
         latest, earlier = records[first:], records[:first]
         latest_of[run] = (label, latest, earlier, starts)
         if earlier and 2 * len({n for n, _ in latest}) < len({n for n, _ in records[:first]}):
