@@ -36,7 +36,7 @@ def test_w1_w2_a_test_last_swept_before_the_partitions_latest_sweep_drains_no_no
     code, out, _ = judged(tmp_path, capsys, old + full_sweep(NOV[24]))
     assert code == 1 and drained(out) == [] and 'nid005' not in resumed(out), out
     line = not_judged_line(out, 'nid005')
-    assert 'stale' in line and '2026-10' in line and '-n' in line, out
+    assert 'stale' in line and '2026-10' in line and '(@START:END)' in line, out
     assert len(resumed(out)) == 15, out
 
 
@@ -372,3 +372,65 @@ def test_r5_c06b_the_slurm_partition_named_as_reframes_is_vetted_without_expect(
     code, out, _ = run(capsys, log, '--slurm-states', str(tmp_path / 'states.txt'), '--slurm-tz', 'UTC')
     assert code == 1 and '8 healthy, 0 drained, 0 not judged, 24 not vetted' in out, out
     assert "Slurm's partition gpu (32 nodes" in out, out
+
+
+# --- sixth red-team of issue 47 (on 72c7a35) --------------------------------------------------
+
+def test_r6_c09_a_pass_a_failure_and_a_pass_hours_apart_is_a_flaky_node(tmp_path, capsys):
+    """c09: --repeat 3 of MNIST and CIFAR, their repetitions interleaved over hours; nid005
+    passed MNIST's repetition 0, failed 1 and passed 2: flaky, drained, whatever the pauses."""
+    r0 = run_of_sweep(NODES16, NOV[24], first_job=1000)
+    r1 = run_of_sweep(NODES16, r0[-1].time + 3 * HOUR, failed={('nid005', 0)}, seed=2, first_job=2000)
+    r2 = run_of_sweep(NODES16, r1[-1].time + 3 * HOUR, seed=3, first_job=3000)
+    found = r0 + r1 + r2
+    code, out, _ = judged(tmp_path, capsys, found)
+    assert code == 1 and drained(out) == ['nid005'] and 'failed 1 of 3 repetitions' in out, out
+
+
+def test_r6_c08_every_node_of_a_small_partition_failing_is_its_failure(tmp_path, capsys):
+    """c08: CIFAR failed on nid001-003, every node of a 3-node partition: its data path, no DRAIN."""
+    nodes3 = NODES16[:3]
+    (tmp_path / 'states.txt').write_text(slurm_states(nodes3))
+    log = write_perflog(tmp_path / 'sweep.log', run_of_sweep(nodes3, NOV[24], failed={(n, 0) for n in nodes3},
+                                                            name=CIFAR, figures=CIFAR_FIGURES))
+    code, out, _ = run(capsys, log, '--slurm-states', str(tmp_path / 'states.txt'), '--slurm-tz', 'UTC')
+    assert code == 1 and drained(out) == [] and 'failed on 3 of 3 nodes: a partition-wide failure' in out, out
+
+
+def test_r6_c14_a_failed_pair_sweep_then_a_pass_is_never_hidden(tmp_path, capsys):
+    """c14b/c14c: the pair sweep over nid[001-008] failed at 10:00 and passed at 13:00 (or 15 min
+    later): a flaky fabric or a repaired one; its nodes not judged, exit 1, the failure said."""
+    from test_nodes import pair_sweep_failure
+    for later in (3 * HOUR, 15 * 60):
+        sweep = run_of_sweep(NODES16, NOV[24])
+        failed = dataclasses.replace(pair_sweep_failure({}), time=sweep[-1].time + 600)
+        passed = dataclasses.replace(failed, value=0.9, result='pass', problem='', time=failed.time + later)
+        code, out, _ = judged(tmp_path, capsys, sweep + [failed, passed])
+        assert code == 1 and 'failed, then passed: ' in out and 'the records cannot tell' in out, out
+
+
+def test_r6_c17_the_slurm_partition_the_site_config_names_is_vetted(tmp_path, capsys):
+    """c17: ReFrame's sim:cluster runs with --partition=sim (config/simulated.py: the names
+    differ); Slurm has sim (nid001-016) and debug (nid001-012, overlapping, as LUMI's small-g
+    overlaps standard-g). The sweep reached nid001-012 (users held the rest): the 4 unswept nodes
+    of sim are not vetted, exit 1, not the 12 of debug vetted, exit 0."""
+    states = slurm_states(NODES16[:12], partition='sim,debug') + slurm_states(NODES16[12:], partition='sim')
+    (tmp_path / 'states.txt').write_text(states)
+    log = write_perflog(tmp_path / 'sweep.log', run_of_sweep(NODES16[:12], NOV[24]))
+    code, out, _ = run(capsys, log, '-C', 'config/simulated.py', '--slurm-states',
+                       str(tmp_path / 'states.txt'), '--slurm-tz', 'UTC')
+    assert code == 1 and '12 healthy, 0 drained, 0 not judged, 4 not vetted' in out, out
+    assert "Slurm's partition sim (16 nodes" in out, out
+
+
+def test_r6_c06_a_selection_s_start_never_cuts_a_sweep_in_two(tmp_path, capsys, utc):
+    """c06: --repeat 2 with a 3 h stall between the repetitions; nid003 failed repetition 0. The
+    admin selects the runs after the stall (PATH@START): refused in one line, as --max-age is."""
+    found = rep_major(NODES16, NOV[24], 2, pause_after=1, pause=3 * HOUR, failed={('nid003', 0)})
+    log = write_perflog(tmp_path / 'sweep.log', found)
+    after = min(s.time for s in found if s.time > found[0].time + HOUR)
+    import time
+    start = time.strftime('%Y%m%dT%H%M', time.gmtime(after - 60))    # the fixture `utc`: TZ=UTC
+    code, out, err = run(capsys, f'{log}@{start}:20261130', '--expect', 'nid[001-016]')
+    assert code == 2 and "'s @START cuts the sweep of MNISTDistributedCheck[image=host]" in err, (out, err)
+    assert 'scontrol' not in out, out

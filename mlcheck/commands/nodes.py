@@ -28,6 +28,9 @@ left alone, a record left out, a link named, a multi-node run or a test on most 
 2 bad input (one line: a node named ALL or like a partition too); 3 internal error.
 """
 
+import contextlib
+import dataclasses
+import io
 import re
 import shlex
 import sys
@@ -35,8 +38,8 @@ import time
 from datetime import datetime
 
 from mlcheck.commands.common import (EXIT_BAD_INPUT, EXIT_INTERNAL, EXIT_REGRESSION,  # noqa: F401
-                                     add_source_arguments, argument_parser, one_line_errors,
-                                     open_database, parse_fraction, text_table)
+                                     add_source_arguments, argument_parser, config_file,
+                                     one_line_errors, open_database, parse_fraction, text_table)
 from mlcheck.errors import InputError
 from mlcheck.files import Directory
 from mlcheck.visible import write_escaped
@@ -119,12 +122,18 @@ def vet(args):
     unreadable = []     # perf log lines that cannot be read: their nodes are judged not
     found, unlisted = node_records.readable(load(selection, open_database(args, [selection]), with_failed=True,
                                                  left_out=unreadable))
+    if selection.kind == 'perflog' and selection.period:
+        # the runs before @START, read again (quietly: their unreadable lines were not selected),
+        # may be of the sweep it cuts (split_sweep)
+        with contextlib.redirect_stderr(io.StringIO()):
+            whole = node_records.readable(load(dataclasses.replace(selection, period=None), with_failed=True))[0]
+        split_sweep(whole, selection.period[0], gap, f"{args.selection}'s @START")
     notes = [f'{unlisted} record(s) left out: their node lists cannot be read (named on stderr); '
              'their nodes are unknown, so no node is resumed and the exit status is not 0'] if unlisted else []
     if max_age is not None:
         since = time.time() - max_age
         old = sum(s.time < since for s in found)
-        split_sweep(found, since, gap, args.max_age)
+        split_sweep(found, since, gap, f'--max-age {args.max_age}')
         found = [s for s in found if s.time >= since]
         notes.append(f'--max-age {args.max_age}: {old} record(s) of runs that ended before '
                      f'{node_records.stamp(since)} left out')
@@ -151,7 +160,7 @@ def vet(args):
         else:
             notes.append(f"Slurm's drain times read in the local time zone ({local})")
     if not expected and members:
-        expected, said = listed_in_slurm(found, members)
+        expected, said = listed_in_slurm(found, members, slurm_partitions(args))
         notes += said
     sweep = nodes.judge(found, rule, expected, args.var, gap, known, partitions, args.name,
                         drained_since, unreadable, members, margin)
@@ -171,10 +180,10 @@ def vet(args):
     return EXIT_REGRESSION if unlisted or not all_healthy(sweep, plan) else 0
 
 
-def split_sweep(found, since, gap, max_age):
-    """An InputError where --max-age would cut a test's sweep in two: a run it leaves out ended
-    within --sweep-gap of the first it keeps (a failed repetition before a stall would vanish,
-    the fifth red-team's c12)."""
+def split_sweep(found, since, gap, cut):
+    """An InputError where a `cut` at `since` (--max-age, a perf log's @START) would cut a test's
+    sweep in two: a run it leaves out ended within --sweep-gap of the first it keeps (a failed
+    repetition before a stall would vanish: the fifth red-team's c12, the sixth's c06)."""
     first_kept, last_left = {}, {}
     for s in found:
         test = node_records.run_of(s)
@@ -184,17 +193,35 @@ def split_sweep(found, since, gap, max_age):
             last_left[test] = max(s.time, last_left.get(test, s.time))
     for test, kept in sorted(first_kept.items()):
         if test in last_left and kept - last_left[test] <= gap:
-            raise InputError(f'--max-age {max_age} cuts the sweep of {node_records.short(test[1])} '
+            raise InputError(f'{cut} cuts the sweep of {node_records.short(test[1])} '
                              f'on {test[0]}: a run it leaves out ended at {node_records.stamp(last_left[test])}, '
                              f'within --sweep-gap of the first it keeps ({node_records.stamp(kept)}); '
-                             'give a --max-age that keeps the whole sweep, or none')
+                             'select the whole sweep')
 
 
-def listed_in_slurm(found, members):
+def slurm_partitions(args):
+    """{ReFrame's system:partition: the Slurm partition its `access` options name
+    (--partition=X, -p X)} of the site config the command reads; {} where it cannot be read."""
+    from mlcheck.history.database import site_configuration
+    try:
+        site = site_configuration(config_file(args))
+    except (InputError, OSError, ImportError):    # none to read: the fallbacks
+        return {}
+    found = {}
+    for system in site.get('systems', []):
+        for part in system.get('partitions', []):
+            options = ' '.join(map(str, part.get('access', [])))
+            named = re.search(r'(?:--partition[= ]|-p ?)([\w.-]+)', options)
+            if named:
+                found[f'{system.get("name")}:{part.get("name")}'] = named.group(1)
+    return found
+
+
+def listed_in_slurm(found, members, configured=None):
     """([node], [note]): without --expect, the nodes a sweep must vet, each ReFrame partition's
-    the Slurm partition that holds every node it ran on, the one of its name or else the
-    smallest (a node held by users, or down, has no record, and is not vetted rather than
-    unmentioned)."""
+    the Slurm partition that holds every node it ran on: the one its `access` names in the site
+    config (`configured`), else the one of its name, else the smallest (a node held by users, or
+    down, has no record, and is not vetted rather than unmentioned)."""
     swept = {}
     for s in found:
         try:
@@ -208,9 +235,10 @@ def listed_in_slurm(found, members):
         # the Slurm partition named as ReFrame's first (a sweep that reached only some of gpu's
         # nodes fits debug too: the fifth red-team's c06b), then the smallest
         own = partition.rpartition(':')[2]
-        holding = sorted((name != own, len(of), name) for name, of in members.items() if ran <= of)
+        holding = sorted((name != (configured or {}).get(partition), name != own, len(of), name)
+                         for name, of in members.items() if ran <= of)
         if holding:
-            name = holding[0][2]
+            name = holding[0][-1]
             expected |= members[name]
             said.append(f'the nodes to vet of {partition}: Slurm\'s partition {name} '
                         f'({len(members[name])} nodes; --expect HOSTLIST names others)')

@@ -179,17 +179,24 @@ def _located(failed, runs, partitions=()):
     be a transient); None where no candidate accounts for exactly them (the cells then judge
     them as losses)."""
     failing = frozenset(failed)
-    nodes = sorted(set().union(*(r.nodes for r in runs)))
     across = lambda r: r.num_nodes > 1
     predicted = {'host stack': lambda r: True, 'fabric': across}
     for image in sorted({r.image for r in runs}):
         predicted[f'image {image}'] = lambda r, image=image: r.image == image
         predicted[network_layer(image)] = lambda r, image=image: r.image == image and across(r)
-    for node in nodes:
-        predicted[f'node {node}'] = lambda r, node=node: node in r.nodes
-        predicted[f'the link of {node}'] = lambda r, node=node: node in r.nodes and across(r)
     exact = [name for name, fails in predicted.items()
              if frozenset(r for r in runs if fails(r)) == failing]
+    # a node (or its link) fails exactly the runs on it (across nodes): the runs of each node
+    # gathered in one pass, not a test per node and run (runs over 100,000 nodes each, issue 48)
+    on = {}
+    for r in runs:
+        for node in r.nodes:
+            on.setdefault(node, []).append(r)
+    for node in sorted(on):
+        if frozenset(on[node]) == failing:
+            exact.append(f'node {node}')
+        if frozenset(r for r in on[node] if across(r)) == failing:
+            exact.append(f'the link of {node}')
     what = _failures_said(failed)
     if len(failed) == 1:
         [run] = failed
@@ -373,7 +380,7 @@ def _separating_run(names, cells, runs, refusal):
         return _more_repetitions(cells)
     seen = sorted(set().union(*(c.used or () for c in cells), *(r.nodes for r in runs)))
     named = _nodes_named(names)
-    free = [n for n in seen if n not in named]
+    free = sorted(set(seen) - set(named))
     # a name from data that Slurm reads as many nodes (ALL, a partition's) never reaches --exclude
     refused = list(filter(None, map(refusal, named)))
     named = [n for n in named if not refusal(n)]

@@ -45,9 +45,18 @@ def multi_node_verdicts(records, check=hostlist.checked):
         s = next((s for s in latest if s.problem), latest[0])
         nodes = [check(node, where(s) + ' (its node list)') for node in nodes_of(s)]
         what = f'{short(run[1])} on {hostlist.compress(nodes)} (ended {stamp(ended)})'
-        if not any(x.value is None or x.result == 'fail' for x in latest):
+        failed = lambda x: x.value is None or x.result == 'fail'
+        if not any(map(failed, latest)):
             if any(x.var == PAIR_SWEEP_FIGURE for x in latest):
                 found.said.append(f'pair sweep {what}: read, every node pair healthy')
+            before = max((x.time for x in samples if x.time < ended and failed(x)), default=None)
+            if before is not None:     # a failure of the same sweep is never hidden by a pass
+                found.said.append(f'failed, then passed: {what}, a run of it failed at {stamp(before)}')
+                for node in nodes:
+                    found.not_judged.setdefault(node, []).append(
+                        f'{short(run[1])} on {hostlist.compress(nodes)} failed at {stamp(before)} '
+                        f'and passed at {stamp(ended)}: a flaky fabric or one repaired between '
+                        'them, the records cannot tell')
             continue
         found.failed_runs += 1
         problem = s.problem

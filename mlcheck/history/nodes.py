@@ -272,6 +272,7 @@ class History:
     stale_sweeps: list = field(default_factory=list)   # [(records, where)]: stale latest sweeps
     mixed: dict = field(default_factory=dict)      # {run: sentence}: failed, then fixed, inseparable
     shared: set = field(default_factory=set)       # {(node, run)}: failed with half the partition
+    ends: dict = field(default_factory=dict)       # {partition: [end of each run of its full sweeps]}
     # the records of stale sweeps that still say which tests a node must have run: stale is read
     # from times alone (one test's sweep of 1,024 nodes can take a day), so it never vets a node
     present: list = field(default_factory=list)
@@ -381,8 +382,9 @@ def latest_sweeps(placed, gap, sizes=None):
             past.mixed[run] = (
                 f'{label} failed on every node in its runs ended up to '
                 f'{stamp(records[first + fixed[0] - 1][1].time)} and passed on some in later '
-                f'runs of the same sweep (a fix between them?): not judged; give --sweep-gap '
-                f'shorter than the pause ({pause / 60:.0f}m) to judge the runs after it alone')
+                f'runs of the same sweep after a pause of {pause / 60:.0f}m (a fix between '
+                'them, or flaky nodes?): not judged; resume them by hand once a run of it passes '
+                'on each')
         latest, earlier = records[first:], records[:first]
         latest_of[run] = (label, latest, earlier, starts)
         if earlier and 2 * len({n for n, _ in latest}) < len({n for n, _ in records[:first]}):
@@ -399,6 +401,7 @@ def latest_sweeps(placed, gap, sizes=None):
         for begin, end in zip([0] + starts, starts + [len(records)]):
             if _full(records[begin:end], (sizes or {}).get(run[0], 0)):
                 ends_of.setdefault(run[0], []).extend(s.time for _, s in records[begin:end])
+    past.ends = ends_of
     full_since = {}
     for run, (_, latest, _, _, _) in latest_of.items():
         if _full(latest, (sizes or {}).get(run[0], 0)):
@@ -419,7 +422,7 @@ def latest_sweeps(placed, gap, sizes=None):
                     f'(from {stamp(since)}): history only')
             where_ = (f'in its latest sweep, ended {stamp(ended)}, stale (older than the '
                       f'partition\'s latest full sweep, from {stamp(since)}): re-run it, or leave '
-                      'it out (-n TEXT, or @START:END)')
+                      'it out (@START:END)')
             for node in sorted({n for n, s in latest if s.value is None and n is not None}):
                 past.stale.setdefault(node, []).append(f'{label} ({run[2] or "no settings"}) failed {where_}')
             past.stale_sweeps.append((latest, where_))
@@ -451,17 +454,20 @@ def _shared_failures(earlier, starts, run):
     for begin, end in zip(starts, starts[1:] + [len(earlier)]):
         part = [(n, s) for n, s in earlier[begin:end] if n is not None]
         failing = {n for n, s in part if s.value is None}
-        if the_partitions(len(failing), len({n for n, _ in part})):
+        nodes = len({n for n, _ in part})
+        if the_partitions(len(failing), nodes, nodes):
             shared |= {(n, run) for n in failing}
     return shared
 
 
-def the_partitions(failing, size):
-    """Whether a test failing on `failing` of a partition's `size` nodes is the partition's
-    failure (its configuration, data or image), which fails most nodes it reaches: more than
-    half, and MIN_PEERS or more. Half of them may be a rack's, a switch's or a power domain's
-    nodes (the third red-team's D2: 8 of 16, one rack, was called partition-wide)."""
-    return failing >= MIN_PEERS and 2 * failing > size
+def the_partitions(failing, ran, size):
+    """Whether a test failing on `failing` of the `ran` nodes that ran it, of a partition's `size`,
+    is the partition's failure (its configuration, data or image), which fails most nodes it
+    reaches: more than half of those that ran it, half the partition or more, and MIN_PEERS or
+    more, or every node of a small partition (the sixth red-team's c08: 3 of 3 drained). Half of
+    those that ran it may be a rack's, a switch's or a power domain's nodes (the third
+    red-team's D2: 8 of 16, one rack, was called partition-wide)."""
+    return failing >= MIN_PEERS and 2 * failing > ran and 2 * failing >= size or failing == size >= 2
 
 
 def failed_runs(placed, sizes=None, mixed=None, failed_before=None, gap=SWEEP_GAP):
@@ -496,7 +502,7 @@ def failed_runs(placed, sizes=None, mixed=None, failed_before=None, gap=SWEEP_GA
                 wide_nodes.setdefault(node, []).append(mixed[run])
             continue
         size = max(len(by_node), (sizes or {}).get(partition, 0))
-        if the_partitions(len(failing), size):
+        if the_partitions(len(failing), len(by_node), size):
             problems = {s.problem for _, _, s in failing.values() if s.problem}
             reason = f'; {sorted(problems)[0]}' if len(problems) == 1 else ''
             wide.append(f'{name} failed on {len(failing)} of {len(by_node)} nodes: a '
@@ -520,7 +526,11 @@ def failed_runs(placed, sizes=None, mixed=None, failed_before=None, gap=SWEEP_GA
         bursts = [b for a, b in zip(records, records[1:]) if b[1].time - a[1].time > min(gap, BURST_GAP)]
         for node, (bad, runs_of_node, s) in failing.items():
             passed = [r for _, r in by_node[node] if r.time > s.time]
-            if passed and any(s.time < b.time <= min(r.time for r in passed) for _, b in bursts):
+            first_bad = min(r.time for _, r in by_node[node] if r.value is None)
+            # a pass before the failure too: flaky whatever the pause (the sixth red-team's c09)
+            passed_before = any(r.value is not None and r.time < first_bad for _, r in by_node[node])
+            if passed and not passed_before and any(
+                    s.time < b.time <= min(r.time for r in passed) for _, b in bursts):
                 # its last failure, then a pause of the scheduler's or a repair's, then passes
                 wide_nodes.setdefault(node, []).append(flaky_or_repaired(name, s.time, passed))
                 continue
@@ -533,9 +543,10 @@ def failed_runs(placed, sizes=None, mixed=None, failed_before=None, gap=SWEEP_GA
 
 def reruns_of(placed, past):
     """({node: [sentence]} of the tests a node failed in an earlier sweep and passed in every
-    repetition of the latest: history, said; {node: [sentence]} of those it failed less than
-    STALE_AFTER before, alone: not judged, as one sweep the scheduler paused (a flaky node) and a
-    re-sweep after its repair leave the same records."""
+    repetition of the latest: history, said; {node: [sentence]} of those it failed, not with the
+    partition, in the same maintenance (no pause of the partition's full sweeps of STALE_AFTER
+    since): not judged, as one sweep the scheduler paused (a flaky node) and a re-sweep after its
+    repair leave the same records."""
     latest = history.group(placed, lambda ns: (ns[0], run_of(ns[1])))
     found, unsure = {}, {}
     for (node, run), ns in sorted(latest.items()):
@@ -543,7 +554,10 @@ def reruns_of(placed, past):
         if failed_at is None or any(s.value is None for _, s in ns):
             continue
         began, ended = min(s.time for _, s in ns), max(s.time for _, s in ns)
-        if (node, run) in past.shared or began - failed_at >= STALE_AFTER:
+        # another maintenance: the partition's full sweeps paused a day or more in between (a
+        # test of 1,024 nodes re-run after another test's day-long sweep is of the same one)
+        quiet = _quiet(past.ends.get(run[0], []) + [failed_at, began], failed_at, began)
+        if (node, run) in past.shared or quiet >= STALE_AFTER:
             found.setdefault(node, []).append(
                 f'{short(run[1])} passed on re-run at {stamp(ended)} (the latest sweep) after '
                 f'failing at {stamp(failed_at)} (an earlier sweep)')
