@@ -147,7 +147,8 @@ def test_w9_healthy_nodes_in_a_maintenance_reservation_are_one_line_and_exit_0(
     exit 0 when nothing else is wrong."""
     states = {n: ('IDLE+MAINT', '') for n in NODES16}
     found = full_sweep(NOV[24], slower={slow: 0.35} if slow else None)
-    (tmp_path / 's.txt').write_text(slurm_states(NODES16, states))
+    # Slurm's partition sim, the one config/simulated.py runs sim:cluster in: the nodes to vet
+    (tmp_path / 's.txt').write_text(slurm_states(NODES16, states, partition='sim'))
     code, out, _ = run(capsys, write_perflog(tmp_path / 'sweep.log', found), '--slurm-states',
                        str(tmp_path / 's.txt'), '--slurm-tz', 'UTC')
     assert 'left alone' not in out, out
@@ -228,26 +229,32 @@ def test_c02_c29_runs_going_on_to_other_nodes_after_a_pause_are_the_same_sweep(
 
 @pytest.mark.parametrize('expect', [False, True])
 def test_d1_nodes_slurm_lists_that_never_ran_are_not_vetted_without_expect(tmp_path, capsys, expect):
-    """Third red-team, D1: Slurm lists 16 nodes in gpu (and 20 in all, with 4 CPU nodes); the
-    sweep ran on 14, nid015 and nid016 held by users' jobs. Without --expect they were not
-    mentioned and the exit status was 0: the admin read the partition as vetted. They are not
-    vetted, exit 1; the CPU nodes of `all` are no node of this sweep; --expect still chooses."""
+    """Third red-team, D1: Slurm lists 16 nodes in sim, the partition config/simulated.py runs
+    sim:cluster in (and 20 in all, with 4 CPU nodes); the sweep ran on 14, nid015 and nid016
+    held by users' jobs. Without --expect they were not mentioned and the exit status was 0:
+    the admin read the partition as vetted. They are not vetted, exit 1; the CPU nodes of `all`
+    are no node of this sweep; --expect still chooses. Where no Slurm partition is named for the
+    ReFrame partition (gpu here), none is guessed: exit 1, saying to give --expect."""
     held = {'nid015': ('MIXED', ''), 'nid016': ('ALLOCATED', '')}
-    states = slurm_states(NODES16, {n: ('IDLE+DRAIN', MAINTENANCE_REASON) for n in NODES16[:14]}
-                          | held, partition='gpu,all')
-    states += slurm_states([f'cpu{i:03d}' for i in range(1, 5)], partition='all')
-    (tmp_path / 'states.txt').write_text(states)
     log = write_perflog(tmp_path / 'sweep.log', run_of_sweep(NODES16[:14], NOV[24]))
-    code, out, _ = run(capsys, log, '--slurm-states', str(tmp_path / 'states.txt'), '--slurm-tz',
-                       'UTC', '--resume-reason', MAINTENANCE_REASON,
-                       *(['--expect', 'nid[001-014]'] if expect else []))
-    assert resumed_line_names(out) == set(NODES16[:14]), out
-    if expect:
-        assert code == 0 and 'nid015' not in out, out
-        return
-    assert code == 1 and '14 healthy, 0 drained, 0 not judged, 2 not vetted' in out, out
-    assert '  nid015: no record: never ran' in out and 'cpu001' not in out, out
-    assert "Slurm's partition gpu (16 nodes" in out, out
+    for name in ('sim', 'gpu'):
+        states = slurm_states(NODES16, {n: ('IDLE+DRAIN', MAINTENANCE_REASON) for n in NODES16[:14]}
+                              | held, partition=f'{name},all')
+        states += slurm_states([f'cpu{i:03d}' for i in range(1, 5)], partition='all')
+        (tmp_path / 'states.txt').write_text(states)
+        code, out, _ = run(capsys, log, '-C', 'config/simulated.py', '--slurm-states', str(tmp_path / 'states.txt'),
+                           '--slurm-tz', 'UTC', '--resume-reason', MAINTENANCE_REASON,
+                           *(['--expect', 'nid[001-014]'] if expect else []))
+        assert resumed_line_names(out) == set(NODES16[:14]), out
+        if expect:
+            assert code == 0 and 'nid015' not in out, out
+            continue
+        if name == 'gpu':
+            assert code == 1 and 'the nodes to vet of sim:cluster are unknown' in out and 'give --expect' in out, out
+            continue
+        assert code == 1 and '14 healthy, 0 drained, 0 not judged, 2 not vetted' in out, out
+        assert '  nid015: no record: never ran' in out and 'cpu001' not in out, out
+        assert "Slurm's partition sim (16 nodes" in out, out
 
 
 MAINTENANCE_REASON = 'upgrade 2026-11'
@@ -434,3 +441,17 @@ def test_r6_c06_a_selection_s_start_never_cuts_a_sweep_in_two(tmp_path, capsys, 
     code, out, err = run(capsys, f'{log}@{start}:20261130', '--expect', 'nid[001-016]')
     assert code == 2 and "'s @START cuts the sweep of MNISTDistributedCheck[image=host]" in err, (out, err)
     assert 'scontrol' not in out, out
+
+
+def test_r7_n11b_no_slurm_partition_is_guessed_for_a_partition_no_one_names(tmp_path, capsys):
+    """Seventh red-team, n11b: config/perlmutter.py runs perlmutter:gpu with --constraint=gpu (no
+    Slurm partition named); Slurm has regular (nid001-032, GPU and CPU nodes) and debug
+    (nid001-004). The busy sweep reached nid001-004: debug was taken, 4 healthy, exit 0. Now the
+    nodes to vet are unknown, exit 1, saying to give --expect."""
+    nodes32 = [f'nid{i:03d}' for i in range(1, 33)]
+    (tmp_path / 'states.txt').write_text(slurm_states(nodes32[:4], partition='regular,debug')
+                                         + slurm_states(nodes32[4:], partition='regular'))
+    log = write_perflog(tmp_path / 'sweep.log', run_of_sweep(nodes32[:4], NOV[24], partition='perlmutter:gpu'))
+    code, out, _ = run(capsys, log, '-C', 'config/perlmutter.py', '--system', 'perlmutter', '--slurm-states',
+                       str(tmp_path / 'states.txt'), '--slurm-tz', 'UTC')
+    assert code == 1 and 'the nodes to vet of perlmutter:gpu are unknown' in out and 'debug, regular' in out, out
