@@ -535,3 +535,22 @@ def test_a_baseline_references_file_of_aliases_or_odd_yaml_is_refused_in_one_lin
     code, out, err = within(20, lambda: _refs_record(tmp_path, capsys))
     assert code == 2 and err.count('\n') == 1 and said in err, err
     assert (tmp_path / 'sim.yaml').read_text() == text
+
+
+def test_b4_a_test_named_longer_than_a_file_name_still_gets_its_verdict_and_files(tmp_path, capsys):
+    """Issue 48, B4: a test whose image is a long path made `-o` fail with ENAMETOOLONG (the
+    plots are named after the test) before the verdict was printed. The names are cut short
+    with a digest; both commands print their verdict and write their files."""
+    image = '/proj/images/' + 'a-very-long-directory-name/' * 12 + 'torch.sif'
+    long = lambda found: [dataclasses.replace(s, name=s.name.replace('%image=host', f'%image={image}'),
+                                              image=image) for s in found]
+    swept = long(session(8, 0.01, {}, random.Random(1)))
+    code, out, err = run_main(capsys, nodes.main, str(write_perflog(tmp_path / 'sweep.log', swept)),
+                              '-o', str(tmp_path / 'vet'))
+    assert code == 0 and 'healthy (8)' in out and 'summary: ' in out, (out, err)
+    assert all(len(name) <= 255 for name in os.listdir(tmp_path / 'vet'))
+    before, after = (long(side) for side in build(random.Random(2), [], repetitions=(2, 2)))
+    code, out, err = run_main(capsys, report.main, str(write_perflog(tmp_path / 'b.log', before)),
+                              str(write_perflog(tmp_path / 'a.log', after)), '-o', str(tmp_path / 'report'))
+    assert code in (0, 1) and 'report.md' in out, (out, err)
+    assert all(len(name) <= 255 for name in os.listdir(tmp_path / 'report'))

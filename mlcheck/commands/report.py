@@ -34,7 +34,7 @@ from mlcheck.figures import stack
 from mlcheck.history import settings as recorded_settings, trial_runs
 from mlcheck.history.recorded_defaults import RECORDED_DEFAULTS
 from mlcheck.history.compare import Rule
-from mlcheck.history.samples import NOT_RECORDED, group, listed, slug, test_of_sample, valued
+from mlcheck.history.samples import NOT_RECORDED, file_name, group, listed, test_of_sample, valued
 from mlcheck.history.selection import AllFailed, load, parse_selection
 
 COLUMNS = ('partition', 'test', 'variable', 'n before', 'n after', 'mean before', 'mean after',
@@ -252,8 +252,8 @@ def plot_all(directory, plot_var, before, after):
     pictures = []
     for partition, check in sorted(set(sides['before']) | set(sides['after'])):
         of = {side: found.get((partition, check), []) for side, found in sides.items()}
-        var, where = plotted[check], f'{slug(partition)}-{slug(check)}'
-        name = f'scaling-{where}.png'
+        var = plotted[check]
+        name = file_name('scaling', partition, check, suffix='.png')
         directory.written_by(name, lambda stream: plots.scaling(
             of, f'{check} on {partition}: {var} against node count', stream, colour_of))
         pictures.append((f'{check} on {partition}: {var} against node count', name))
@@ -263,7 +263,7 @@ def plot_all(directory, plot_var, before, after):
                    _image_of(of, test),
                    {side: [s for s in ss if test_of_sample(s) == test]
                     for side, ss in of.items()}) for test in tests]
-        name = f'time-{where}.png'
+        name = file_name('time', partition, check, suffix='.png')
         directory.written_by(name, lambda stream: plots.over_time(
             panels, f'{check} on {partition}: {var} of each repetition', stream, colour_of))
         pictures.append((f'{check} on {partition}: {var} of each repetition', name))

@@ -8,7 +8,7 @@ import matplotlib
 matplotlib.use('Agg')   # files only, no display
 import matplotlib.pyplot as plt   # noqa: E402
 
-from mlcheck.history.samples import slug   # noqa: E402
+from mlcheck.history.samples import file_name   # noqa: E402
 
 MOST_LABELS = 24       # named nodes labelled; more would cover the data
 MOST_TICKS = 40        # node names on the axis up to this many nodes
@@ -19,7 +19,7 @@ def plot_all(directory, verdicts):
     written = []
     for verdict in verdicts:
         f = verdict.figure
-        name = f'nodes-{slug(f.partition)}-{slug(f.test)}-{slug(f.var)}.png'
+        name = file_name('nodes', f.partition, f.test, f.var, suffix='.png')
         directory.written_by(name, lambda stream, verdict=verdict: plot(verdict, stream))
         written.append((verdict, name))
     return written

@@ -3,6 +3,7 @@ like (its key, test_of), and grouping (which way a figure is better: mlcheck.fig
 results database) produces Samples; the comparison, the report and the baseline consume them.
 """
 
+import hashlib
 import re
 from collections import defaultdict
 from dataclasses import dataclass
@@ -106,6 +107,20 @@ def group(samples, by):
 
 def slug(text):
     return re.sub(r'[^A-Za-z0-9.]+', '-', text).strip('-')
+
+
+MAX_NAME = 200      # of a file written for a test (a name may hold 255 bytes; the scratch adds some)
+
+
+def file_name(*parts, suffix):
+    """The slugs of `parts` joined by '-', then `suffix`: a name a file system takes, its parts
+    cut short and a digest of them kept where they would be longer than MAX_NAME (a test whose
+    image is a long path: ENAMETOOLONG stopped -o before the verdict was printed)."""
+    name = '-'.join(map(slug, parts))
+    if len(name) + len(suffix) > MAX_NAME:
+        digest = hashlib.sha1(name.encode()).hexdigest()[:12]
+        name = f'{name[:MAX_NAME - len(suffix) - 13]}-{digest}'
+    return name + suffix
 
 
 def listed(names, most=4):
