@@ -47,9 +47,9 @@ STACK_FACTS = [name for name in stacks.FACTS if name != 'image']   # the image i
 # a pause this long of a whole partition's full sweeps (no run of one ended) between a test's
 # latest sweep and the partition's latest full sweep makes it stale (a retired image, last
 # month's debug run); a test re-run hours later in one maintenance (a fixed dataset, a new image)
-# is not, and each test is judged on its own latest sweep. A node's failure before a shorter
-# --sweep-gap less than this before its passing runs, alone among its peers, is never history:
-# one sweep the scheduler paused and a re-sweep after a repair leave the same records
+# is not, and each test is judged on its own latest sweep. A node's failure in an earlier sweep,
+# not the partition's, with no such pause since, is never history (reruns_of): one sweep the
+# scheduler paused and a re-sweep after a repair leave the same records
 STALE_AFTER = SWEEP_GAP
 FIX_PAUSE = 3600    # a pause long enough to fix what failed on every node that ran before it
 
@@ -271,7 +271,7 @@ class History:
     stale: dict = field(default_factory=dict)      # {node: [why]}: failed a stale test
     stale_sweeps: list = field(default_factory=list)   # [(records, where)]: stale latest sweeps
     mixed: dict = field(default_factory=dict)      # {run: sentence}: failed, then fixed, inseparable
-    shared: set = field(default_factory=set)       # {(node, run)}: failed with half the partition
+    shared: set = field(default_factory=set)       # {(node, run)}: the partition's failure (the_partitions)
     ends: dict = field(default_factory=dict)       # {partition: [end of each run of its full sweeps]}
     # the records of stale sweeps that still say which tests a node must have run: stale is read
     # from times alone (one test's sweep of 1,024 nodes can take a day), so it never vets a node
@@ -307,13 +307,20 @@ def _sweep_starts(records, gap):
     so do the two days of a large partition's session with its stalls; a nightly run a month long
     chains no month. Earlier sweeps are split at `gap`, as before."""
     pause = lambda i: records[i][1].time - records[i - 1][1].time
-    bursts = [0] + [i for i in range(1, len(records)) if pause(i) > min(gap, BURST_GAP)]
+    bursts = [0] + _burst_starts(records, gap)
     oldest = records[bursts[-1]][1].time - SPAN_GAPS * gap
     k = len(bursts) - 1
     while k > 0 and pause(bursts[k]) <= gap and records[bursts[k] - 1][1].time >= oldest:
         k -= 1
     first = bursts[k]
     return [i for i in range(1, first) if pause(i) > gap] + ([first] if first else [])
+
+
+def _burst_starts(records, gap):
+    """The indexes of `records` (in order of their ends) where a burst of runs starts: after a
+    pause longer than BURST_GAP, or than `gap` where shorter."""
+    return [i for i in range(1, len(records))
+            if records[i][1].time - records[i - 1][1].time > min(gap, BURST_GAP)]
 
 
 def _fixed_rerun(records):
@@ -350,10 +357,10 @@ def _quiet(ends, start, stop):
 
 def latest_sweeps(placed, gap, sizes=None):
     """The records of each test's latest sweep, and the History of the others. A test is a
-    check, image and settings on one partition (node_records.run_of); its sweep is its runs
-    whose ends follow each other with no gap longer than `gap` seconds (SWEEP_GAP: one
-    maintenance's ReFrame sessions, perf logs naming no session); the repetitions of --repeat are
-    runs of the one sweep, whatever pauses the scheduler made between them. Per test, not per partition: a test re-run
+    check, image and settings on one partition (node_records.run_of); its latest sweep is its
+    latest burst of runs and the bursts before it within `gap` seconds (_sweep_starts; SWEEP_GAP:
+    one maintenance's ReFrame sessions, perf logs naming no session); the repetitions of --repeat
+    are runs of the one sweep, whatever pauses the scheduler made between them. Per test, not per partition: a test re-run
     alone hours later (one image, a fixed dataset) is that test's latest sweep and says nothing
     of the others, each judged on its own latest sweep. A test whose latest sweep ended before the
     partition's latest full sweep (most of its `sizes` nodes) began is stale when it is not a full
@@ -523,7 +530,7 @@ def failed_runs(placed, sizes=None, mixed=None, failed_before=None, gap=SWEEP_GA
                     'rack, a switch, a power domain; not all failed it before): re-run it over '
                     'the partition')
             continue
-        bursts = [b for a, b in zip(records, records[1:]) if b[1].time - a[1].time > min(gap, BURST_GAP)]
+        bursts = [records[i] for i in _burst_starts(records, gap)]
         for node, (bad, runs_of_node, s) in failing.items():
             passed = [r for _, r in by_node[node] if r.time > s.time]
             first_bad = min(r.time for _, r in by_node[node] if r.value is None)
