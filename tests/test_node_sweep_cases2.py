@@ -455,3 +455,58 @@ def test_r7_n11b_no_slurm_partition_is_guessed_for_a_partition_no_one_names(tmp_
     code, out, _ = run(capsys, log, '-C', 'config/perlmutter.py', '--system', 'perlmutter', '--slurm-states',
                        str(tmp_path / 'states.txt'), '--slurm-tz', 'UTC')
     assert code == 1 and 'the nodes to vet of perlmutter:gpu are unknown' in out and 'debug, regular' in out, out
+
+
+# --- the sixth red-team's cases left open in stop 55 -------------------------------------------
+
+def test_r6_c06b_a_selection_s_start_never_leaves_out_a_test_of_the_same_maintenance(tmp_path, capsys, utc):
+    """c06b: CIFAR swept on Nov 23 at 14:00 (nid009 fails it), MNIST on Nov 24 at 08:00, one
+    maintenance; PATH@20261124 keeps MNIST alone, and nid009 was resumed, exit 0. Refused in one
+    line; the same CIFAR sweep a week before (another maintenance), or a one-node debug run of it
+    2 h before, is left out quietly."""
+    import time
+    mnist = run_of_sweep(NODES16, NOV[24])
+    for nodes_, before, refused in ((NODES16, 18 * HOUR, True), (NODES16, 7 * DAY, False),
+                                    (['nid009'], 2 * HOUR, False)):
+        cifar = run_of_sweep(nodes_, NOV[24] - before, name=CIFAR, figures=CIFAR_FIGURES,
+                             failed={('nid009', 0)}, first_job=100)
+        log = write_perflog(tmp_path / 'sweep.log', cifar + mnist)
+        start = time.strftime('%Y%m%dT%H%M', time.gmtime(NOV[24] - 60))    # the fixture `utc`
+        code, out, err = run(capsys, f'{log}@{start}:20261130', '--expect', 'nid[001-016]')
+        if refused:
+            assert code == 2 and err.count('\n') == 1 and 'scontrol' not in out, (out, err)
+            assert "'s @START leaves out every run of CIFAR100ResNetCheck[image=host] on sim:cluster" in err, err
+        else:
+            assert code == 0 and 'nid009' in resumed(out), (out, err)
+
+
+def test_r6_c11_a_slow_run_in_an_earlier_sweep_of_the_same_maintenance_is_never_resumed(tmp_path, capsys):
+    """c11: --sweep-gap 60m (shorter than the default); MNIST --repeat 2 with a 3 h stall between
+    the repetitions, nid003 40 % slow in the first, normal in the second. The first is an earlier
+    sweep by the admin's gap, but of the same maintenance, as a failure there is: nid003 not
+    judged, exit 1. A week apart, the slow sweep is another maintenance's: resumed."""
+    for pause, same in ((3 * HOUR, True), (7 * DAY, False)):
+        found = rep_major(NODES16, NOV[24], 2, pause_after=1, pause=pause, slow_runs={('nid003', 0): 0.40})
+        code, out, _ = judged(tmp_path, capsys, found, None, '--sweep-gap', '60m')
+        if same:
+            assert code == 1 and drained(out) == [] and 'nid003' not in resumed(out), out
+            line = not_judged_line(out, 'nid003')
+            assert 'in an earlier sweep of the same maintenance' in line and 'samples_per_s' in line, out
+            assert len(resumed(out)) == 15, out
+        else:
+            assert len(resumed(out)) == 16 and not_judged_line(out, 'nid003') == '', out
+
+
+def test_r7_n05_a_nightly_smoke_run_joins_no_two_maintenances(tmp_path, capsys):
+    """n05: maintenance A (nid007 40 % slow in MNIST; its fan replaced after), a nightly one-node
+    MNIST smoke run on nid001 18 h later, maintenance B 18 h after that (nid007 fine, nid012
+    fails CIFAR). The smoke run chained A into B's sweep and nid007 was drained on A's record.
+    Only nid012 is drained; nid007 is resumed, with or without the smoke run."""
+    a, b = NOV[24] - 35 * HOUR, NOV[24] + HOUR     # Slurm drained every node at 07:00
+    before = appended(run_of_sweep(NODES16, a, slower={'nid007': 0.40}),
+                      run_of_sweep(NODES16, a + HOUR, name=CIFAR, figures=CIFAR_FIGURES, first_job=5000))
+    smoke = run_of_sweep(['nid001'], a + 18 * HOUR, seed=4, first_job=7000)
+    after = full_sweep(b, failed={('nid012', 0, 'CIFAR')}, seed=5)
+    for found in (before + smoke + after, before + after):
+        code, out, _ = judged(tmp_path, capsys, found)
+        assert code == 1 and drained(out) == ['nid012'] and 'nid007' in resumed(out), out

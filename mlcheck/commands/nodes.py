@@ -143,6 +143,7 @@ def vet(args):
         raise InputError(f'no test named like {args.name!r} in {args.selection}')
     if args.var and not any(s.var in args.var for s in found):
         raise InputError(f'no variable {", ".join(args.var)} in {args.selection}')
+    notes += figures_left_out(found, args.var, args.name)
     # the nodes a RESUME line could name: their evidence must be newer than their drain (the
     # others are left alone by resume_plan, each with why)
     drained_since = {node: (state.since, state.reason) for node, state in (states or {}).items()
@@ -181,23 +182,50 @@ def vet(args):
     return EXIT_REGRESSION if unlisted or unmapped or not all_healthy(sweep, plan) else 0
 
 
-def split_sweep(found, since, gap, cut):
-    """An InputError where a `cut` at `since` (--max-age, a perf log's @START) would cut a test's
-    sweep in two: a run it leaves out ended within --sweep-gap of the first it keeps (a failed
-    repetition before a stall would vanish: the fifth red-team's c12, the sixth's c06)."""
-    first_kept, last_left = {}, {}
+def figures_left_out(found, variables, name):
+    """A note per test whose figures --var or -n leave unjudged: a node slow in them is not seen
+    (the sixth red-team's c07b: --var images_per_s, a node 40 % slow in MNIST alone, healthy
+    unsaid)."""
+    left = {}
     for s in found:
-        test = node_records.run_of(s)
-        if s.time >= since:
-            first_kept[test] = min(s.time, first_kept.get(test, s.time))
-        else:
-            last_left[test] = max(s.time, last_left.get(test, s.time))
-    for test, kept in sorted(first_kept.items()):
-        if test in last_left and kept - last_left[test] <= gap:
-            raise InputError(f'{cut} cuts the sweep of {node_records.short(test[1])} '
-                             f'on {test[0]}: a run it leaves out ended at {node_records.stamp(last_left[test])}, '
-                             f'within --sweep-gap of the first it keeps ({node_records.stamp(kept)}); '
-                             'select the whole sweep')
+        if s.var not in nodes.SAME_AT_ONE_NODE and (variables and s.var not in variables
+                                                    or name and name not in s.name):
+            left.setdefault((s.partition, node_records.test_name(s.name)), set()).add(s.var)
+    chosen = ' '.join([*(f'--var {v}' for v in variables or ()), *([f'-n {name}'] if name else [])])
+    return [f'{chosen}: the figures of {node_records.short(test)} on {partition} not judged '
+            f'({", ".join(sorted(vs))}): a node slow in them is not seen here (its failures count)'
+            for (partition, test), vs in sorted(left.items())]
+
+
+def split_sweep(found, since, gap, cut):
+    """An InputError where a `cut` at `since` (--max-age, a perf log's @START) would cut a
+    sweep: a run it leaves out ended within --sweep-gap of the first run it keeps of the same
+    test (a failed repetition before a stall would vanish: the fifth red-team's c12, the
+    sixth's c06), or of the same partition where it leaves out every run of a test swept there
+    over half as many nodes as the runs kept (CIFAR-100 swept 18 h before MNIST in one
+    maintenance, failing on a node, would vanish: the sixth's c06b; a one-node debug run, a
+    stale test, may be left out)."""
+    kept, left = {}, {}
+    for s in found:
+        for key in (node_records.run_of(s), s.partition):
+            (kept if s.time >= since else left).setdefault(key, []).append(s)
+    for test in sorted(k for k in left if isinstance(k, tuple)):
+        ran = kept.get(test) or kept.get(test[0])     # the test's runs kept, else the partition's
+        if not ran:
+            continue
+        first = min(s.time for s in ran)
+        near = [s for s in left[test] if first - s.time <= gap]
+        swept = {s.nodelist for s in near}
+        whole = test not in kept and near and len(swept) >= 2 and 2 * len(swept) >= len(
+            {s.nodelist for s in kept[test[0]]})
+        if test in kept and near or whole:
+            what = 'cuts the sweep of' if test in kept else 'leaves out every run of'
+            raise InputError(f'{cut} {what} {node_records.short(test[1])} on {test[0]}: a run it '
+                             f'leaves out ended at {node_records.stamp(max(s.time for s in near))}, '
+                             f'within --sweep-gap of the first it keeps on {test[0]} '
+                             f'({node_records.stamp(first)}), so of the same maintenance; select '
+                             'the whole sweep, or give a --sweep-gap shorter than that pause if it '
+                             'is not')
 
 
 def slurm_partitions(args):

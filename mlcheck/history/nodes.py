@@ -179,6 +179,8 @@ def judge(found, rule=Rule(), expected=(), variables=(), gap=SWEEP_GAP, known=No
         for stale in judge_figures([(n, s) for n, s in records if n is not None], rule, variables, name):
             for node, _, finding in [] if stale.not_judged else stale.named:
                 wide_nodes.setdefault(node, []).append(f'{finding.said}, {where_}')
+    for node, said in slow_before(history_of, rule, variables, name).items():
+        wide_nodes.setdefault(node, []).extend(said)
     of_figure = {v.figure: v for v in figures}
     for node, s in placed:
         verdict = of_figure.get(figure_of(s))
@@ -210,6 +212,28 @@ def judge(found, rule=Rule(), expected=(), variables=(), gap=SWEEP_GAP, known=No
     if expected:
         within(sweep, set(expected))
     return sweep
+
+
+def slow_before(past, rule, variables=(), name=''):
+    """{node: [why]} of the nodes named slow in an earlier sweep of the same maintenance (as a
+    failure there is, reruns_of): a slow run before a pause, then normal runs, is a flaky node or
+    one repaired in the pause, the records cannot tell (the sixth red-team's c11: --sweep-gap 60m,
+    a first repetition 40 % slow before a 3 h stall became history and its node was resumed)."""
+    found = {}
+    for records, partition, latest in past.earlier_sweeps:
+        ended = records[-1][1].time
+        if not past.same_maintenance(partition, ended, latest[0][1].time):
+            continue     # another maintenance's for every node: the pause is before its runs
+        for verdict in judge_figures([(n, s) for n, s in records if n is not None], rule, variables, name):
+            for node, _, finding in [] if verdict.not_judged else verdict.named:
+                began = min((s.time for n, s in latest if n == node), default=latest[0][1].time)
+                if not past.same_maintenance(partition, ended, began):
+                    continue
+                found.setdefault(node, []).append(
+                    f'{finding.said}, in an earlier sweep of the same maintenance (ended '
+                    f'{stamp(ended)}), not in the latest: a flaky node or one repaired since, the '
+                    'records cannot tell; if it was repaired, resume it by hand')
+    return found
 
 
 def unvetted_since_drained(sweep, placed, drained_since, margin=0.0):
@@ -276,6 +300,15 @@ class History:
     # the records of stale sweeps that still say which tests a node must have run: stale is read
     # from times alone (one test's sweep of 1,024 nodes can take a day), so it never vets a node
     present: list = field(default_factory=list)
+    # [(records, its partition, the test's latest sweep)]: the earlier sweeps of the tests
+    # judged, whose slow nodes are not judged healthy in the same maintenance (slow_before)
+    earlier_sweeps: list = field(default_factory=list)
+
+    def same_maintenance(self, partition, then, now):
+        """Whether no pause of a day or more (STALE_AFTER) of the partition's full sweeps lies
+        between `then` and `now`: a test of 1,024 nodes re-run after another test's day-long
+        sweep is of the same maintenance."""
+        return _quiet(self.ends.get(partition, []) + [then, now], then, now) < STALE_AFTER
 
 
 def partition_sizes(placed, expected, members):
@@ -298,22 +331,43 @@ def _full(records, size):
     return covered >= 2 and 2 * covered >= size
 
 
-def _sweep_starts(records, gap):
+def _sweep_starts(records, gap, size=0):
     """The indexes of `records` (in order of their ends) where a sweep starts. Their bursts are
-    split by pauses longer than BURST_GAP (or `gap`, where shorter); the latest sweep is the
-    latest burst and each burst before it that ended within `gap` before the next began, back to
-    at most SPAN_GAPS gaps before the latest burst began: a scheduler's pause of hours (ReFrame
-    runs --repeat's repetitions one after another over every node) stays within the sweep, and
-    so do the two days of a large partition's session with its stalls; a nightly run a month long
-    chains no month. Earlier sweeps are split at `gap`, as before."""
+    split by pauses longer than BURST_GAP (or `gap`, where shorter) and grouped (_groups); the
+    latest sweep is the latest group and each group before it that ended within `gap` before the
+    next began, back to at most SPAN_GAPS gaps before the latest burst began: a scheduler's pause
+    of hours (ReFrame runs --repeat's repetitions one after another over every node) stays within
+    the sweep, and so do the two days of a large partition's session with its stalls; a nightly
+    run a month long chains no month. A group of few nodes' runs is the last chained: a nightly
+    one-node smoke run 18 h after one maintenance and 18 h before the next joins them not (the
+    seventh red-team's n05: a node slow in the first was drained in the second), where a
+    repetition trickling over a busy partition a node at a time covers it and does (the fifth's
+    c01b). Earlier sweeps are split at `gap`, as before."""
     pause = lambda i: records[i][1].time - records[i - 1][1].time
-    bursts = [0] + _burst_starts(records, gap)
-    oldest = records[bursts[-1]][1].time - SPAN_GAPS * gap
-    k = len(bursts) - 1
-    while k > 0 and pause(bursts[k]) <= gap and records[bursts[k] - 1][1].time >= oldest:
+    groups = _groups(records, gap, size)
+    bounds = groups + [len(records)]
+    oldest = records[([0] + _burst_starts(records, gap))[-1]][1].time - SPAN_GAPS * gap
+    k = len(groups) - 1
+    while k > 0 and pause(groups[k]) <= gap and records[groups[k] - 1][1].time >= oldest:
         k -= 1
-    first = bursts[k]
+        if not _full(records[groups[k]:bounds[k + 1]], size):
+            break
+    first = groups[k]
     return [i for i in range(1, first) if pause(i) > gap] + ([first] if first else [])
+
+
+def _groups(records, gap, size):
+    """The indexes of `records` where a group of bursts starts: a burst that covers most of the
+    partition's `size` nodes (_full) is one, and so are the bursts of few nodes each within `gap`
+    of the next (a repetition trickling over a busy partition; a nightly smoke run)."""
+    bursts = [0] + _burst_starts(records, gap)
+    starts, small_before = [], False
+    for begin, end in zip(bursts, bursts[1:] + [len(records)]):
+        small = not _full(records[begin:end], size)
+        if not (small and small_before and records[begin][1].time - records[begin - 1][1].time <= gap):
+            starts.append(begin)
+        small_before = small
+    return starts
 
 
 def _burst_starts(records, gap):
@@ -374,7 +428,7 @@ def latest_sweeps(placed, gap, sizes=None):
     latest_of = {}
     for run, records in sorted(by_test.items()):
         records = sorted(records, key=lambda ns: ns[1].time)
-        starts = _sweep_starts(records, gap)
+        starts = _sweep_starts(records, gap, (sizes or {}).get(run[0], 0))
         first = starts[-1] if starts else 0
         label = f'{short(run[1])} on {run[0]}'
         fixed = _fixed_rerun(records[first:])
@@ -400,12 +454,14 @@ def latest_sweeps(placed, gap, sizes=None):
                      'belong to the sweep before (a node held by users that ran late), give '
                      f'--sweep-gap longer than the pause ({pause / 3600:.1f}h)')
         latest_of[run] += (hint,)
-    # the partition's activity: the runs of its full sweeps, not a nightly one-node smoke run,
-    # which would make a month of pauses look like one maintenance
+    # the partition's activity: the runs of its full groups of bursts, not a nightly one-node
+    # smoke run, which would make a month of pauses look like one maintenance (the third
+    # red-team's c04) or join two maintenances (the seventh's n05)
     ends_of = {}
-    for run, (_, latest, earlier, starts, _) in latest_of.items():
+    for run, (_, latest, earlier, _, _) in latest_of.items():
         records = earlier + latest
-        for begin, end in zip([0] + starts, starts + [len(records)]):
+        groups = _groups(records, gap, (sizes or {}).get(run[0], 0))
+        for begin, end in zip(groups, groups[1:] + [len(records)]):
             if _full(records[begin:end], (sizes or {}).get(run[0], 0)):
                 ends_of.setdefault(run[0], []).extend(s.time for _, s in records[begin:end])
     past.ends = ends_of
@@ -451,6 +507,8 @@ def latest_sweeps(placed, gap, sizes=None):
                     past.failed[(node, run)] = s.time
         if not stale:
             past.shared |= _shared_failures(earlier, [0] + starts, run)
+            past.earlier_sweeps += [(earlier[begin:end], run[0], latest)
+                                    for begin, end in zip([0] + starts, starts) if end > begin]
     return kept, past
 
 
@@ -561,10 +619,7 @@ def reruns_of(placed, past):
         if failed_at is None or any(s.value is None for _, s in ns):
             continue
         began, ended = min(s.time for _, s in ns), max(s.time for _, s in ns)
-        # another maintenance: the partition's full sweeps paused a day or more in between (a
-        # test of 1,024 nodes re-run after another test's day-long sweep is of the same one)
-        quiet = _quiet(past.ends.get(run[0], []) + [failed_at, began], failed_at, began)
-        if (node, run) in past.shared or quiet >= STALE_AFTER:
+        if (node, run) in past.shared or not past.same_maintenance(run[0], failed_at, began):
             found.setdefault(node, []).append(
                 f'{short(run[1])} passed on re-run at {stamp(ended)} (the latest sweep) after '
                 f'failing at {stamp(failed_at)} (an earlier sweep)')
