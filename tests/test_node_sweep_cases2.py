@@ -439,7 +439,7 @@ def test_r6_c06_a_selection_s_start_never_cuts_a_sweep_in_two(tmp_path, capsys, 
     import time
     start = time.strftime('%Y%m%dT%H%M', time.gmtime(after - 60))    # the fixture `utc`: TZ=UTC
     code, out, err = run(capsys, f'{log}@{start}:20261130', '--expect', 'nid[001-016]')
-    assert code == 2 and "'s @START cuts the sweep of MNISTDistributedCheck[image=host]" in err, (out, err)
+    assert code == 2 and "'s @START:END cuts the sweep of MNISTDistributedCheck[image=host]" in err, (out, err)
     assert 'scontrol' not in out, out
 
 
@@ -467,7 +467,9 @@ def test_r6_c06b_a_selection_s_start_never_leaves_out_a_test_of_the_same_mainten
     import time
     mnist = run_of_sweep(NODES16, NOV[24])
     for nodes_, before, refused in ((NODES16, 18 * HOUR, True), (NODES16, 7 * DAY, False),
-                                    (['nid009'], 2 * HOUR, False)):
+                                    (['nid009'], 2 * HOUR, False),
+                                    # the eighth red-team's m01: on the 7 nodes idle 14 h before
+                                    (NODES16[:7] + ['nid009'], 14 * HOUR, True)):
         cifar = run_of_sweep(nodes_, NOV[24] - before, name=CIFAR, figures=CIFAR_FIGURES,
                              failed={('nid009', 0)}, first_job=100)
         log = write_perflog(tmp_path / 'sweep.log', cifar + mnist)
@@ -475,7 +477,7 @@ def test_r6_c06b_a_selection_s_start_never_leaves_out_a_test_of_the_same_mainten
         code, out, err = run(capsys, f'{log}@{start}:20261130', '--expect', 'nid[001-016]')
         if refused:
             assert code == 2 and err.count('\n') == 1 and 'scontrol' not in out, (out, err)
-            assert "'s @START leaves out every run of CIFAR100ResNetCheck[image=host] on sim:cluster" in err, err
+            assert "'s @START:END leaves out every run of CIFAR100ResNetCheck[image=host] on sim:cluster" in err, err
         else:
             assert code == 0 and 'nid009' in resumed(out), (out, err)
 
@@ -510,3 +512,38 @@ def test_r7_n05_a_nightly_smoke_run_joins_no_two_maintenances(tmp_path, capsys):
     for found in (before + smoke + after, before + after):
         code, out, _ = judged(tmp_path, capsys, found)
         assert code == 1 and drained(out) == ['nid012'] and 'nid007' in resumed(out), out
+
+
+def test_r8_m02_a_selection_s_end_never_cuts_a_sweep_in_two(tmp_path, capsys, utc):
+    """The eighth red-team's m02: --repeat 2 with a 90-minute stall; nid005 failed repetition 1,
+    after the selection's END: refused in one line as a START that cuts is."""
+    import time
+    found = rep_major(NODES16, NOV[24], 2, pause_after=1, pause=90 * 60, failed={('nid005', 1)})
+    log = write_perflog(tmp_path / 'sweep.log', found)
+    end = time.strftime('%Y%m%dT%H%M', time.gmtime(found[len(NODES16) - 1].time + 60))
+    code, out, err = run(capsys, f'{log}@20261124T0000:{end}', '--expect', 'nid[001-016]')
+    assert code == 2 and "'s @START:END cuts the sweep of MNISTDistributedCheck[image=host]" in err, (out, err)
+    assert 'within --sweep-gap of the last it keeps' in err and 'scontrol' not in out, (out, err)
+
+
+def test_finding4_nodes_outside_expect_are_peers_only_and_said(tmp_path, capsys):
+    """--expect nid[001-012] of a sweep over 16: nid013-016 are peers, named in no line."""
+    code, out, _ = judged(tmp_path, capsys, run_of_sweep(NODES16, NOV[24]), None, '--expect', 'nid[001-012]')
+    assert code == 0 and resumed(out) == set(NODES16[:12]), out
+    assert '4 node(s) outside --expect ran in the sweep: peers only, named in no line' in out, out
+
+
+def test_r8_m13b_a_partition_swept_only_in_the_maintenance_before_vouches_for_no_node(tmp_path, capsys):
+    """The eighth red-team's m13b: sim:gpu swept on Nov 24, sim:cpu only on Nov 17; all 32 nodes
+    in the maintenance reservation, with no drain time. The cpu nodes were called healthy, exit 0
+    ('ending the reservation returns them to users'); they are not vetted, exit 1."""
+    cpu = [f'nid{i:03d}' for i in range(17, 33)]
+    states = (slurm_states(NODES16, {n: ('IDLE+MAINTENANCE', '') for n in NODES16}, partition='gpu')
+              + slurm_states(cpu, {n: ('IDLE+MAINTENANCE', '') for n in cpu}, partition='cpu'))
+    (tmp_path / 'states.txt').write_text(states)
+    found = appended(run_of_sweep(cpu, NOV[24] - 7 * DAY, partition='sim:cpu'),
+                     run_of_sweep(NODES16, NOV[24], partition='sim:gpu', first_job=5000))
+    log = write_perflog(tmp_path / 'sweep.log', found)
+    code, out, _ = run(capsys, log, '--slurm-states', str(tmp_path / 'states.txt'), '--slurm-tz', 'UTC')
+    assert code == 1 and '16 healthy, 0 drained, 0 not judged, 16 not vetted' in out, out
+    assert not any(n in out.split('not vetted (16)')[0] for n in ('nid017', 'nid[017')), out

@@ -31,6 +31,7 @@ left alone, a record left out, a link named, a multi-node run or a test on most 
 import contextlib
 import dataclasses
 import io
+import math
 import re
 import shlex
 import sys
@@ -127,13 +128,13 @@ def vet(args):
         # may be of the sweep it cuts (split_sweep)
         with contextlib.redirect_stderr(io.StringIO()):
             whole = node_records.readable(load(dataclasses.replace(selection, period=None), with_failed=True))[0]
-        split_sweep(whole, selection.period[0], gap, f"{args.selection}'s @START")
+        split_sweep(whole, *selection.period, gap, f"{args.selection}'s @START:END")
     notes = [f'{unlisted} record(s) left out: their node lists cannot be read (named on stderr); '
              'their nodes are unknown, so no node is resumed and the exit status is not 0'] if unlisted else []
     if max_age is not None:
         since = time.time() - max_age
         old = sum(s.time < since for s in found)
-        split_sweep(found, since, gap, f'--max-age {args.max_age}')
+        split_sweep(found, since, math.inf, gap, f'--max-age {args.max_age}')
         found = [s for s in found if s.time >= since]
         notes.append(f'--max-age {args.max_age}: {old} record(s) of runs that ended before '
                      f'{node_records.stamp(since)} left out')
@@ -162,7 +163,8 @@ def vet(args):
             notes.append(f"Slurm's drain times read in the local time zone ({local})")
     unmapped = False
     if not expected and members:
-        expected, said, unmapped = listed_in_slurm(found, members, slurm_partitions(args))
+        expected, said, unmapped = listed_in_slurm(found, members, slurm_partitions(args),
+                                                   {node: state.features for node, state in states.items()})
         notes += said
     sweep = nodes.judge(found, rule, expected, args.var, gap, known, partitions, args.name,
                         drained_since, unreadable, members, margin)
@@ -197,40 +199,41 @@ def figures_left_out(found, variables, name):
             for (partition, test), vs in sorted(left.items())]
 
 
-def split_sweep(found, since, gap, cut):
-    """An InputError where a `cut` at `since` (--max-age, a perf log's @START) would cut a
-    sweep: a run it leaves out ended within --sweep-gap of the first run it keeps of the same
-    test (a failed repetition before a stall would vanish: the fifth red-team's c12, the
-    sixth's c06), or of the same partition where it leaves out every run of a test swept there
-    over half as many nodes as the runs kept (CIFAR-100 swept 18 h before MNIST in one
-    maintenance, failing on a node, would vanish: the sixth's c06b; a one-node debug run, a
-    stale test, may be left out)."""
+def split_sweep(found, since, until, gap, cut):
+    """An InputError where a `cut` keeping the runs from `since` to `until` (--max-age, a perf
+    log's @START:END) would cut a sweep: a run it leaves out ended within --sweep-gap of the
+    runs it keeps of the same test (a failed repetition before or after a stall would vanish: the
+    fifth red-team's c12, the sixth's c06, the eighth's m02), or of the same partition where it
+    leaves out every run of a test swept there on 2 nodes or more (CIFAR-100 swept on the idle
+    nodes 14-18 h before MNIST in one maintenance, failing on a node, would vanish: the sixth's
+    c06b, the eighth's m01; a one-node debug run may be left out)."""
     kept, left = {}, {}
     for s in found:
         for key in (node_records.run_of(s), s.partition):
-            (kept if s.time >= since else left).setdefault(key, []).append(s)
-    for test in sorted(k for k in left if isinstance(k, tuple)):
-        ran = kept.get(test) or kept.get(test[0])     # the test's runs kept, else the partition's
-        if not ran:
-            continue
-        first = min(s.time for s in ran)
-        near = [s for s in left[test] if first - s.time <= gap]
-        swept = {s.nodelist for s in near}
-        whole = test not in kept and near and len(swept) >= 2 and 2 * len(swept) >= len(
-            {s.nodelist for s in kept[test[0]]})
-        if test in kept and near or whole:
-            what = 'cuts the sweep of' if test in kept else 'leaves out every run of'
-            raise InputError(f'{cut} {what} {node_records.short(test[1])} on {test[0]}: a run it '
-                             f'leaves out ended at {node_records.stamp(max(s.time for s in near))}, '
-                             f'within --sweep-gap of the first it keeps on {test[0]} '
-                             f'({node_records.stamp(first)}), so of the same maintenance; select '
-                             'the whole sweep, or give a --sweep-gap shorter than that pause if it '
-                             'is not')
+            side = 'kept' if since <= s.time <= until else 'before' if s.time < since else 'after'
+            (kept if side == 'kept' else left.setdefault(side, {})).setdefault(key, []).append(s)
+    for side, tests in sorted(left.items()):
+        for test in sorted(k for k in tests if isinstance(k, tuple)):
+            ran = kept.get(test) or kept.get(test[0])   # the test's runs kept, else the partition's
+            if not ran:
+                continue
+            edge = min(s.time for s in ran) if side == 'before' else max(s.time for s in ran)
+            near = [s for s in tests[test] if abs(edge - s.time) <= gap]
+            if near and (test in kept or len({s.nodelist for s in near}) >= 2):
+                what = 'cuts the sweep of' if test in kept else 'leaves out every run of'
+                raise InputError(
+                    f'{cut} {what} {node_records.short(test[1])} on {test[0]}: a run it leaves out '
+                    f'ended at {node_records.stamp((max if side == "before" else min)(s.time for s in near))}, '
+                    f'within --sweep-gap of the {"first" if side == "before" else "last"} it '
+                    f'keeps on {test[0]} ({node_records.stamp(edge)}), so of the same maintenance; '
+                    'select the whole sweep, or give a --sweep-gap shorter than that pause if it is not')
 
 
 def slurm_partitions(args):
-    """{ReFrame's system:partition: the Slurm partition its `access` options name
-    (--partition=X, -p X)} of the site config the command reads; {} where it cannot be read."""
+    """{ReFrame's system:partition: (the Slurm partition its `access` options name (--partition=X,
+    -p X) or None, the features its --constraint requires (gpu, gpu&hbm80g) or None)} of the site
+    config the command reads; {} where it cannot be read. A constraint of other operators (|, [,
+    *) selects nodes no set of features says, and is not read."""
     from mlcheck.history.database import site_configuration
     try:
         site = site_configuration(config_file(args))
@@ -241,18 +244,24 @@ def slurm_partitions(args):
         for part in system.get('partitions', []):
             options = ' '.join(map(str, part.get('access', [])))
             named = re.search(r'(?:--partition[= ]|-p ?)([\w.-]+)', options)
-            if named:
-                found[f'{system.get("name")}:{part.get("name")}'] = named.group(1)
+            constraint = re.search(r'(?:--constraint[= ]|-C ?)(\S+)', options)
+            features = (frozenset(constraint.group(1).strip('\'"').split('&')) if constraint and
+                        re.fullmatch(r'[\w.-]+(&[\w.-]+)*', constraint.group(1).strip('\'"')) else None)
+            if named or features:
+                found[f'{system.get("name")}:{part.get("name")}'] = (named and named.group(1), features)
     return found
 
 
-def listed_in_slurm(found, members, configured=None):
+def listed_in_slurm(found, members, configured=None, features=None):
     """([node], [note], unknown): without --expect, the nodes a sweep must vet, each ReFrame
-    partition's the Slurm partition that holds every node it ran on, the one its `access` names
-    in the site config (`configured`) or else the one of its name (a node held by users, or down,
-    has no record, and is not vetted rather than unmentioned); `unknown` where a partition has
-    neither: the smallest that holds the nodes is a guess (debug holds the 4 nodes a busy sweep
-    reached of 16: the seventh red-team's n11b), so none is taken and the exit status is not 0."""
+    partition's: of the Slurm partition that holds every node it ran on, the one its `access`
+    names in the site config (`configured`) or else the one of its name, those with the features
+    its --constraint requires (`features` {node: its features}; of every node Slurm lists where
+    no partition is named: the seventh red-team's n11, Perlmutter's GPU nodes of a partition with
+    CPU nodes too). A node held by users, or down, has no record, and is not vetted rather than
+    unmentioned. `unknown` where a partition has none of these: the smallest that holds the
+    nodes is a guess (debug holds the 4 nodes a busy sweep reached of 16: the seventh red-team's
+    n11b), so none is taken and the exit status is not 0."""
     swept = {}
     for s in found:
         try:
@@ -261,15 +270,20 @@ def listed_in_slurm(found, members, configured=None):
             continue            # judge() names it
         if node is not None:
             swept.setdefault(s.partition, set()).add(node)
+    everyone = set().union(*members.values())
     expected, said, unknown = set(), [], False
     for partition, ran in sorted(swept.items()):
         holding = {name for name, of in members.items() if ran <= of}
-        named = [name for name in ((configured or {}).get(partition), partition.rpartition(':')[2])
-                 if name in holding]
-        if named:
-            expected |= members[named[0]]
-            said.append(f'the nodes to vet of {partition}: Slurm\'s partition {named[0]} '
-                        f'({len(members[named[0]])} nodes; --expect HOSTLIST names others)')
+        slurm_name, needs = (configured or {}).get(partition, (None, None))
+        named = [name for name in (slurm_name, partition.rpartition(':')[2]) if name in holding]
+        pool = members[named[0]] if named else everyone if needs else set()
+        chosen = {node for node in pool if not needs or needs <= (features or {}).get(node, set())}
+        if ran <= chosen:
+            expected |= chosen
+            where = f"Slurm's partition {named[0]}" if named else 'Slurm\'s nodes'
+            having = f' with feature {"&".join(sorted(needs))}' if needs else ''
+            said.append(f'the nodes to vet of {partition}: {where}{having} ({len(chosen)} nodes; '
+                        '--expect HOSTLIST names others)')
         elif holding:
             unknown = True
             said.append(f'the nodes to vet of {partition} are unknown: neither the site config\'s '

@@ -331,27 +331,34 @@ def _full(records, size):
     return covered >= 2 and 2 * covered >= size
 
 
-def _sweep_starts(records, gap, size=0):
+def _sweep_starts(records, gap, size=0, activity=()):
     """The indexes of `records` (in order of their ends) where a sweep starts. Their bursts are
     split by pauses longer than BURST_GAP (or `gap`, where shorter) and grouped (_groups); the
-    latest sweep is the latest group and each group before it that ended within `gap` before the
-    next began, back to at most SPAN_GAPS gaps before the latest burst began: a scheduler's pause
-    of hours (ReFrame runs --repeat's repetitions one after another over every node) stays within
-    the sweep, and so do the two days of a large partition's session with its stalls; a nightly
-    run a month long chains no month. A group of few nodes' runs is the last chained: a nightly
-    one-node smoke run 18 h after one maintenance and 18 h before the next joins them not (the
-    seventh red-team's n05: a node slow in the first was drained in the second), where a
+    latest sweep is the latest group and each group before it with no pause of its partition's
+    `activity` (the ends of the runs of the groups of any test that cover most of the partition)
+    longer than `gap` between the two, back to at most SPAN_GAPS gaps before the latest burst
+    began. So a scheduler's pause of hours (ReFrame runs --repeat's repetitions one after
+    another over every node) stays within the sweep, and so does a test whose runs paused for a
+    day and a half while another test's sweep of 1,024 nodes ran (issue 47's property test); a
+    nightly run a month long chains no month. A group of few nodes' runs bridges no pause: a
+    nightly one-node smoke run 18 h after one maintenance and 18 h before the next joins them not
+    (the seventh red-team's n05: a node slow in the first was drained in the second), where a
     repetition trickling over a busy partition a node at a time covers it and does (the fifth's
-    c01b). Earlier sweeps are split at `gap`, as before."""
+    c01b), and a repetition stalled after a few nodes while another test ran stays one sweep (the
+    eighth's c09 and m06c). Earlier sweeps are split at `gap`, as before."""
     pause = lambda i: records[i][1].time - records[i - 1][1].time
     groups = _groups(records, gap, size)
     bounds = groups + [len(records)]
     oldest = records[([0] + _burst_starts(records, gap))[-1]][1].time - SPAN_GAPS * gap
     k = len(groups) - 1
-    while k > 0 and pause(groups[k]) <= gap and records[groups[k] - 1][1].time >= oldest:
-        k -= 1
-        if not _full(records[groups[k]:bounds[k + 1]], size):
+    anchor = records[groups[k]][1].time      # where the earliest group chained that counts began
+    while k > 0:
+        ended = records[groups[k] - 1][1].time
+        if ended < oldest or _quiet(list(activity) + [ended, anchor], ended, anchor) > gap:
             break
+        k -= 1
+        if _full(records[groups[k]:bounds[k + 1]], size):
+            anchor = records[groups[k]][1].time
     first = groups[k]
     return [i for i in range(1, first) if pause(i) > gap] + ([first] if first else [])
 
@@ -424,11 +431,22 @@ def latest_sweeps(placed, gap, sizes=None):
     (History.present). A test that failed on every node and passed in a later part of one sweep
     is split there."""
     kept, past = [], History()
-    by_test = history.group(placed, lambda ns: run_of(ns[1]))
+    by_test = {run: sorted(records, key=lambda ns: ns[1].time)
+               for run, records in history.group(placed, lambda ns: run_of(ns[1])).items()}
+    # the partition's activity: the runs of its groups that cover most of its nodes, not a
+    # nightly one-node smoke run, which would make a month of pauses look like one maintenance
+    # (the third red-team's c04) or join two maintenances (the seventh's n05)
+    for run, records in by_test.items():
+        size = (sizes or {}).get(run[0], 0)
+        groups = _groups(records, gap, size)
+        for begin, end in zip(groups, groups[1:] + [len(records)]):
+            if _full(records[begin:end], size):
+                past.ends.setdefault(run[0], []).extend(s.time for _, s in records[begin:end])
+    for ends in past.ends.values():
+        ends.sort()
     latest_of = {}
     for run, records in sorted(by_test.items()):
-        records = sorted(records, key=lambda ns: ns[1].time)
-        starts = _sweep_starts(records, gap, (sizes or {}).get(run[0], 0))
+        starts = _sweep_starts(records, gap, (sizes or {}).get(run[0], 0), past.ends.get(run[0], ()))
         first = starts[-1] if starts else 0
         label = f'{short(run[1])} on {run[0]}'
         fixed = _fixed_rerun(records[first:])
@@ -454,17 +472,7 @@ def latest_sweeps(placed, gap, sizes=None):
                      'belong to the sweep before (a node held by users that ran late), give '
                      f'--sweep-gap longer than the pause ({pause / 3600:.1f}h)')
         latest_of[run] += (hint,)
-    # the partition's activity: the runs of its full groups of bursts, not a nightly one-node
-    # smoke run, which would make a month of pauses look like one maintenance (the third
-    # red-team's c04) or join two maintenances (the seventh's n05)
-    ends_of = {}
-    for run, (_, latest, earlier, _, _) in latest_of.items():
-        records = earlier + latest
-        groups = _groups(records, gap, (sizes or {}).get(run[0], 0))
-        for begin, end in zip(groups, groups[1:] + [len(records)]):
-            if _full(records[begin:end], (sizes or {}).get(run[0], 0)):
-                ends_of.setdefault(run[0], []).extend(s.time for _, s in records[begin:end])
-    past.ends = ends_of
+    ends_of = past.ends
     full_since = {}
     for run, (_, latest, _, _, _) in latest_of.items():
         if _full(latest, (sizes or {}).get(run[0], 0)):
@@ -509,7 +517,34 @@ def latest_sweeps(placed, gap, sizes=None):
             past.shared |= _shared_failures(earlier, [0] + starts, run)
             past.earlier_sweeps += [(earlier[begin:end], run[0], latest)
                                     for begin, end in zip([0] + starts, starts) if end > begin]
-    return kept, past
+    return _stale_partitions(kept, past)
+
+
+def _stale_partitions(kept, past):
+    """`kept` less the runs of a partition whose latest sweeps are all of an earlier maintenance
+    than the selection's newest run (a day or more with no run of any partition's full sweeps
+    between), which become history, their nodes not vetted (the eighth red-team's m13b: sim:cpu
+    swept only the week before, its nodes in the maintenance reservation called healthy)."""
+    if not kept:
+        return kept, past
+    every = sorted(t for ends in past.ends.values() for t in ends)
+    newest = max(s.time for _, s in kept)
+    last = {}
+    for _, s in kept:
+        last[s.partition] = max(s.time, last.get(s.partition, 0))
+    stale = {p for p, ended in last.items() if _quiet(every + [ended, newest], ended, newest) >= STALE_AFTER}
+    for node, s in kept:
+        if s.partition in stale and node is not None:
+            label = (f'{short(test_name(s.name))} on {s.partition}, whose latest sweep ended '
+                     f'{stamp(last[s.partition])}, a maintenance before the selection\'s latest run '
+                     f'({stamp(newest)})')
+            past.nodes.setdefault(label, {})[node] = max(s.time, past.nodes.get(label, {}).get(node, 0))
+    past.said = [said for said in past.said if not any(f' on {p}: ' in said or f' on {p} (' in said
+                                                       for p in stale)]
+    past.said += [f'{partition}: its latest sweep ended {stamp(last[partition])}, a maintenance '
+                  f'before the selection\'s latest run ({stamp(newest)}): history only, its nodes '
+                  'not vetted' for partition in sorted(stale)]
+    return [(n, s) for n, s in kept if s.partition not in stale], past
 
 
 def _shared_failures(earlier, starts, run):
@@ -744,7 +779,8 @@ def judge_figure(figure, node_samples, rule, ran):
     judged = {node: _scale(v, higher) for node, v in values.items()
               if v > 0 or higher}
     verdict = peers.below_peers(judged, rule.threshold, rule.spread_factor,
-                                functools.partial(healthy_spread, threshold=rule.threshold))
+                                functools.partial(healthy_spread, threshold=rule.threshold,
+                                                  factor=rule.spread_factor))
     found = lambda node, said: Finding(said, last[node].source, last[node].time)
     named = [(node, values[node], found(node, _reason(figure, values[node], judged[node], verdict,
                                                       higher)))
@@ -787,7 +823,7 @@ def slow_repetitions(figure, per_node, reference, rule, higher, seen):
     if not runs:
         return [], []
     spread = healthy_spread([v for node_runs in runs.values() for v, _ in node_runs],
-                            rule.threshold)
+                            rule.threshold, rule.spread_factor)
     margin = (1 - rule.threshold) * reference
     far = min(margin, reference - FAR_SPREAD * spread) if spread is not None else margin
     drained, unsure = [], []
@@ -814,16 +850,25 @@ def _below(judged, reference, higher):
     return f'{100 * (reference / judged - 1):.0f}% above'
 
 
-def healthy_spread(values, threshold):
+def healthy_spread(values, threshold, factor=0.0):
     """The peers' standard deviation, from the values within `threshold` of their upper quartile
-    either way (None with fewer than peers.MIN_FOR_SPREAD): every healthy node counts, so it is
-    steadier than the upper quarter's two order statistics at tens of nodes (docs/node-sweep.md),
-    and no node past the threshold, slow or fast, widens it."""
+    either way, or within `factor` of their standard deviations where that is wider (None with
+    fewer than peers.MIN_FOR_SPREAD): every healthy node counts, so it is steadier than the upper
+    quarter's two order statistics at tens of nodes (docs/node-sweep.md), and no node past both,
+    slow or fast, widens it. The band widens until it holds `factor` deviations: a band of the
+    threshold alone cuts the tails of noise near it and halves the deviation (the eighth
+    red-team's m18: at 10 % run-to-run noise 8 of 64 healthy nodes were drained at "3 sd"); at
+    the noise of docs/node-sweep.md's measurements (5 % or less) it never widens."""
     if len(values) < peers.MIN_FOR_SPREAD:
         return None
     reference = peers.upper_quartile(values)
-    within = [v for v in values if abs(v - reference) <= threshold * reference]
-    return statistics.stdev(within) if len(within) > 1 else 0.0
+    band = threshold * reference
+    while True:
+        within = [v for v in values if abs(v - reference) <= band]
+        sd = statistics.stdev(within) if len(within) > 1 else 0.0
+        if factor * sd <= band:
+            return sd
+        band = factor * sd
 
 
 def why_not_judged(figure, judged, verdict, rule, ran, past=0):

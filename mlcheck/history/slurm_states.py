@@ -41,6 +41,7 @@ RESERVATION = frozenset({'MAINTENANCE', 'MAINT', 'RESERVED'})
 _NAME = re.compile(r'^NodeName=(\S+)')
 _STATE = re.compile(r'\sState=(\S+)')
 _PARTITIONS = re.compile(r'\sPartitions=(\S*)')
+_FEATURES = re.compile(r'\sAvailableFeatures=(\S*)')
 # the reason, up to Slurm's ' [user@time]' after it (the reason itself may hold spaces)
 _REASON = re.compile(r'\sReason=(.*) \[[^\[\]]*@([^\[\]]*)\]')
 _BARE_REASON = re.compile(r'\sReason=(.*?)(?=\s\w+=|$)')
@@ -53,6 +54,7 @@ class NodeState:
     reason: str = ''
     partitions: tuple = ()
     since: float = None        # when its reason was set (Unix seconds), None where not said
+    features: frozenset = frozenset()   # what a job's --constraint selects it by (gpu, a100)
 
     @property
     def flags(self):
@@ -92,11 +94,13 @@ def parse(text, where, tz=None):
         state = _STATE.search(record)
         reason = _REASON.search(record) or _BARE_REASON.search(record)
         partitions = _PARTITIONS.search(record)
+        features = _FEATURES.search(record)
         found[name.group(1)] = NodeState(
             name.group(1), state.group(1) if state else '',
             reason.group(1).strip() if reason and reason.group(1) != '(null)' else '',
             tuple(filter(None, partitions.group(1).split(','))) if partitions else (),
-            _since(_REASON.search(record), tz))
+            _since(_REASON.search(record), tz),
+            frozenset(features.group(1).split(',')) - {'(null)', ''} if features else frozenset())
     if not found:
         raise InputError(f'{where}: no node in it (expected `scontrol show node --oneliner`)')
     return found
