@@ -547,3 +547,22 @@ def test_r8_m13b_a_partition_swept_only_in_the_maintenance_before_vouches_for_no
     code, out, _ = run(capsys, log, '--slurm-states', str(tmp_path / 'states.txt'), '--slurm-tz', 'UTC')
     assert code == 1 and '16 healthy, 0 drained, 0 not judged, 16 not vetted' in out, out
     assert not any(n in out.split('not vetted (16)')[0] for n in ('nid017', 'nid[017')), out
+
+
+def test_r7_n11_the_nodes_a_constraint_selects_are_the_ones_to_vet(tmp_path, capsys):
+    """The seventh red-team's n11: config/perlmutter.py runs perlmutter:gpu with --constraint=gpu
+    and names no Slurm partition; Slurm's regular holds GPU nodes nid001-016 (feature gpu) and CPU
+    nodes nid017-032. The sweep of the 16 GPU nodes was exit 1 for ever (its CPU nodes 'not
+    vetted'); the GPU nodes are the ones to vet, exit 0 when they pass. A GPU node held by users
+    (no record) is still not vetted."""
+    nodes32 = [f'nid{i:03d}' for i in range(1, 33)]
+    gpu = slurm_states(nodes32[:16], partition='regular,debug').replace(
+        'AvailableFeatures=(null)', 'AvailableFeatures=gpu,a100')
+    (tmp_path / 'states.txt').write_text(gpu + slurm_states(nodes32[16:], partition='regular'))
+    for swept, code_, said in ((nodes32[:16], 0, '16 healthy, 0 drained, 0 not judged, 0 not vetted'),
+                               (nodes32[:15], 1, '15 healthy, 0 drained, 0 not judged, 1 not vetted')):
+        log = write_perflog(tmp_path / 'sweep.log', run_of_sweep(swept, NOV[24], partition='perlmutter:gpu'))
+        code, out, _ = run(capsys, log, '-C', 'config/perlmutter.py', '--system', 'perlmutter',
+                           '--slurm-states', str(tmp_path / 'states.txt'), '--slurm-tz', 'UTC')
+        assert code == code_ and said in out, out
+        assert "the nodes to vet of perlmutter:gpu: Slurm's nodes with feature gpu (16 nodes" in out, out

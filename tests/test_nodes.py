@@ -300,6 +300,13 @@ def test_at_5_percent_noise_fewer_than_one_healthy_node_in_a_hundred_is_named():
     assert false_alarm_rate(64, 0.05, 100) < 0.01
 
 
+def test_at_10_percent_noise_the_peers_spread_is_not_cut_by_the_threshold():
+    """The eighth red-team's m18: at 10 % noise the band of the threshold alone cut the
+    spread's tails, and 6 % of healthy nodes were drained at '3 sd' (bench/node_sweep.py); the
+    band now widens to 3 deviations: 1.6 % measured over 400 sweeps, a fixed draw of 100 here."""
+    assert false_alarm_rate(64, 0.10, 100) < 0.025
+
+
 def test_var_judges_only_the_named_variables_and_an_unknown_one_is_bad_input(tmp_path, capsys):
     log = write_perflog(tmp_path / 'sweep.log', sweep(64, {'nid017': 0.20}, failed={'nid033'}))
     code, out, _ = run(capsys, log, '--var', 'samples_per_s')
