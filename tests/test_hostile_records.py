@@ -554,3 +554,57 @@ def test_b4_a_test_named_longer_than_a_file_name_still_gets_its_verdict_and_file
                               str(write_perflog(tmp_path / 'a.log', after)), '-o', str(tmp_path / 'report'))
     assert code in (0, 1) and 'report.md' in out, (out, err)
     assert all(len(name) <= 255 for name in os.listdir(tmp_path / 'report'))
+
+
+# --- B6: a total byte budget for a selection's perf logs ---------------------------------------------
+
+def _over_budget_said(err, logs):
+    return err.count('\n') == 1 and f'perf logs {logs}' in err and 'bytes' in err and 'budget' in err
+
+
+def test_b6_perf_logs_past_the_byte_budget_are_refused_in_one_line_by_every_command(tmp_path, capsys, monkeypatch):
+    """Issue 48, B6: each perf log was read up to 4 GiB, but a directory of many had no bound in
+    all, so a colleague's huge files stalled or exhausted every report. Past the budget (lowered
+    here to the directory's bytes less one) each command refuses in one line (exit 2) naming the
+    directory, its bytes and the budget; nothing is judged on part of the logs."""
+    from mlcheck.history import perflog
+    logs, good = _sweep_directory(tmp_path)
+    write_perflog(logs / 'other.log', session(4, 0.01, {}, random.Random(2)))
+    total = sum(p.stat().st_size for p in logs.iterdir())
+    monkeypatch.setattr(perflog, 'PERFLOG_BUDGET_BYTES', total - 1, raising=False)
+    for command, *more in [(nodes.main,), (report.main, good), (baseline.main, '-C', CONFIG, '--dry-run',
+                                                               '--references-dir', str(tmp_path))]:
+        code, out, err = run_main(capsys, command, str(logs), *more)
+        assert code == 2 and _over_budget_said(err, logs) and f'{total:,} bytes' in err, (command, err)
+        assert 'subfolder' in err, err
+    monkeypatch.setattr(perflog, 'PERFLOG_BUDGET_BYTES', total)
+    code, out, err = run_main(capsys, nodes.main, str(logs))
+    assert code in (0, 1) and '4 node(s): 4 healthy' in out, err
+
+
+def test_b6_the_budget_is_counted_before_anything_is_read(tmp_path, capsys):
+    """At the real budget, sparse perf logs of 1.5 GiB each (no block written, each under the
+    4 GiB one file may hold) are refused at once: sizes are added up before any file is read."""
+    from mlcheck.history import perflog
+    logs, good = _sweep_directory(tmp_path)
+    header = open(good).readline()
+    count = perflog.PERFLOG_BUDGET_BYTES // (3 << 29) + 1
+    for n in range(count):
+        with open(logs / f'huge{n}.log', 'w') as f:
+            f.write(header)
+            f.truncate(3 << 29)
+    code, out, err = within(10, lambda: run_main(capsys, nodes.main, str(logs)))
+    assert code == 2 and _over_budget_said(err, logs), err
+
+
+def test_b6_a_perf_log_that_grows_after_the_count_is_refused_not_read_in_part(tmp_path, capsys, monkeypatch):
+    """A log that a co-writer grows (or swaps) between the count and its read does not pass the
+    budget either: the reading stops the selection in one line, judging nothing."""
+    from mlcheck.history import perflog
+    logs, good = _sweep_directory(tmp_path)
+    write_perflog(logs / 'other.log', session(4, 0.01, {}, random.Random(2)))
+    total = sum(p.stat().st_size for p in logs.iterdir())
+    monkeypatch.setattr(perflog, 'PERFLOG_BUDGET_BYTES', total - 1)
+    monkeypatch.setattr(perflog, '_regular_size', lambda path: 1)     # counted small, read large
+    code, out, err = run_main(capsys, nodes.main, str(logs))
+    assert code == 2 and _over_budget_said(err, logs), err
