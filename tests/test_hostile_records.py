@@ -608,3 +608,75 @@ def test_b6_a_perf_log_that_grows_after_the_count_is_refused_not_read_in_part(tm
     monkeypatch.setattr(perflog, '_regular_size', lambda path: 1)     # counted small, read large
     code, out, err = run_main(capsys, nodes.main, str(logs))
     assert code == 2 and _over_budget_said(err, logs), err
+
+
+# --- the checks' own read of the references file (mlcheck.judging.references) ------------------------
+
+REFERENCES = """\
+Check:
+  $index: [$partition, image, num_nodes]
+  sim:cluster:
+    host:
+      1:
+        samples_per_s: [100.0, -0.1, null, samples/s]
+"""
+REFERENCE_KEYS = {'$partition': 'sim:cluster', 'image': 'host', 'num_nodes': 1}
+
+
+def _judged(path):
+    from mlcheck.judging import references
+    return references.unjudged(str(path), 'Check', REFERENCE_KEYS, ['samples_per_s'])
+
+
+def test_a_references_file_swapped_for_a_fifo_after_its_check_hangs_no_test(tmp_path, monkeypatch):
+    """Issue 48: references._load checked isfile() then open()ed the name, so a co-writer who
+    swapped the file for a FIFO in between hung the test (here the swap is made by answering the
+    check as the regular file would). It is opened non-blocking, without following a link, and
+    refused in one line unless a regular file."""
+    from mlcheck.judging import references
+    os.mkfifo(tmp_path / 'sim.yaml')
+    monkeypatch.setattr(references.os.path, 'isfile', lambda path: True)
+    with pytest.raises(InputError, match='is not a regular file') as err:
+        within(10, lambda: _judged(tmp_path / 'sim.yaml'))
+    assert '\n' not in str(err.value)
+
+
+@pytest.mark.parametrize('target', ['absolute', 'dotdot'])
+def test_a_references_link_out_of_its_directory_is_refused_not_read(tmp_path, target):
+    """Issue 48, item 3's rule on the checks' side: `sim.yaml` a link to a file outside the
+    references directory was read (and judged by); now refused in one line."""
+    refs, outside = tmp_path / 'refs', tmp_path / 'outside.yaml'
+    refs.mkdir()
+    outside.write_text(REFERENCES)
+    (refs / 'sim.yaml').symlink_to(outside if target == 'absolute' else '../outside.yaml')
+    with pytest.raises(InputError, match='is a link to .*outside') as err:
+        _judged(refs / 'sim.yaml')
+    assert '\n' not in str(err.value)
+
+
+def test_a_references_link_inside_its_directory_is_followed_and_an_absent_file_is_none(tmp_path):
+    from mlcheck.judging import references
+    (tmp_path / 'sub').mkdir()
+    (tmp_path / 'sub' / 'real.yaml').write_text(REFERENCES)
+    (tmp_path / 'sim.yaml').symlink_to('sub/real.yaml')
+    assert _judged(tmp_path / 'sim.yaml') is None           # every figure judged
+    assert _judged(tmp_path / 'absent.yaml')[1].startswith('no references file')
+    assert references.at_machine_speed(str(tmp_path / 'absent' / 'x.yaml'), 'Check', REFERENCE_KEYS, 1.0) is None
+
+
+def test_a_references_link_out_of_its_directory_fails_the_checks_at_setup_in_one_line(tmp_path):
+    """The checks handed ReFrame the references file by name (`$ref`), which it opens following
+    a link: one out of the references directory was read and judged by. Now each test fails at
+    setup saying why (at init, ReFrame would drop the tests and pass an empty session)."""
+    from reframe_runner import report_cases, run_reframe
+    refs = tmp_path / 'refs'
+    refs.mkdir()
+    (tmp_path / 'outside.yaml').write_text(open(os.path.join(REPO, 'config', 'references', 'sim.yaml')).read())
+    (refs / 'sim.yaml').symlink_to('../outside.yaml')
+    done = run_reframe('simulated', tmp_path / 'rfm', '--dry-run', '-n', 'MNIST', '-P', 'image=host',
+                       '-P', 'num_nodes=1', env={'MLCHECK_REFERENCES_DIR': str(refs)}, judged=False)
+    assert done.returncode != 0 and 'Traceback' not in done.stdout + done.stderr, done.stdout
+    failures = {(case['fail_phase'], case['fail_reason']) for case in report_cases(tmp_path / 'rfm')}
+    assert failures == {('setup', f'config error: references file {refs / "sim.yaml"} is a link to '
+                                  f'../outside.yaml, outside {refs}: not followed, no references read '
+                                  'or written; replace the link with the file')}, failures
