@@ -680,3 +680,74 @@ def test_a_references_link_out_of_its_directory_fails_the_checks_at_setup_in_one
     assert failures == {('setup', f'config error: references file {refs / "sim.yaml"} is a link to '
                                   f'../outside.yaml, outside {refs}: not followed, no references read '
                                   'or written; replace the link with the file')}, failures
+
+
+# --- ReFrame's results database lock ---------------------------------------------------------------
+
+def test_the_results_database_lock_is_no_link_and_ours_is_held_by_owner_and_group_only(tmp_path):
+    """ReFrame stores each session under `.db.lock` beside the database (fasteners, opened 'a+'
+    following links, created with the database's mode, 644 by default): anyone who can read it can
+    flock() it and stall every session's end without a word, and a link there is followed. At
+    setup a link is replaced by a lock of ours (the store at the session's end would follow it,
+    whatever the tests did) and refused in one line; a lock of ours (old, or made here where
+    there is none) is brought to 0660."""
+    from mlcheck.harness.config import checked_database_lock
+    db = tmp_path / 'db' / 'results.db'
+    db.parent.mkdir()
+    (db.parent / '.db.lock').symlink_to(tmp_path / 'outside')
+    with pytest.raises(ConfigError, match='was a symbolic link .* replaced by a lock of ours') as err:
+        checked_database_lock(str(db))
+    assert '\n' not in str(err.value) and not (tmp_path / 'outside').exists()
+    assert not (db.parent / '.db.lock').is_symlink()
+    assert os.stat(db.parent / '.db.lock').st_mode & 0o777 == 0o660
+    os.chmod(db.parent / '.db.lock', 0o644)
+    checked_database_lock(str(db))
+    assert os.stat(db.parent / '.db.lock').st_mode & 0o777 == 0o660
+    _store_lock_taken(db)                              # as ReFrame stores a session
+    assert not (tmp_path / 'outside').exists()
+    fresh = tmp_path / 'new' / 'results.db'           # no database yet: the lock is made ours
+    checked_database_lock(str(fresh))
+    assert os.stat(fresh.parent / '.db.lock').st_mode & 0o777 == 0o660
+
+
+def _store_lock_taken(db):
+    """ReFrame's lock on the database `db` taken and let go, as its storage takes it to store a
+    session (reframe.utility.osext.ReadWriteFileLock, the database's default mode 644)."""
+    from reframe.utility.osext import ReadWriteFileLock
+    with ReadWriteFileLock(str(db.parent / '.db.lock'), 0o644).write_lock():
+        pass
+
+
+def test_reframes_store_opens_a_database_lock_link(tmp_path):
+    """Why the link is replaced: ReFrame's lock, taken with no check before, creates the link's
+    target (here as the runner; root's on a shared node)."""
+    (tmp_path / '.db.lock').symlink_to(tmp_path / 'made')
+    _store_lock_taken(tmp_path / 'results.db')
+    assert (tmp_path / 'made').exists()
+
+
+def test_the_database_lock_checked_is_the_one_reframe_takes(tmp_path):
+    """The lock's name and place as ReFrame 4.10.4 opens it (reframe.frontend.reporting.storage)."""
+    from mlcheck.harness.config import database_lock
+    from reframe.frontend.reporting import storage
+    import inspect
+    assert "os.path.join(os.path.dirname(self.__db_file), '.db.lock')" in inspect.getsource(storage)
+    assert database_lock('/x/y/results.db') == '/x/y/.db.lock'
+
+
+def test_a_database_lock_link_is_replaced_at_the_checks_setup(tmp_path):
+    """In a ReFrame session (a dry run: it stores nothing, so the link's effect is shown in
+    the test above), each check's setup replaces a co-writer's `.db.lock` link beside the
+    results database before the session's end would store through it, and fails in one line."""
+    from reframe_runner import report_cases, run_reframe
+    prefix, outside = tmp_path / 'rfm', tmp_path / 'outside'
+    prefix.mkdir()
+    (prefix / '.db.lock').symlink_to(outside)
+    done = run_reframe('simulated', prefix, '--dry-run', '-n', 'MNIST', '-P', 'image=host',
+                       '-P', 'num_nodes=1', judged=False)
+    assert not outside.exists() and not (prefix / '.db.lock').is_symlink(), done.stdout
+    assert os.stat(prefix / '.db.lock').st_mode & 0o777 == 0o660
+    reasons = {case['fail_reason'] for case in report_cases(prefix)}
+    assert reasons == {f'config error: results database lock {prefix / ".db.lock"} was a symbolic link '
+                       f'to {outside}, which ReFrame would open following it: replaced by a lock of '
+                       'ours; not run'}, reasons

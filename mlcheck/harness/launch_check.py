@@ -9,6 +9,7 @@ training program needs besides.
 import dataclasses
 import functools
 import os
+import re
 import shlex
 
 import reframe as rfm
@@ -23,7 +24,8 @@ from mlcheck.figures import stack
 from mlcheck.placement import containers, launch
 from mlcheck.errors import ConfigError, InputError
 from mlcheck.harness.ab_rounds import ABRounds, KNOBS as AB_KNOBS
-from mlcheck.harness.config import checked_perflog_files, perflog_directories, references_file
+from mlcheck.harness.config import (checked_database_lock, checked_perflog_files, perflog_directories,
+                                    references_file)
 from mlcheck.harness.reframe_api import ExpectedSanityFailure
 from mlcheck.simulated import speed
 from mlcheck.site.images import GivenImages, ImageUnavailable
@@ -434,6 +436,17 @@ class DistributedLaunchCheck(ExpectedSanityFailure, rfm.RunOnlyRegressionTest, A
         for directory in perflog_directories(rt.site_config, rt.system.prefix, self.current_system.name,
                                              self.current_partition.name):
             checked_perflog_files(directory, type(self).variant_name(), trusted)
+
+    @run_after('setup')
+    @reported_by_reframe
+    def check_database_lock(self):
+        """The results database's lock, which ReFrame takes at the session's end to store it: no
+        link, ours at mode 0660 (mlcheck.harness.config.checked_database_lock)."""
+        rt = runtime()
+        db_file = rt.get_option('storage/0/sqlite_db_file')
+        # ReFrame runs a `$(command)` in it: where the name holds one, the lock is not guessed
+        if rt.get_option('storage/0/enable') and not re.search(r'`|\$\(', db_file):
+            checked_database_lock(os.path.expandvars(db_file))
 
     @run_after('setup')
     def record_settings(self):
