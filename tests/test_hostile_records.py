@@ -726,15 +726,6 @@ def test_reframes_store_opens_a_database_lock_link(tmp_path):
     assert (tmp_path / 'made').exists()
 
 
-def test_the_database_lock_checked_is_the_one_reframe_takes(tmp_path):
-    """The lock's name and place as ReFrame 4.10.4 opens it (reframe.frontend.reporting.storage)."""
-    from mlcheck.harness.config import database_lock
-    from reframe.frontend.reporting import storage
-    import inspect
-    assert "os.path.join(os.path.dirname(self.__db_file), '.db.lock')" in inspect.getsource(storage)
-    assert database_lock('/x/y/results.db') == '/x/y/.db.lock'
-
-
 def test_a_database_lock_link_is_replaced_at_the_checks_setup(tmp_path):
     """In a ReFrame session (a dry run: it stores nothing, so the link's effect is shown in
     the test above), each check's setup replaces a co-writer's `.db.lock` link beside the

@@ -165,12 +165,6 @@ def _bring_to_lock_mode(path):
         os.close(fd)
 
 
-def database_lock(db_file):
-    """The lock ReFrame takes to read or store sessions of the results database `db_file`
-    (reframe.frontend.reporting.storage, 4.10.4: `.db.lock` beside it)."""
-    return os.path.join(os.path.dirname(db_file), '.db.lock')
-
-
 def checked_database_lock(db_file):
     """Before a session is stored in the results database `db_file` (at its end, whatever its
     tests did): ReFrame opens the lock 'a+' following a link, made with the database's mode (644
@@ -180,6 +174,7 @@ def checked_database_lock(db_file):
     then refused in one line. What ReFrame cannot be made to do: wait on it with a deadline."""
     from mlcheck.errors import ConfigError
     from mlcheck.files import Directory
+    from mlcheck.harness.reframe_api import database_lock
     path = database_lock(db_file)
     directory = os.path.dirname(path)
     if _is_link(path):
