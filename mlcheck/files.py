@@ -17,7 +17,8 @@ from mlcheck.contract import program_module
 from mlcheck.errors import InputError
 
 _regular = program_module('regular_file')
-NotRegular, read_regular = _regular.NotRegular, _regular.read_regular
+NotRegular, TooLarge = _regular.NotRegular, _regular.TooLarge
+read_regular, read_start = _regular.read_regular, _regular.read_start
 
 
 def others_can_change(path, owners):

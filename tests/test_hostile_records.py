@@ -554,3 +554,191 @@ def test_b4_a_test_named_longer_than_a_file_name_still_gets_its_verdict_and_file
                               str(write_perflog(tmp_path / 'a.log', after)), '-o', str(tmp_path / 'report'))
     assert code in (0, 1) and 'report.md' in out, (out, err)
     assert all(len(name) <= 255 for name in os.listdir(tmp_path / 'report'))
+
+
+# --- B6: a total byte budget for a selection's perf logs ---------------------------------------------
+
+def _over_budget_said(err, logs):
+    return err.count('\n') == 1 and f'perf logs {logs}' in err and 'bytes' in err and 'budget' in err
+
+
+def test_b6_perf_logs_past_the_byte_budget_are_refused_in_one_line_by_every_command(tmp_path, capsys, monkeypatch):
+    """Issue 48, B6: each perf log was read up to 4 GiB, but a directory of many had no bound in
+    all, so a colleague's huge files stalled or exhausted every report. Past the budget (lowered
+    here to the directory's bytes less one) each command refuses in one line (exit 2) naming the
+    directory, its bytes and the budget; nothing is judged on part of the logs."""
+    from mlcheck.history import perflog
+    logs, good = _sweep_directory(tmp_path)
+    write_perflog(logs / 'other.log', session(4, 0.01, {}, random.Random(2)))
+    total = sum(p.stat().st_size for p in logs.iterdir())
+    monkeypatch.setattr(perflog, 'PERFLOG_BUDGET_BYTES', total - 1, raising=False)
+    for command, *more in [(nodes.main,), (report.main, good), (baseline.main, '-C', CONFIG, '--dry-run',
+                                                               '--references-dir', str(tmp_path))]:
+        code, out, err = run_main(capsys, command, str(logs), *more)
+        assert code == 2 and _over_budget_said(err, logs) and f'{total:,} bytes' in err, (command, err)
+        assert 'subfolder' in err, err
+    monkeypatch.setattr(perflog, 'PERFLOG_BUDGET_BYTES', total)
+    code, out, err = run_main(capsys, nodes.main, str(logs))
+    assert code in (0, 1) and '4 node(s): 4 healthy' in out, err
+
+
+def test_b6_the_budget_is_counted_before_anything_is_read(tmp_path, capsys):
+    """At the real budget, sparse perf logs of 1.5 GiB each (no block written, each under the
+    4 GiB one file may hold) are refused at once: sizes are added up before any file is read."""
+    from mlcheck.history import perflog
+    logs, good = _sweep_directory(tmp_path)
+    header = open(good).readline()
+    count = perflog.PERFLOG_BUDGET_BYTES // (3 << 29) + 1
+    for n in range(count):
+        with open(logs / f'huge{n}.log', 'w') as f:
+            f.write(header)
+            f.truncate(3 << 29)
+    code, out, err = within(10, lambda: run_main(capsys, nodes.main, str(logs)))
+    assert code == 2 and _over_budget_said(err, logs), err
+
+
+def test_b6_a_perf_log_that_grows_after_the_count_is_refused_not_read_in_part(tmp_path, capsys, monkeypatch):
+    """A log that a co-writer grows (or swaps) between the count and its read does not pass the
+    budget either: the reading stops the selection in one line, judging nothing."""
+    from mlcheck.history import perflog
+    logs, good = _sweep_directory(tmp_path)
+    write_perflog(logs / 'other.log', session(4, 0.01, {}, random.Random(2)))
+    total = sum(p.stat().st_size for p in logs.iterdir())
+    monkeypatch.setattr(perflog, 'PERFLOG_BUDGET_BYTES', total - 1)
+    monkeypatch.setattr(perflog, '_regular_size', lambda path: 1)     # counted small, read large
+    code, out, err = run_main(capsys, nodes.main, str(logs))
+    assert code == 2 and _over_budget_said(err, logs), err
+
+
+# --- the checks' own read of the references file (mlcheck.judging.references) ------------------------
+
+REFERENCES = """\
+Check:
+  $index: [$partition, image, num_nodes]
+  sim:cluster:
+    host:
+      1:
+        samples_per_s: [100.0, -0.1, null, samples/s]
+"""
+REFERENCE_KEYS = {'$partition': 'sim:cluster', 'image': 'host', 'num_nodes': 1}
+
+
+def _judged(path):
+    from mlcheck.judging import references
+    return references.unjudged(str(path), 'Check', REFERENCE_KEYS, ['samples_per_s'])
+
+
+def test_a_references_file_swapped_for_a_fifo_after_its_check_hangs_no_test(tmp_path, monkeypatch):
+    """Issue 48: references._load checked isfile() then open()ed the name, so a co-writer who
+    swapped the file for a FIFO in between hung the test (here the swap is made by answering the
+    check as the regular file would). It is opened non-blocking, without following a link, and
+    refused in one line unless a regular file."""
+    from mlcheck.judging import references
+    os.mkfifo(tmp_path / 'sim.yaml')
+    monkeypatch.setattr(references.os.path, 'isfile', lambda path: True)
+    with pytest.raises(InputError, match='is not a regular file') as err:
+        within(10, lambda: _judged(tmp_path / 'sim.yaml'))
+    assert '\n' not in str(err.value)
+
+
+@pytest.mark.parametrize('target', ['absolute', 'dotdot'])
+def test_a_references_link_out_of_its_directory_is_refused_not_read(tmp_path, target):
+    """Issue 48, item 3's rule on the checks' side: `sim.yaml` a link to a file outside the
+    references directory was read (and judged by); now refused in one line."""
+    refs, outside = tmp_path / 'refs', tmp_path / 'outside.yaml'
+    refs.mkdir()
+    outside.write_text(REFERENCES)
+    (refs / 'sim.yaml').symlink_to(outside if target == 'absolute' else '../outside.yaml')
+    with pytest.raises(InputError, match='is a link to .*outside') as err:
+        _judged(refs / 'sim.yaml')
+    assert '\n' not in str(err.value)
+
+
+def test_a_references_link_inside_its_directory_is_followed_and_an_absent_file_is_none(tmp_path):
+    from mlcheck.judging import references
+    (tmp_path / 'sub').mkdir()
+    (tmp_path / 'sub' / 'real.yaml').write_text(REFERENCES)
+    (tmp_path / 'sim.yaml').symlink_to('sub/real.yaml')
+    assert _judged(tmp_path / 'sim.yaml') is None           # every figure judged
+    assert _judged(tmp_path / 'absent.yaml')[1].startswith('no references file')
+    assert references.at_machine_speed(str(tmp_path / 'absent' / 'x.yaml'), 'Check', REFERENCE_KEYS, 1.0) is None
+
+
+def test_a_references_link_out_of_its_directory_fails_the_checks_at_setup_in_one_line(tmp_path):
+    """The checks handed ReFrame the references file by name (`$ref`), which it opens following
+    a link: one out of the references directory was read and judged by. Now each test fails at
+    setup saying why (at init, ReFrame would drop the tests and pass an empty session)."""
+    from reframe_runner import report_cases, run_reframe
+    refs = tmp_path / 'refs'
+    refs.mkdir()
+    (tmp_path / 'outside.yaml').write_text(open(os.path.join(REPO, 'config', 'references', 'sim.yaml')).read())
+    (refs / 'sim.yaml').symlink_to('../outside.yaml')
+    done = run_reframe('simulated', tmp_path / 'rfm', '--dry-run', '-n', 'MNIST', '-P', 'image=host',
+                       '-P', 'num_nodes=1', env={'MLCHECK_REFERENCES_DIR': str(refs)}, judged=False)
+    assert done.returncode != 0 and 'Traceback' not in done.stdout + done.stderr, done.stdout
+    failures = {(case['fail_phase'], case['fail_reason']) for case in report_cases(tmp_path / 'rfm')}
+    assert failures == {('setup', f'config error: references file {refs / "sim.yaml"} is a link to '
+                                  f'../outside.yaml, outside {refs}: not followed, no references read '
+                                  'or written; replace the link with the file')}, failures
+
+
+# --- ReFrame's results database lock ---------------------------------------------------------------
+
+def test_the_results_database_lock_is_no_link_and_ours_is_held_by_owner_and_group_only(tmp_path):
+    """ReFrame stores each session under `.db.lock` beside the database (fasteners, opened 'a+'
+    following links, created with the database's mode, 644 by default): anyone who can read it can
+    flock() it and stall every session's end without a word, and a link there is followed. At
+    setup a link is replaced by a lock of ours (the store at the session's end would follow it,
+    whatever the tests did) and refused in one line; a lock of ours (old, or made here where
+    there is none) is brought to 0660."""
+    from mlcheck.harness.config import checked_database_lock
+    db = tmp_path / 'db' / 'results.db'
+    db.parent.mkdir()
+    (db.parent / '.db.lock').symlink_to(tmp_path / 'outside')
+    with pytest.raises(ConfigError, match='was a symbolic link .* replaced by a lock of ours') as err:
+        checked_database_lock(str(db))
+    assert '\n' not in str(err.value) and not (tmp_path / 'outside').exists()
+    assert not (db.parent / '.db.lock').is_symlink()
+    assert os.stat(db.parent / '.db.lock').st_mode & 0o777 == 0o660
+    os.chmod(db.parent / '.db.lock', 0o644)
+    checked_database_lock(str(db))
+    assert os.stat(db.parent / '.db.lock').st_mode & 0o777 == 0o660
+    _store_lock_taken(db)                              # as ReFrame stores a session
+    assert not (tmp_path / 'outside').exists()
+    fresh = tmp_path / 'new' / 'results.db'           # no database yet: the lock is made ours
+    checked_database_lock(str(fresh))
+    assert os.stat(fresh.parent / '.db.lock').st_mode & 0o777 == 0o660
+
+
+def _store_lock_taken(db):
+    """ReFrame's lock on the database `db` taken and let go, as its storage takes it to store a
+    session (reframe.utility.osext.ReadWriteFileLock, the database's default mode 644)."""
+    from reframe.utility.osext import ReadWriteFileLock
+    with ReadWriteFileLock(str(db.parent / '.db.lock'), 0o644).write_lock():
+        pass
+
+
+def test_reframes_store_opens_a_database_lock_link(tmp_path):
+    """Why the link is replaced: ReFrame's lock, taken with no check before, creates the link's
+    target (here as the runner; root's on a shared node)."""
+    (tmp_path / '.db.lock').symlink_to(tmp_path / 'made')
+    _store_lock_taken(tmp_path / 'results.db')
+    assert (tmp_path / 'made').exists()
+
+
+def test_a_database_lock_link_is_replaced_at_the_checks_setup(tmp_path):
+    """In a ReFrame session (a dry run: it stores nothing, so the link's effect is shown in
+    the test above), each check's setup replaces a co-writer's `.db.lock` link beside the
+    results database before the session's end would store through it, and fails in one line."""
+    from reframe_runner import report_cases, run_reframe
+    prefix, outside = tmp_path / 'rfm', tmp_path / 'outside'
+    prefix.mkdir()
+    (prefix / '.db.lock').symlink_to(outside)
+    done = run_reframe('simulated', prefix, '--dry-run', '-n', 'MNIST', '-P', 'image=host',
+                       '-P', 'num_nodes=1', judged=False)
+    assert not outside.exists() and not (prefix / '.db.lock').is_symlink(), done.stdout
+    assert os.stat(prefix / '.db.lock').st_mode & 0o777 == 0o660
+    reasons = {case['fail_reason'] for case in report_cases(prefix)}
+    assert reasons == {f'config error: results database lock {prefix / ".db.lock"} was a symbolic link '
+                       f'to {outside}, which ReFrame would open following it: replaced by a lock of '
+                       'ours; not run'}, reasons

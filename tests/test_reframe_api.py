@@ -89,3 +89,11 @@ def test_a_stop_from_a_hook_is_one_reframe_ends_the_session_with():
     from reframe.frontend.executors import ABORT_REASONS
     with pytest.raises(ABORT_REASONS, match='^mlcheck: why$'):
         reframe_api.stop_session('mlcheck: why')
+
+
+def test_the_database_lock_checked_is_the_one_reframe_takes():
+    """The lock's name and place as ReFrame 4.10.4 opens it (reframe.frontend.reporting.storage)."""
+    import inspect
+    from reframe.frontend.reporting import storage
+    assert "os.path.join(os.path.dirname(self.__db_file), '.db.lock')" in inspect.getsource(storage)
+    assert reframe_api.database_lock('/x/y/results.db') == '/x/y/.db.lock'

@@ -15,7 +15,6 @@ import contextlib
 import dataclasses
 import os
 import re
-import stat
 import statistics
 import sys
 from dataclasses import dataclass, field
@@ -35,7 +34,7 @@ from mlcheck.history.recorded_defaults import RECORDED_DEFAULTS
 from mlcheck.history.samples import NOT_RECORDED, group
 from mlcheck.history.selection import load, parse_selection
 from mlcheck.harness.config import references_dir
-from mlcheck.judging.references import MACHINE_SPEED, at_recorded_speed
+from mlcheck.judging.references import MACHINE_SPEED, at_recorded_speed, linked_file, read_file
 from mlcheck.visible import visible
 
 INDEX = ['$partition', 'image', 'num_nodes']
@@ -96,38 +95,6 @@ def references_path(directory, system):
         raise InputError(f'system {system!r} of the selection is not a plain name: '
                          'no references written')
     return os.path.join(directory, f'{system}.yaml')
-
-
-def written_file(refs, name):
-    """(the Directory, the name) of the file that the references file `name` of the opened
-    references directory `refs` is: `name` itself, or where it is a symbolic link, the existing
-    regular file its relative target names inside the directory, each folder on the way opened
-    without following a link (so a co-writer who swaps a folder for a link mid-way, with
-    renameat2, moves nothing). A link out of the directory (absolute, `..`, through another link)
-    or to nothing is refused in one line: the write would create or replace a file anywhere."""
-    shown = refs.shown(name)
-    try:
-        if not stat.S_ISLNK(os.stat(name, dir_fd=refs.fd, follow_symlinks=False).st_mode):
-            return refs, name
-        target = os.readlink(name, dir_fd=refs.fd)
-    except FileNotFoundError:
-        return refs, name
-    *folders, last = [part for part in target.split('/') if part not in ('', '.')] or ['']
-    if target.startswith('/') or '..' in folders + [last]:
-        raise InputError(f'references file {shown} is a link to {target}, outside {refs.path}: not '
-                         'followed, no references written; replace the link with the file')
-    place = refs
-    try:
-        for folder in folders:
-            place = place.below(folder)
-        regular = stat.S_ISREG(os.stat(last, dir_fd=place.fd, follow_symlinks=False).st_mode)
-    except OSError:
-        regular = False
-    if not regular:
-        raise InputError(f'references file {shown} is a link to {target}, which is no file: no file '
-                         f'is created through a link (one is followed only to a file of {refs.path}, '
-                         'through no other link); replace the link with the file')
-    return place, last
 
 
 # how long a baseline waits for a concurrent one of the same system (a baseline takes seconds)
@@ -253,58 +220,16 @@ def shared_again(check_data, anchors, check):
 
 
 # a references file larger than this is not one (the simulated partition's is 10 kB)
-MAX_REFERENCES_BYTES = 16 << 20
-
-
 def read_references(refs, name):
-    """The ReferencesFile and the data of the references file `name` of `refs` (a link followed
-    only as written_file allows; a FIFO, a device or a huge file refused, not waited on);
-    nothing if there is none yet."""
-    place, name = written_file(refs, name)
-    shown = place.shown(name)
-    content = place.read(name, MAX_REFERENCES_BYTES)
-    if content is None:
+    """The ReferencesFile and the data of the references file `name` of `refs`, read as
+    mlcheck.judging.references.read_file reads it; nothing if there is none yet."""
+    found = read_file(refs, name)
+    if found is None:
         return ReferencesFile(), {}
-    try:
-        text = content.decode()
-        _refuse_alias_bombs(yaml.compose(text, Loader=yaml.SafeLoader), shown)
-        raw = yaml.safe_load(text) or {}
-        data = unshared(raw)
-    except (UnicodeDecodeError, yaml.YAMLError, RecursionError) as err:
-        # RecursionError: lists nested some hundred deep, which the YAML composer recurses into
-        raise InputError(f'references file {shown} cannot be read: '
-                         f'{(str(err).splitlines() or [type(err).__name__])[0]}') from None
-    if not isinstance(data, dict):
-        raise InputError(f'references file {shown}: expected a mapping of checks at the top')
+    text, raw = found
+    data = unshared(raw)
     head, blocks = split_blocks(text)
     return ReferencesFile(head, blocks, unshared(data), anchor_groups(raw, blocks)), data
-
-
-# a references file whose aliases, expanded, would hold more values than this is refused before
-# it is built: a 702-byte 'billion laughs' file (ten levels of ten aliases of the level above)
-# hung mlcheck-baseline copying it; the simulated partition's file holds some hundreds
-MAX_REFERENCES_VALUES = 100_000
-
-
-def _refuse_alias_bombs(root, shown):
-    """An InputError where the composed YAML `root` (aliases still shared, nothing built) would
-    hold more than MAX_REFERENCES_VALUES values with its aliases expanded, or an alias inside its
-    own anchor (expanded for ever)."""
-    sizes = {}      # id(node): its values expanded; None while it is being counted
-
-    def size(node):
-        if id(node) in sizes:
-            if sizes[id(node)] is None:
-                raise InputError(f'references file {shown}: an alias inside its own anchor: refused')
-            return sizes[id(node)]
-        sizes[id(node)] = None
-        children = [n for pair in node.value for n in pair] if isinstance(node, yaml.MappingNode) \
-            else node.value if isinstance(node, yaml.SequenceNode) else []
-        sizes[id(node)] = 1 + sum(map(size, children))
-        return sizes[id(node)]
-    if root is not None and size(root) > MAX_REFERENCES_VALUES:
-        raise InputError(f'references file {shown}: its aliases expand to {size(root):,} values, more '
-                         f'than {MAX_REFERENCES_VALUES:,}: refused, not built')
 
 
 def unshared(node):
@@ -424,8 +349,8 @@ def replace_file(refs, name, text):
     that of the old file less any set-id, execute or other-write bit (a co-writer's 4777 is not
     kept; new files: as open() makes them). A link to a file
     inside the references directory keeps pointing at it, now new; any other link is refused
-    (written_file, checked again at the write: a co-writer may swap the link)."""
-    place, name = written_file(refs, name)
+    (linked_file, checked again at the write: a co-writer may swap the link)."""
+    place, name = linked_file(refs, name)
     try:
         mode = os.stat(name, dir_fd=place.fd, follow_symlinks=False).st_mode & REFERENCES_MODE_KEPT
     except FileNotFoundError:
@@ -491,7 +416,7 @@ def record(args):
             refs = None
         else:
             refs = Directory(directory, make=not args.dry_run, what='references directory')
-            written_file(refs, name)      # a link refused before anything (its lock) is made
+            linked_file(refs, name)      # a link refused before anything (its lock) is made
         with contextlib.nullcontext() if args.dry_run else locked(refs, name):
             references, data = read_references(refs, name) if refs else (ReferencesFile(), {})
             mine, unknown = at_the_files_speed([s for s in samples if s.system == system], data)

@@ -89,8 +89,9 @@ def perflog_prefix(dry_run=None):
     return PERFLOG_PREFIX
 
 
-# the perf log lock's mode: the logs' owner and group, who write them, and no one else can hold it
-PERFLOG_LOCK_MODE = 0o660
+# the mode of ReFrame's locks (a perf log's, the results database's): their owner and group, who
+# write beside them, and no one else can hold them (flock() needs only a descriptor open to read)
+REFRAME_LOCK_MODE = 0o660
 
 
 def perflog_directories(site_config, system_prefix, system, partition):
@@ -118,7 +119,7 @@ def checked_perflog_files(directory, basename, trusted=False):
     .<basename>.lock: a log or a lock that is a symbolic link is refused (ReFrame opens both
     following links, so a co-writer's dangling .X.lock made root create a file anywhere), and a
     lock of ours from before its mode was set (0664: anyone could hold it) is brought to
-    PERFLOG_LOCK_MODE. That check is at setup and ReFrame opens them at the performance stage,
+    REFRAME_LOCK_MODE. That check is at setup and ReFrame opens them at the performance stage,
     minutes later: unless the site trusts the logs' other writers (`trusted`,
     extras.mlcheck.trusts_perflog_writers: a group's project directory), the directory and every
     folder above it must be changeable by the runner (or root) alone, so that no one can plant a
@@ -134,20 +135,68 @@ def checked_perflog_files(directory, basename, trusted=False):
                           'extras.mlcheck.trusts_perflog_writers if the site trusts them')
     for name in (f'{basename}.log', f'.{basename}.lock'):
         path = os.path.join(directory, name)
-        try:
-            info = os.lstat(path)
-        except FileNotFoundError:
-            continue
-        if stat.S_ISLNK(info.st_mode):
+        if _is_link(path):
             raise ConfigError(f'perf log file {path} is a symbolic link, which ReFrame would write '
                               'through: not run; remove the link')
-        if name.endswith('.lock') and info.st_uid == os.geteuid() and \
-                stat.S_IMODE(info.st_mode) != PERFLOG_LOCK_MODE:
-            fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
-            try:
-                os.fchmod(fd, PERFLOG_LOCK_MODE)
-            finally:
-                os.close(fd)
+        if name.endswith('.lock'):
+            _bring_to_lock_mode(path)
+
+
+def _is_link(path):
+    try:
+        return stat.S_ISLNK(os.lstat(path).st_mode)
+    except FileNotFoundError:
+        return False
+
+
+def _bring_to_lock_mode(path):
+    """A lock file of ours at `path` (not a link) of another mode brought to REFRAME_LOCK_MODE;
+    another user's, or none, left as it is."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+    except OSError:            # none, not ours to read, or a link made since (ELOOP)
+        return
+    try:
+        info = os.fstat(fd)
+        if stat.S_ISREG(info.st_mode) and info.st_uid == os.geteuid() and \
+                stat.S_IMODE(info.st_mode) != REFRAME_LOCK_MODE:
+            os.fchmod(fd, REFRAME_LOCK_MODE)
+    finally:
+        os.close(fd)
+
+
+def checked_database_lock(db_file):
+    """Before a session is stored in the results database `db_file` (at its end, whatever its
+    tests did): ReFrame opens the lock 'a+' following a link, made with the database's mode (644
+    by default: anyone can flock() it and stall every session's end). A lock of ours is brought
+    to REFRAME_LOCK_MODE, and one made here where there is none; a link there is replaced by a
+    lock of ours (the store at the session's end would open it as root, creating its target),
+    then refused in one line. What ReFrame cannot be made to do: wait on it with a deadline."""
+    from mlcheck.errors import ConfigError
+    from mlcheck.files import Directory
+    from mlcheck.harness.reframe_api import database_lock
+    path = database_lock(db_file)
+    directory = os.path.dirname(path)
+    if _is_link(path):
+        target = os.readlink(path)
+        try:
+            with Directory(directory, what='results database directory') as place:
+                place.replace('.db.lock', b'', REFRAME_LOCK_MODE)
+            done = 'replaced by a lock of ours'
+        except OSError as err:
+            done = f'not replaced ({err.strerror}): ReFrame will open it at the session\'s end'
+        raise ConfigError(f'results database lock {path} was a symbolic link to {target}, which '
+                          f'ReFrame would open following it: {done}; not run')
+    try:
+        os.makedirs(directory, exist_ok=True)       # ReFrame makes it at the store anyway
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+    except OSError:
+        _bring_to_lock_mode(path)                    # there already, or not ours to make
+        return
+    try:
+        os.fchmod(fd, REFRAME_LOCK_MODE)
+    finally:
+        os.close(fd)
 
 
 def logging_config(system_prefix):
@@ -169,7 +218,7 @@ def logging_config(system_prefix):
             # the lock file (.<check>.lock beside the log): its owner and group (who write the logs) can
             # hold it, and no one else (flock needs only read access; issue 48)
             'locking_enable': True,
-            'locking_file_mode': f'{PERFLOG_LOCK_MODE:o}',
+            'locking_file_mode': f'{REFRAME_LOCK_MODE:o}',
         }],
         'perflog_multiline': True,
     }]

@@ -9,6 +9,7 @@ training program needs besides.
 import dataclasses
 import functools
 import os
+import re
 import shlex
 
 import reframe as rfm
@@ -21,9 +22,10 @@ from mlcheck.judging import locality, notes, output, references, sanity, stated_
 from mlcheck.harness.knobs import Knob, KnownSettingsOnly, declare_knobs, flag_values, knob_arguments, knob_values
 from mlcheck.figures import stack
 from mlcheck.placement import containers, launch
-from mlcheck.errors import ConfigError
+from mlcheck.errors import ConfigError, InputError
 from mlcheck.harness.ab_rounds import ABRounds, KNOBS as AB_KNOBS
-from mlcheck.harness.config import checked_perflog_files, perflog_directories, references_file
+from mlcheck.harness.config import (checked_database_lock, checked_perflog_files, perflog_directories,
+                                    references_file)
 from mlcheck.harness.reframe_api import ExpectedSanityFailure
 from mlcheck.simulated import speed
 from mlcheck.site.images import GivenImages, ImageUnavailable
@@ -31,12 +33,13 @@ from mlcheck.site.settings import PartitionSettings
 
 
 def reported_by_reframe(fn):
-    """Let ReFrame report our ConfigErrors as its own: one line, no traceback."""
+    """Let ReFrame report our ConfigErrors (and InputErrors: a references file refused) as its
+    own: one line, no traceback."""
     @functools.wraps(fn)
     def wrapper(*args, **kwargs):
         try:
             return fn(*args, **kwargs)
-        except ConfigError as err:
+        except (ConfigError, InputError) as err:
             raise ReframeConfigError(str(err)) from None
     return wrapper
 
@@ -159,11 +162,31 @@ class DistributedLaunchCheck(ExpectedSanityFailure, rfm.RunOnlyRegressionTest, A
                      f'{self.num_nodes} nodes: --distribute runs one copy per node, so vet every '
                      'node with -P num_nodes=1 (the fabric between nodes: docs/node-sweep.md)')
 
+    #: why the system's references file was refused at init (a link out of its directory, a
+    #: FIFO, a huge file): the test fails at setup saying so
+    references_refused = variable(str, type(None), value=None)
+
     @run_after('init')
     def use_site_references(self):
+        """ReFrame's external references, where the system has a file: read here first as
+        mlcheck.judging.references reads it, so that a link out of the references directory, a
+        FIFO or a huge file is refused (ReFrame then opens the name itself, following a link:
+        docs/security.md). Refused at setup, not here: ReFrame drops a test that fails at init
+        with a warning, and the session passes without it."""
         path = references_file(runtime().system.name)
-        if os.path.isfile(path):
+        try:
+            found = references.load_file(path)
+        except InputError as err:
+            self.references_refused = str(err)
+            return
+        if found is not None:
             self.reference = {'$ref': path}
+
+    @run_after('setup')
+    @reported_by_reframe
+    def refuse_unreadable_references(self):
+        if self.references_refused:
+            raise ConfigError(self.references_refused)
 
     @run_after('setup')
     @reported_by_reframe
@@ -180,6 +203,7 @@ class DistributedLaunchCheck(ExpectedSanityFailure, rfm.RunOnlyRegressionTest, A
             raise ConfigError(f'partition {self.current_partition.fullname}: {err}') from None
 
     @run_before('performance')
+    @reported_by_reframe
     def expect_this_machines_speed(self):
         """Where the partition measures its machine's speed now (the simulated one) and the
         references record the speed they were measured at, expect the figures at today's speed."""
@@ -199,6 +223,7 @@ class DistributedLaunchCheck(ExpectedSanityFailure, rfm.RunOnlyRegressionTest, A
 
     # last: only the figures the test still reports, after the hooks that drop some of them
     @run_before('performance', always_last=True)
+    @reported_by_reframe
     def say_when_performance_is_not_judged(self):
         """A test without references passes whatever its figures: say which, once per test."""
         if self.is_dry_run() or self.comparison:     # the A/B verdict judges its figures
@@ -411,6 +436,17 @@ class DistributedLaunchCheck(ExpectedSanityFailure, rfm.RunOnlyRegressionTest, A
         for directory in perflog_directories(rt.site_config, rt.system.prefix, self.current_system.name,
                                              self.current_partition.name):
             checked_perflog_files(directory, type(self).variant_name(), trusted)
+
+    @run_after('setup')
+    @reported_by_reframe
+    def check_database_lock(self):
+        """The results database's lock, which ReFrame takes at the session's end to store it: no
+        link, ours at mode 0660 (mlcheck.harness.config.checked_database_lock)."""
+        rt = runtime()
+        db_file = rt.get_option('storage/0/sqlite_db_file')
+        # ReFrame runs a `$(command)` in it: where the name holds one, the lock is not guessed
+        if rt.get_option('storage/0/enable') and not re.search(r'`|\$\(', db_file):
+            checked_database_lock(os.path.expandvars(db_file))
 
     @run_after('setup')
     def record_settings(self):

@@ -5,6 +5,14 @@ pull request) is this file's change. No other module of mlcheck names them (a te
 """
 
 import argparse
+import os
+
+
+def database_lock(db_file):
+    """The lock ReFrame takes to read or store sessions of the results database `db_file`:
+    `.db.lock` beside it (reframe.frontend.reporting.storage.SQLiteStorage, an
+    osext.ReadWriteFileLock made with the database's mode)."""
+    return os.path.join(os.path.dirname(db_file), '.db.lock')
 
 
 def _reporting():

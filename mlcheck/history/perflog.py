@@ -5,6 +5,7 @@ by the header's column names, into Samples.
 import math
 import os
 import re
+import stat
 import sys
 from datetime import datetime
 
@@ -67,29 +68,107 @@ def _files_below(path):
     return found
 
 
+# a header longer than this is no perf log's (this suite's is some 250 characters)
+MAX_HEADER_BYTES = 64 << 10
+
+
 def _has_sample_columns(path):
+    """Whether the first line of `path` names every column a sample needs, read without reading
+    the rest of the file (a rotated log is as large as any)."""
+    from mlcheck.files import NotRegular, read_start
     try:
-        header = _read(path).split('\n', 1)[0].split('|')
-    except UnreadableFile:
+        header = read_start(path, MAX_HEADER_BYTES).decode(errors='replace')
+    except (NotRegular, OSError):
         return False
-    return all(column in header for column in PERFLOG_REQUIRED)
+    columns = header.split('\n', 1)[0].split('|') if '\n' in header else []
+    return all(column in columns for column in PERFLOG_REQUIRED)
 
 
 # a perf log larger than this is not read (a year of a busy site's logs is some hundred MB)
 MAX_PERFLOG_BYTES = 4 << 30
 
+# the bytes one selection's perf logs may hold in all (issue 48, B6): a record of this suite is
+# 200-350 bytes (ReFrame 4.10.4, with its settings; a software stack adds some hundred), so 1 KiB
+# each, 1,000 records a night (every partition, image and node count) for ten years is 3.7 GB:
+# no site's logs reach 4 GiB, and reading that many takes minutes (22 MB/s on a 2-core machine)
+# and three times as much memory, which a report must not cost because of one colleague's files
+PERFLOG_BUDGET_BYTES = 4 << 30
 
-def _read(path):
-    """The text of a perf log, read as src/pytorch/regular_file.py reads (no link followed, a
-    FIFO not waited on, a device not read): an InputError naming it otherwise."""
-    from mlcheck.files import NotRegular, read_regular
-    shown = visible(path)     # a file name may hold a newline that would start a forged line
+
+class OverBudget(InputError):
+    """A selection's perf logs hold more than PERFLOG_BUDGET_BYTES: refused, nothing judged."""
+
+    def __init__(self, path, held):
+        super().__init__(
+            f'perf logs {visible(path)} hold {held:,} bytes, more than the budget of '
+            f'{PERFLOG_BUDGET_BYTES:,} one selection reads (PERFLOG_BUDGET_BYTES): none judged; '
+            'give a subfolder (<system>/<partition>, or one check\'s log) or move old logs aside '
+            '(@START:END still reads every file)')
+
+
+class _Budget:
+    """The bytes a selection of perf logs at `path` may still read, all files together."""
+
+    def __init__(self, path, files):
+        self.path, self.left = path, PERFLOG_BUDGET_BYTES
+        held = sum(map(_regular_size, files))      # before anything is read
+        if held > self.left:
+            raise OverBudget(path, held)
+
+    def take(self, size):
+        if size > self.left:
+            raise OverBudget(self.path, PERFLOG_BUDGET_BYTES - self.left + size)
+        self.left -= size
+
+
+def _regular_size(path):
+    """The bytes that reading `path` would take: its size if it is a regular file (not a link)
+    that one perf log may be, else 0 (it is left out unread)."""
     try:
-        return read_regular(path, MAX_PERFLOG_BYTES).decode(errors='replace')
+        info = os.lstat(path)
+    except OSError:
+        return 0
+    return info.st_size if stat.S_ISREG(info.st_mode) and info.st_size <= MAX_PERFLOG_BYTES else 0
+
+
+def _read(path, budget=None):
+    """The text of a perf log, read as src/pytorch/regular_file.py reads (no link followed, a
+    FIFO not waited on, a device not read): an InputError naming it otherwise; its bytes taken
+    from `budget` (OverBudget where they are more than it has left)."""
+    from mlcheck.files import NotRegular, TooLarge, read_regular
+    shown = visible(path)     # a file name may hold a newline that would start a forged line
+    limit = MAX_PERFLOG_BYTES if budget is None else min(MAX_PERFLOG_BYTES, budget.left)
+    try:
+        content = read_regular(path, limit)
+    except TooLarge as err:
+        if err.size <= MAX_PERFLOG_BYTES:          # within a file's cap: past the budget
+            budget.take(err.size)
+        raise UnreadableFile(f'perf log {shown} is not read: {err}') from None
     except NotRegular as err:
         raise UnreadableFile(f'perf log {shown} is not read: {err}') from None
     except OSError as err:
         raise UnreadableFile(f'cannot read perf log {shown}: {err.strerror}') from None
+    if budget is not None:
+        budget.take(len(content))
+    return content.decode(errors='replace')
+
+
+def read_perflogs(path, period=None, with_failed=False, left_out=None):
+    """The samples of the perf logs at `path` (perflog_files), read as read_perflog reads each.
+    A file that cannot be read as a perf log is named on stderr and left out (one planted file,
+    a FIFO or a link to /dev/zero, must not stop every report), unless it is the only one; the
+    files together may hold PERFLOG_BUDGET_BYTES, checked before any is read (OverBudget)."""
+    files = perflog_files(path)
+    budget = _Budget(path, files)
+    samples = []
+    for file in files:
+        try:
+            samples += read_perflog(file, period, with_failed, left_out, budget)
+        except UnreadableFile as err:
+            if len(files) == 1:
+                raise
+            print(f'{err}; its file left out', file=sys.stderr)
+    return samples
 
 
 class UnreadableFile(InputError):
@@ -102,7 +181,7 @@ class BadLine(ValueError):
     """A perf log line that cannot be read: left out, named by its file:line."""
 
 
-def read_perflog(path, period=None, with_failed=False, left_out=None):
+def read_perflog(path, period=None, with_failed=False, left_out=None, budget=None):
     """The samples of one perf log, read by its header. A test case that failed before its
     performance stage has its lines, with the value null (ReFrame 4.10.4, perflog_multiline);
     they are kept with the value None if `with_failed`, else skipped.
@@ -110,10 +189,11 @@ def read_perflog(path, period=None, with_failed=False, left_out=None):
     A line that repeats the header (two sessions that started the log at once) is skipped. A line
     that cannot be read (a value holding '|', a line cut short) is named on stderr and left out,
     (file:line, the node it names or None, why) appended to `left_out`: one such line must not
-    hide the rest of the log, nor make its node look healthy (mlcheck-nodes judges it not)."""
+    hide the rest of the log, nor make its node look healthy (mlcheck-nodes judges it not).
+    `budget`: the _Budget of the selection its bytes are taken from."""
     # at newlines only, read as bytes: str.splitlines() also splits at \x1c-\x1e, \x85, \u2028
     # ..., and a text stream turns \r into a newline (issue 48)
-    lines = _read(path).split('\n')
+    lines = _read(path, budget).split('\n')
     shown = visible(path)     # every message names the file escaped: its name is data too
     if lines[-1] == '':
         lines.pop()

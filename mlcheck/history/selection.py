@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from mlcheck.errors import InputError
 from mlcheck.harness.reframe_api import time_period
 from mlcheck.history.database import SESSION_UUID, failure_line, samples_of_testcases
-from mlcheck.history.perflog import UnreadableFile, perflog_files, read_perflog
+from mlcheck.history.perflog import read_perflogs
 from mlcheck.visible import visible
 
 LATEST = 'latest'
@@ -104,15 +104,7 @@ def load(selection, database=None, with_failed=False, left_out=None):
                             f'({len(failures)}: {failures[0]})')
     else:
         left_out = [] if left_out is None else left_out
-        samples, files = [], perflog_files(selection.path)
-        for path in files:
-            try:
-                samples += read_perflog(path, selection.period, with_failed, left_out)
-            except UnreadableFile as err:
-                if len(files) == 1:
-                    raise
-                # one planted file (a FIFO, a link to /dev/zero) must not stop every report
-                print(f'{err}; its file left out', file=sys.stderr)
+        samples = read_perflogs(selection.path, selection.period, with_failed, left_out)
         where = f'perf log {visible(selection.path)}'
         if left_out:
             print(f'{len(left_out)} unreadable perf log line(s) left out (named above)',
