@@ -11,7 +11,7 @@ from mlcheck.history import hostlist
 from perflogs import write_perflog
 from test_node_sweep_cases import (CIFAR, CIFAR_FIGURES, HOUR, full_sweep, judged, resumed,
                                    utc)  # noqa: F401 (the fixture)
-from test_nodes import MNIST, NODES16, NOV, appended, drained, run, run_of_sweep, slurm_states
+from test_nodes import LINKS, MNIST, NODES16, NOV, appended, drained, run, run_of_sweep, slurm_states
 
 DAY = 86400
 ROCM60 = 'MNISTDistributedCheck %image=rocm60.sif %num_nodes=1'
@@ -566,3 +566,54 @@ def test_r7_n11_the_nodes_a_constraint_selects_are_the_ones_to_vet(tmp_path, cap
                            '--slurm-states', str(tmp_path / 'states.txt'), '--slurm-tz', 'UTC')
         assert code == code_ and said in out, out
         assert "the nodes to vet of perlmutter:gpu: Slurm's nodes with feature gpu (16 nodes" in out, out
+
+
+# --- ninth red-team of issue 47 (on 93ad88b) ---------------------------------------------------
+
+CPU16 = [f'nid{i:03d}' for i in range(17, 33)]
+
+
+def two_partitions_in_the_reservation(tmp_path):
+    """Slurm's states: gpu nid001-016, cpu nid017-032, every node in the maintenance reservation,
+    no drain time to compare (the reservation flow)."""
+    states = ''.join(slurm_states(nodes_, {n: ('IDLE+MAINTENANCE', '') for n in nodes_}, partition=p)
+                     for p, nodes_ in (('gpu', NODES16), ('cpu', CPU16)))
+    (tmp_path / 'states.txt').write_text(states)
+    return ['--slurm-states', str(tmp_path / 'states.txt'), '--slurm-tz', 'UTC']
+
+
+@pytest.mark.parametrize('nightly', ['pair job', 'smoke run'])
+def test_r9_n04_a_nightly_job_keeps_no_partition_s_week_old_sweep_current(tmp_path, capsys, nightly):
+    """n04g, n04c: sim:cpu swept on Nov 17 (nid025 failed it, dealt with since), sim:gpu on Nov
+    24; a nightly 2-node interconnect job on nid017-018 (or a one-node smoke run of another test
+    on nid017) 6 h before gpu's sweep. The cpu nodes were healthy, exit 0 (or nid025 drained on
+    last week's record); they are not vetted, exit 1."""
+    cpu = run_of_sweep(CPU16, NOV[24] - 7 * DAY, partition='sim:cpu', failed={('nid025', 0)})
+    one = run_of_sweep(['nid017'], NOV[24] - 6 * HOUR, name=LINKS, partition='sim:cpu',
+                       figures=(('allreduce_busbw', 'GB/s', 80.0),), first_job=7000)
+    if nightly == 'pair job':
+        one = [dataclasses.replace(s, name=LINKS.replace('=1', '=2'), num_nodes=2,
+                                   nodelist='nid[017-018]') for s in one]
+    gpu = run_of_sweep(NODES16, NOV[24], partition='sim:gpu', first_job=8000)
+    log = write_perflog(tmp_path / 'sweep.log', cpu + one + gpu)
+    code, out, _ = run(capsys, log, *two_partitions_in_the_reservation(tmp_path))
+    assert code == 1 and '16 healthy, 0 drained, 0 not judged, 16 not vetted' in out, out
+    assert drained(out) == [] and 'sim:cpu: its latest sweep ended 2026-11-17' in out, out
+
+
+def test_r9_n09_a_selection_never_leaves_out_a_partition_swept_in_the_same_maintenance(
+        tmp_path, capsys, utc):
+    """n09: sim:cpu swept on Nov 23 at 18:00 (nid020 failed), sim:gpu on Nov 24 at 08:00, one
+    maintenance; PATH@20261124 kept gpu alone: 16 healthy, exit 0, cpu unmentioned. Refused."""
+    found = appended(run_of_sweep(CPU16, NOV[24] - 14 * HOUR, partition='sim:cpu', failed={('nid020', 0)}),
+                     run_of_sweep(NODES16, NOV[24], partition='sim:gpu', first_job=5000))
+    log = write_perflog(tmp_path / 'sweep.log', found)
+    code, out, err = run(capsys, f'{log}@20261124:20261130', *two_partitions_in_the_reservation(tmp_path))
+    assert code == 2 and "leaves out every run of MNISTDistributedCheck[image=host] on sim:cpu" in err, (out, err)
+
+
+def test_r9_a_test_of_16_nodes_keeps_its_node_count_in_its_short_name():
+    """n22: a pair sweep with -P num_nodes=16 was named InterconnectCheck[image=host,6]."""
+    from mlcheck.history.node_records import short
+    assert short('InterconnectCheck %image=host %num_nodes=16') == 'InterconnectCheck[image=host,num_nodes=16]'
+    assert short(MNIST) == 'MNISTDistributedCheck[image=host]'

@@ -206,15 +206,18 @@ def split_sweep(found, since, until, gap, cut):
     fifth red-team's c12, the sixth's c06, the eighth's m02), or of the same partition where it
     leaves out every run of a test swept there on 2 nodes or more (CIFAR-100 swept on the idle
     nodes 14-18 h before MNIST in one maintenance, failing on a node, would vanish: the sixth's
-    c06b, the eighth's m01; a one-node debug run may be left out)."""
+    c06b, the eighth's m01; a one-node debug run may be left out), or of any partition where it
+    leaves out every run of one (the ninth's n09)."""
     kept, left = {}, {}
     for s in found:
-        for key in (node_records.run_of(s), s.partition):
+        for key in (node_records.run_of(s), s.partition, '*'):
             side = 'kept' if since <= s.time <= until else 'before' if s.time < since else 'after'
             (kept if side == 'kept' else left.setdefault(side, {})).setdefault(key, []).append(s)
     for side, tests in sorted(left.items()):
         for test in sorted(k for k in tests if isinstance(k, tuple)):
-            ran = kept.get(test) or kept.get(test[0])   # the test's runs kept, else the partition's
+            # the test's runs kept, else its partition's, else any (a partition swept 14 h before
+            # the others in one maintenance, left out whole: the ninth red-team's n09)
+            ran = kept.get(test) or kept.get(test[0]) or kept.get('*')
             if not ran:
                 continue
             edge = min(s.time for s in ran) if side == 'before' else max(s.time for s in ran)
@@ -225,7 +228,8 @@ def split_sweep(found, since, until, gap, cut):
                     f'{cut} {what} {node_records.short(test[1])} on {test[0]}: a run it leaves out '
                     f'ended at {node_records.stamp((max if side == "before" else min)(s.time for s in near))}, '
                     f'within --sweep-gap of the {"first" if side == "before" else "last"} it '
-                    f'keeps on {test[0]} ({node_records.stamp(edge)}), so of the same maintenance; '
+                    f'keeps{f" on {test[0]}" if test[0] in kept else ""} ({node_records.stamp(edge)}), '
+                    'so of the same maintenance; '
                     'select the whole sweep, or give a --sweep-gap shorter than that pause if it is not')
 
 

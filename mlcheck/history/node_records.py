@@ -114,7 +114,7 @@ def test_name(name):
 def short(test):
     """A test's name short enough for a Slurm Reason: 'MNISTDistributedCheck[image=host]'
     (a sweep's num_nodes is 1, said once)."""
-    name, *params = test.replace('%num_nodes=1', '').split()
+    name, *params = [word for word in test.split() if word != '%num_nodes=1']
     return f"{name}[{','.join(p.lstrip('%') for p in params)}]" if params else name
 
 

@@ -521,28 +521,28 @@ def latest_sweeps(placed, gap, sizes=None):
 
 
 def _stale_partitions(kept, past):
-    """`kept` less the runs of a partition whose latest sweeps are all of an earlier maintenance
-    than the selection's newest run (a day or more with no run of any partition's full sweeps
+    """`kept` less the runs of a partition whose latest full sweep is of an earlier maintenance
+    than the selection's newest (a day or more with no run of any partition's full sweeps
     between), which become history, their nodes not vetted (the eighth red-team's m13b: sim:cpu
     swept only the week before, its nodes in the maintenance reservation called healthy)."""
-    if not kept:
-        return kept, past
     every = sorted(t for ends in past.ends.values() for t in ends)
-    newest = max(s.time for _, s in kept)
-    last = {}
-    for _, s in kept:
-        last[s.partition] = max(s.time, last.get(s.partition, 0))
+    if not kept or not every:
+        return kept, past
+    # the partitions' full sweeps, not a nightly smoke run or pair job, say when each was last
+    # swept (the ninth red-team's n04c and n04g: a week-old sweep kept current by them)
+    newest = every[-1]
+    last = {s.partition: max(past.ends.get(s.partition, [0])) for _, s in kept}
     stale = {p for p, ended in last.items() if _quiet(every + [ended, newest], ended, newest) >= STALE_AFTER}
     for node, s in kept:
         if s.partition in stale and node is not None:
             label = (f'{short(test_name(s.name))} on {s.partition}, whose latest sweep ended '
-                     f'{stamp(last[s.partition])}, a maintenance before the selection\'s latest run '
-                     f'({stamp(newest)})')
+                     f'{stamp(last[s.partition])}, a maintenance before the selection\'s latest sweep '
+                     f'(ended {stamp(newest)})')
             past.nodes.setdefault(label, {})[node] = max(s.time, past.nodes.get(label, {}).get(node, 0))
     past.said = [said for said in past.said if not any(f' on {p}: ' in said or f' on {p} (' in said
                                                        for p in stale)]
     past.said += [f'{partition}: its latest sweep ended {stamp(last[partition])}, a maintenance '
-                  f'before the selection\'s latest run ({stamp(newest)}): history only, its nodes '
+                  f'before the selection\'s latest sweep (ended {stamp(newest)}): history only, its nodes '
                   'not vetted' for partition in sorted(stale)]
     return [(n, s) for n, s in kept if s.partition not in stale], past
 
