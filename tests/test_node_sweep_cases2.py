@@ -617,3 +617,18 @@ def test_r9_a_test_of_16_nodes_keeps_its_node_count_in_its_short_name():
     from mlcheck.history.node_records import short
     assert short('InterconnectCheck %image=host %num_nodes=16') == 'InterconnectCheck[image=host,num_nodes=16]'
     assert short(MNIST) == 'MNISTDistributedCheck[image=host]'
+
+
+# --- tenth red-team of issue 47 (on 835cef3) ---------------------------------------------------
+
+def test_r10_p04_a_node_slow_then_normal_after_a_repair_re_run_is_not_drained_on_the_median(tmp_path, capsys):
+    """p04: the 08:00 sweep finds nid011 35 % slow; repaired, it is re-run at 14:00 with another
+    repaired node and two controls, and passes. It was drained on the median of its two runs,
+    dated at the good one; it is not judged, naming the slow run, as a failure there is. A slow
+    repetition before a stall of a session that goes on over every node still drains (c04)."""
+    first = run_of_sweep(NODES16, NOV[24], slower={'nid011': 0.35})
+    again = run_of_sweep(['nid004', 'nid011', 'nid001', 'nid016'], NOV[24] + 6 * HOUR, seed=3, first_job=3000)
+    code, out, _ = judged(tmp_path, capsys, first + again)
+    assert code == 1 and drained(out) == [] and 'nid011' not in resumed(out), out
+    line = not_judged_line(out, 'nid011')
+    assert 'above its peers (' in line and 'at 2026-11-24T08:2' in line and 'a flaky node' in line, out

@@ -665,6 +665,20 @@ def test_a_node_whose_stack_differs_from_its_peers_is_listed_and_its_drain_line_
     assert '; stack: NCCL 2.20.5, 63 peers 2.21.5' in line
 
 
+def test_a_network_plugin_that_vanished_on_one_node_is_listed_as_not_loaded():
+    """The tenth red-team of issue 47, p18: NCCL on nid011 no longer loads aws-ofi-nccl after the
+    upgrade, so its records lack the fact its 15 peers record; nothing was said, exit 0."""
+    stack = lambda plugin: 'torch=2.5.1;nccl=2.21.5' + (f';net_plugin={plugin}' if plugin else '')
+    found = [replaced([s], stack=stack('' if s.nodelist == 'nid011' else 'aws-ofi-nccl 1.9.2'))[0]
+             for s in sweep(16)]
+    result = nodes.judge(found)
+    assert result.stack == {'nid011': ['network plugin none (not loaded), 15 peers aws-ofi-nccl 1.9.2']}
+    # ... and one node's fact that most peers lack is as unlike them
+    found = [replaced([s], stack=stack('aws-ofi-nccl 1.9.2' if s.nodelist == 'nid011' else ''))[0]
+             for s in sweep(16)]
+    assert nodes.judge(found).stack == {'nid011': ['network plugin aws-ofi-nccl 1.9.2, 15 peers none']}
+
+
 # names and reasons that others wrote, pasted by the Slurm operator (issue 37, item 1)
 HOSTILE_NODES = ['nid001;id>{tmp}/x;#', '$(id>{tmp}/y)', 'nid001 nid002', '-nid001', 'nid[1]`id`']
 
