@@ -371,3 +371,24 @@ def test_w1_the_run_proposed_separates_nodes_that_always_ran_together():
         assert v.kind == 'cannot tell' and {'nid003', 'nid004'} <= {n.split()[-1] for n in v.named}, v.line()
         assert re.search(r'-J nodelist=nid00[34]\b', v.separating), v.line()
         assert 'exclude=nid003,nid004' not in v.separating, v.line()
+
+
+# --- the third red-team of issue 49 (seen failing on dae80fa) ---------------------------------------
+
+NID006 = {'node nid006', 'a GPU of nid006', 'the link of nid006'}
+
+
+def test_rt3_c38_a_slow_nic_on_a_busy_partition_under_repeat_3_fails_the_gate():
+    """c38: nid006's NIC at half speed, busy partition of 16, --repeat 3, 3 % noise and 4 % of
+    runs interfered (2-4 spreads slower). At dae80fa 2 of these 8 seeds exited 0 (`no likely
+    cause: nothing got slower or failed`: each of nid006's runs lost 12-49 %, but each was one
+    run of its test, judged alone against a spread too wide for one run) and 2 listed every
+    node. Pooled over the tests nid006 ran (each test's runs on it against its runs elsewhere),
+    its loss is clear: the line names nid006's candidates and no other."""
+    for seed in range(8):
+        before, after = build(random.Random(seed), [Fault('link', 'nid006', 0.5)], mode='busy', noise=0.03,
+                              repetitions=(3, 3), nodes=partition(16), tail=0.04)
+        found = verdicts(before, after)
+        assert found, seed
+        singles = {h[0] for h in found[0].hypotheses if len(h) == 1}
+        assert singles and singles <= NID006, (seed, found[0].line())

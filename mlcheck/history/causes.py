@@ -255,7 +255,8 @@ def diagnose(cells, stacks=None, partitions=()):
     ev = Evidence.of(cells)
     left, more = ev.standing()
     worse = [cells[i] for i in sorted(ev.worse) if cells[i].aspect in (SPEED, RANK, LOADER)]
-    what = _what(worse, cells) if worse else (
+    on_nodes = [cells[i] for i in sorted(ev.worse) if cells[i].pooled]
+    what = '; '.join(filter(None, [_what(worse, cells) if worse else '', *map(_on_node_said, on_nodes)])) or (
         'figures fail the gate, but no test is clearly worse than its noise on the nodes its runs '
         f'used (by {Z:g} spreads): too near the noise to single out a cause')
     alone = _one_run(worse)
@@ -306,6 +307,14 @@ def _what(worse, cells):
     measured = ', '.join(filter(None, [_range_of(losses), f'{failed} failed' if failed else '']))
     return (f'{_count(sorted({c.test for c in worse}), "test")} worse ({measured}: '
             f'{listed(images)} at {_counts(counts)})')
+
+
+def _on_node_said(cell):
+    """'the runs on nid006 lost 21 % beyond the same tests' runs on other nodes (8 tests across
+    nodes, 9 runs)'."""
+    where = 'across nodes' if cell.num_nodes > 1 else 'at 1 node'
+    return (f'{cell.test} lost {100 * cell.loss:.0f} % beyond the same tests\' runs on other nodes '
+            f'({cell.pooled} tests {where}, {cell.runs} runs)')
 
 
 def _support(hypothesis, ev, stacks):
