@@ -392,3 +392,27 @@ def test_rt3_c38_a_slow_nic_on_a_busy_partition_under_repeat_3_fails_the_gate():
         assert found, seed
         singles = {h[0] for h in found[0].hypotheses if len(h) == 1}
         assert singles and singles <= NID006, (seed, found[0].line())
+
+
+def test_rt3_c35_a_plugin_lost_in_every_image_is_not_the_fabric_alone():
+    """c35: RCCL no longer loads the network plugin in any image (each image's own plugin), busy
+    partition and idle. At dae80fa: `likely cause: fabric` (busy) or `cannot tell: one of fabric,
+    nid001 ...` (idle): an engineer sent to the network team, while the stack line said `network
+    plugin aws-ofi-rccl 1.4.0 -> none (not loaded) in every image`. The images' own network
+    layer, alike in all of them, slows what the fabric slows: cannot tell, both named."""
+    for mode in ('busy', 'slurm'):
+        for seed in range(2):
+            before, after = build(random.Random(seed), [Fault('image net', image, 0.6) for image in IMAGES],
+                                  mode=mode, noise=0.03, nodes=partition(16))
+            [v] = verdicts(before, after)
+            assert v.kind == 'cannot tell' and {('fabric',), (causes.EVERY_NETWORK,)} <= set(v.hypotheses), v.line()
+            assert 'network plugin aws-ofi-rccl 1.4.0 -> none (not loaded)' in v.line(), v.line()
+
+
+def test_rt3_a_fabric_fault_with_the_plugin_unchanged_stays_the_fabric():
+    """The other side of c35: the fabric slowed and every image's RCCL and plugin as before (the
+    host's libfabric changed, which every image bind-mounts): no images' network layer."""
+    before, after = build(random.Random(3), [Fault('fabric', None, 0.6)], mode='busy', noise=0.03,
+                          nodes=partition(16))
+    [v] = verdicts(before, after)
+    assert ('fabric',) in v.hypotheses and causes.EVERY_NETWORK not in v.named, v.line()

@@ -254,6 +254,12 @@ def diagnose(cells, stacks=None, partitions=()):
     partition names (no node named like one is passed on in a command)."""
     ev = Evidence.of(cells)
     left, more = ev.standing()
+    stacks = {} if stacks is None else stacks
+    if ('fabric',) in left and _every_image_network(stacks, cells):
+        # the images' own network layer, changed alike in every one of them, slows just what the
+        # fabric slows: no cell tells them apart, the stack line says it changed
+        at = left.index(('fabric',)) + 1
+        left = left[:at] + [(EVERY_NETWORK,)] + left[at:]
     worse = [cells[i] for i in sorted(ev.worse) if cells[i].aspect in (SPEED, RANK, LOADER)]
     on_nodes = [cells[i] for i in sorted(ev.worse) if cells[i].pooled]
     what = '; '.join(filter(None, [_what(worse, cells) if worse else '', *map(_on_node_said, on_nodes)])) or (
@@ -270,7 +276,7 @@ def diagnose(cells, stacks=None, partitions=()):
                        _command([('-n', alone.check)], alone.image, alone.num_nodes, ['--repeat', '3'],
                                 'that test again: a transient passes'))
     if worse and len(left) == 1 and not more:
-        return Verdict('cause', left, f'{what}; {_support(left[0], ev, {} if stacks is None else stacks)}')
+        return Verdict('cause', left, f'{what}; {_support(left[0], ev, stacks)}')
     hypotheses = tuple(left + more)
     if not hypotheses:
         # none fits every cell: those that explain the losses, though some cell they predict
@@ -283,7 +289,7 @@ def diagnose(cells, stacks=None, partitions=()):
     why = (f'{len(ev.unclear)} cell(s) too close to the noise to clear another cause; '
            if more else '') + ('the cells fit it' if len(left) == 1 else 'the cells fit each')
     stated = list(dict.fromkeys(part for h in left for part in
-                                _stack_note(h, {} if stacks is None else stacks, cells).split('; ') if part))
+                                _stack_note(h, stacks, cells).split('; ') if part))
     return Verdict('cannot tell', hypotheses, '; '.join([what, why] + stated),
                    separating(hypotheses, cells, (), partitions))
 
@@ -331,6 +337,22 @@ def _support(hypothesis, ev, stacks):
         parts.append(f'{RANK_VAR} {_range_of([-c.loss for c in rank])}')
     note = _stack_note(hypothesis, stacks, cells)
     return '; '.join(parts + ([note] if note else [])) or 'no other candidate fits'
+
+
+# what every image carries of its own network layer (its RCCL and RCCL's network plugin); not
+# libfabric, which a site's images most often bind-mount from the host (the fabric's own)
+IMAGE_NETWORK_FACTS = ('nccl', 'net_plugin')
+EVERY_NETWORK = 'the network layer of every image'
+
+
+def _every_image_network(stacks, cells):
+    """The changes of the network layer that every image run across nodes recorded alike, where
+    there are two or more (with one, `image X (its network layer)` is that candidate); else []."""
+    images = sorted({c.image for c in cells if c.aspect == SPEED and c.num_nodes > 1})
+    if len(images) < 2:
+        return []
+    return [change for change in stacks.get(images[0], []) if change[0] in IMAGE_NETWORK_FACTS
+            and all(change in stacks.get(image, []) for image in images)]
 
 
 def _stack_note(hypothesis, stacks, cells):
@@ -384,6 +406,11 @@ def _separating_run(names, cells, runs, refusal):
     pinned = _pinned_run(names, cells, runs, refusal)
     if pinned is not None:
         return pinned
+    if EVERY_NETWORK in names:
+        # no repetition separates them: only a network layer that did not change
+        return ('the interconnect check across nodes in an image whose RCCL and network plugin are as '
+                'they were before the upgrade (none of these images): the fabric slows it, the images\' '
+                'network layer does not')
     if len(names) > 3 and _more_repetitions(cells):
         # many causes left beside cells near their threshold: the noise is what to clear first
         return _more_repetitions(cells)
