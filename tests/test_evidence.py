@@ -14,6 +14,7 @@ from hypothesis import HealthCheck, given, settings, strategies as st
 import scenario_bank
 from command_line import run_report
 from mlcheck.history import causes, compare
+from mlcheck.history.evidence import NOTHING as NOTHING_SAID, EvidenceTable
 from perflogs import write_perflog
 from scenario_bank import IMAGES, Fault, build, partition
 
@@ -416,3 +417,39 @@ def test_rt3_a_fabric_fault_with_the_plugin_unchanged_stays_the_fabric():
                           nodes=partition(16))
     [v] = verdicts(before, after)
     assert ('fabric',) in v.hypotheses and 'the network layer of every image' not in v.named, v.line()
+
+
+def shares_session(rng, compute, comm, side):
+    """One 4-node MNIST test, 5 runs: a step's compute and communication times (s) give its rate,
+    and communication_efficiency (the job's rate over the same GPUs alone: compute over the step)."""
+    from mlcheck.history.samples import Sample
+    found = []
+    for r in range(5):
+        step = compute + comm
+        shared = 1 + rng.gauss(0, 0.03)
+        for var, unit, value in (('samples_per_s', 'samples/s', 4000 / step * shared),
+                                 ('train_time', 's', 10 * step / shared),
+                                 ('communication_efficiency', '%', 100 * compute / step * (1 + rng.gauss(0, 0.01)))):
+            found.append(Sample('sim:cluster', 'MNISTDistributedCheck %image=torch-2.9.1 %num_nodes=4', 'torch-2.9.1',
+                                4, var, value, unit, time=1e9 + r * 600 + (side == 'after') * 86400,
+                                jobid=f'{side}{r}', nodelist='nid001,nid002,nid003,nid004', settings='epochs=3'))
+    return found
+
+
+def test_rt3_c16_a_faster_job_whose_efficiency_share_fell_passes_the_gate():
+    """c16 and c34: the host stack 15-25 % faster (GPUs compute faster, the exchange takes as
+    long): every rate improved, and communication_efficiency (and scaling_efficiency, against a
+    1-node run that sped up more) fell 6-7 %. At dae80fa that share's row was a REGRESSION, exit
+    1, `cannot tell: one of host stack, fabric, ...` for an upgrade that made everything faster.
+    A share of a faster reference that fell where its test's own rates improved and none got worse
+    is said, not gated; where the job got slower too, it stays a regression."""
+    for seed in range(5):
+        rng = random.Random(seed)
+        before = shares_session(rng, 1.0, 0.5, 'before')
+        table = EvidenceTable.of(before, shares_session(rng, 0.8, 0.5, 'after'))
+        share = next(c for c in table.comparisons if c.key[2] == 'communication_efficiency')
+        assert share.change < -0.05 and share.verdict not in compare.FAILING, (seed, share.verdict, share.change)
+        assert table.exit_status() == 0 and table.cause_lines()[0] == NOTHING_SAID, table.cause_lines()
+        slower = EvidenceTable.of(before, shares_session(rng, 1.0, 0.7, 'after'))
+        share = next(c for c in slower.comparisons if c.key[2] == 'communication_efficiency')
+        assert share.verdict == compare.REGRESSION and slower.exit_status() == 1, (seed, share.verdict)
