@@ -453,3 +453,19 @@ def test_rt3_c16_a_faster_job_whose_efficiency_share_fell_passes_the_gate():
         slower = EvidenceTable.of(before, shares_session(rng, 1.0, 0.7, 'after'))
         share = next(c for c in slower.comparisons if c.key[2] == 'communication_efficiency')
         assert share.verdict == compare.REGRESSION and slower.exit_status() == 1, (seed, share.verdict)
+
+
+def test_rt3_idle_the_run_that_separates_is_not_more_repetitions_on_the_same_nodes():
+    """The red-team's idle cases (c07 fabric, c08 host stack; 3 % noise and 4 % of runs
+    interfered, so some cells sit near their threshold): `cannot tell: one of fabric, nid001 (its
+    link), nid002 (the node or its link)` and `host stack, node nid001`, each with `--repeat 5
+    (more repetitions ...)`. On an idle partition Slurm gives every job the lowest nodes: the
+    repetitions land on nid001-nid004 again and every hypothesis predicts what they show. The
+    run on other nodes separates them (the fabric and the host stack slow it, nid001 does not)."""
+    for kind in ('fabric', 'host stack'):
+        for seed in range(3):
+            before, after = build(random.Random(seed), [Fault(kind, None, 0.4 if kind == 'fabric' else 0.15)],
+                                  mode='slurm', noise=0.03, tail=0.04)
+            v = verdicts(before, after)[0]
+            assert v.kind == 'cannot tell' and (kind,) in v.hypotheses, v.line()
+            assert '--repeat' not in v.separating and '-J exclude=nid001' in v.separating, (kind, seed, v.line())

@@ -290,8 +290,10 @@ def diagnose(cells, stacks=None, partitions=()):
            if more else '') + ('the cells fit it' if len(left) == 1 else 'the cells fit each')
     stated = list(dict.fromkeys(part for h in left for part in
                                 _stack_note(h, stacks, cells).split('; ') if part))
+    # the run separates the single causes left; the pairs, a second cause hidden near the noise,
+    # only where one is left ('to clear it')
     return Verdict('cannot tell', hypotheses, '; '.join([what, why] + stated),
-                   separating(hypotheses, cells, (), partitions))
+                   separating(tuple(left) if len(left) > 1 else hypotheses, cells, (), partitions))
 
 
 def _one_run(worse):
@@ -411,7 +413,7 @@ def _separating_run(names, cells, runs, refusal):
         return ('the interconnect check across nodes in an image whose RCCL and network plugin are as '
                 'they were before the upgrade (none of these images): the fabric slows it, the images\' '
                 'network layer does not')
-    if len(names) > 3 and _more_repetitions(cells):
+    if len(names) > 3 and _more_repetitions(cells) and _repetitions_separate(names, cells):
         # many causes left beside cells near their threshold: the noise is what to clear first
         return _more_repetitions(cells)
     seen = sorted(set().union(*(c.used or () for c in cells), *(r.nodes for r in runs)))
@@ -446,7 +448,7 @@ def _separating_run(names, cells, runs, refusal):
         return _command([('-n', 'CIFAR100ResNetCheck')], None, None, [], f'it records {LOADER_VAR}')
     if any(n.startswith('image ') for n in names) and len(images) < 2:
         return _command(lost[0], 'host', counts[0], [], 'the host\'s own Python beside the image')
-    return _more_repetitions(cells)
+    return _more_repetitions(cells) if _repetitions_separate(names, cells) else ''
 
 
 NETWORK = ' (its network layer)'
@@ -516,6 +518,17 @@ def _cheapest_lost(cells, runs, interconnect=False):
         return [], None
     check, _, image = min(lost, key=lambda t: ((t[0] == INTERCONNECT) != interconnect, t[1], t[0], t[2]))
     return [('-n', check)], image
+
+
+def _repetitions_separate(names, cells):
+    """Whether more repetitions can tell the candidates `names` apart: each of them can slow
+    another set of the cells near their threshold (unclear) than every other. Where two reach the
+    same ones (an idle partition gives every job the lowest nodes: the fabric and the link of
+    nid001, the host stack and nid001, reach the same runs), repetitions land on the same nodes
+    and both predict what they show."""
+    ev = Evidence.of(cells)
+    reach = [ev.reach[n] & ev.unclear for n in names if n in ev.reach]
+    return len(names) > len(reach) or len(set(reach)) == len(reach)
 
 
 def _more_repetitions(cells):
