@@ -521,14 +521,19 @@ def _cheapest_lost(cells, runs, interconnect=False):
 
 
 def _repetitions_separate(names, cells):
-    """Whether more repetitions can tell the candidates `names` apart: each of them can slow
-    another set of the cells near their threshold (unclear) than every other. Where two reach the
-    same ones (an idle partition gives every job the lowest nodes: the fabric and the link of
-    nid001, the host stack and nid001, reach the same runs), repetitions land on the same nodes
-    and both predict what they show."""
+    """Whether more repetitions can tell the candidates `names` apart: some of them can slow
+    another set of the cells near their threshold (unclear) than others. Where every test's runs
+    used one set of nodes (an idle partition gives every job the lowest ones), the repetitions
+    land on those nodes again: each candidate must then slow another set than every other (the
+    fabric and the link of nid001, the host stack and nid001, reach the same runs there, and both
+    predict what the repetitions show)."""
     ev = Evidence.of(cells)
     reach = [ev.reach[n] & ev.unclear for n in names if n in ev.reach]
-    return len(names) > len(reach) or len(set(reach)) == len(reach)
+    if len(names) > len(reach):
+        return True
+    placed = group([c for c in cells if c.aspect == SPEED and c.used], lambda c: c.test)
+    fixed = all(len({c.used for c in of}) == 1 for of in placed.values())
+    return len(set(reach)) == len(reach) if fixed else len(set(reach)) > 1
 
 
 def _more_repetitions(cells):
