@@ -14,6 +14,7 @@ from hypothesis import HealthCheck, given, settings, strategies as st
 import scenario_bank
 from command_line import run_report
 from mlcheck.history import causes, compare
+from mlcheck.history.evidence import NOTHING as NOTHING_SAID, EvidenceTable
 from perflogs import write_perflog
 from scenario_bank import IMAGES, Fault, build, partition
 
@@ -371,3 +372,100 @@ def test_w1_the_run_proposed_separates_nodes_that_always_ran_together():
         assert v.kind == 'cannot tell' and {'nid003', 'nid004'} <= {n.split()[-1] for n in v.named}, v.line()
         assert re.search(r'-J nodelist=nid00[34]\b', v.separating), v.line()
         assert 'exclude=nid003,nid004' not in v.separating, v.line()
+
+
+# --- the third red-team of issue 49 (seen failing on dae80fa) ---------------------------------------
+
+NID006 = {'node nid006', 'a GPU of nid006', 'the link of nid006'}
+
+
+def test_rt3_c38_a_slow_nic_on_a_busy_partition_under_repeat_3_fails_the_gate():
+    """c38: nid006's NIC at half speed, busy partition of 16, --repeat 3, 3 % noise and 4 % of
+    runs interfered (2-4 spreads slower). At dae80fa 2 of these 8 seeds exited 0 (`no likely
+    cause: nothing got slower or failed`: each of nid006's runs lost 12-49 %, but each was one
+    run of its test, judged alone against a spread too wide for one run) and 2 listed every
+    node. Pooled over the tests nid006 ran (each test's runs on it against its runs elsewhere),
+    its loss is clear: the line names nid006's candidates and no other."""
+    for seed in range(8):
+        before, after = build(random.Random(seed), [Fault('link', 'nid006', 0.5)], mode='busy', noise=0.03,
+                              repetitions=(3, 3), nodes=partition(16), tail=0.04)
+        found = verdicts(before, after)
+        assert found, seed
+        singles = {h[0] for h in found[0].hypotheses if len(h) == 1}
+        assert singles and singles <= NID006, (seed, found[0].line())
+
+
+def test_rt3_c35_a_plugin_lost_in_every_image_is_not_the_fabric_alone():
+    """c35: RCCL no longer loads the network plugin in any image (each image's own plugin), busy
+    partition and idle. At dae80fa: `likely cause: fabric` (busy) or `cannot tell: one of fabric,
+    nid001 ...` (idle): an engineer sent to the network team, while the stack line said `network
+    plugin aws-ofi-rccl 1.4.0 -> none (not loaded) in every image`. The images' own network
+    layer, alike in all of them, slows what the fabric slows: cannot tell, both named."""
+    for mode in ('busy', 'slurm'):
+        for seed in range(2):
+            before, after = build(random.Random(seed), [Fault('image net', image, 0.6) for image in IMAGES],
+                                  mode=mode, noise=0.03, nodes=partition(16))
+            [v] = verdicts(before, after)
+            assert v.kind == 'cannot tell' and {('fabric',), ('the network layer of every image',)} <= set(v.hypotheses), v.line()
+            assert 'network plugin aws-ofi-rccl 1.4.0 -> none (not loaded)' in v.line(), v.line()
+
+
+def test_rt3_a_fabric_fault_with_the_plugin_unchanged_stays_the_fabric():
+    """The other side of c35: the fabric slowed and every image's RCCL and plugin as before (the
+    host's libfabric changed, which every image bind-mounts): no images' network layer."""
+    before, after = build(random.Random(3), [Fault('fabric', None, 0.6)], mode='busy', noise=0.03,
+                          nodes=partition(16))
+    [v] = verdicts(before, after)
+    assert ('fabric',) in v.hypotheses and 'the network layer of every image' not in v.named, v.line()
+
+
+def shares_session(rng, compute, comm, side):
+    """One 4-node MNIST test, 5 runs: a step's compute and communication times (s) give its rate,
+    and communication_efficiency (the job's rate over the same GPUs alone: compute over the step)."""
+    from mlcheck.history.samples import Sample
+    found = []
+    for r in range(5):
+        step = compute + comm
+        shared = 1 + rng.gauss(0, 0.03)
+        for var, unit, value in (('samples_per_s', 'samples/s', 4000 / step * shared),
+                                 ('train_time', 's', 10 * step / shared),
+                                 ('communication_efficiency', '%', 100 * compute / step * (1 + rng.gauss(0, 0.01)))):
+            found.append(Sample('sim:cluster', 'MNISTDistributedCheck %image=torch-2.9.1 %num_nodes=4', 'torch-2.9.1',
+                                4, var, value, unit, time=1e9 + r * 600 + (side == 'after') * 86400,
+                                jobid=f'{side}{r}', nodelist='nid001,nid002,nid003,nid004', settings='epochs=3'))
+    return found
+
+
+def test_rt3_c16_a_faster_job_whose_efficiency_share_fell_passes_the_gate():
+    """c16 and c34: the host stack 15-25 % faster (GPUs compute faster, the exchange takes as
+    long): every rate improved, and communication_efficiency (and scaling_efficiency, against a
+    1-node run that sped up more) fell 6-7 %. At dae80fa that share's row was a REGRESSION, exit
+    1, `cannot tell: one of host stack, fabric, ...` for an upgrade that made everything faster.
+    A share of a faster reference that fell where its test's own rates improved and none got worse
+    is said, not gated; where the job got slower too, it stays a regression."""
+    for seed in range(5):
+        rng = random.Random(seed)
+        before = shares_session(rng, 1.0, 0.5, 'before')
+        table = EvidenceTable.of(before, shares_session(rng, 0.8, 0.5, 'after'))
+        share = next(c for c in table.comparisons if c.key[2] == 'communication_efficiency')
+        assert share.change < -0.05 and share.verdict not in compare.FAILING, (seed, share.verdict, share.change)
+        assert table.exit_status() == 0 and table.cause_lines()[0] == NOTHING_SAID, table.cause_lines()
+        slower = EvidenceTable.of(before, shares_session(rng, 1.0, 0.7, 'after'))
+        share = next(c for c in slower.comparisons if c.key[2] == 'communication_efficiency')
+        assert share.verdict == compare.REGRESSION and slower.exit_status() == 1, (seed, share.verdict)
+
+
+def test_rt3_idle_the_run_that_separates_is_not_more_repetitions_on_the_same_nodes():
+    """The red-team's idle cases (c07 fabric, c08 host stack; 3 % noise and 4 % of runs
+    interfered, so some cells sit near their threshold): `cannot tell: one of fabric, nid001 (its
+    link), nid002 (the node or its link)` and `host stack, node nid001`, each with `--repeat 5
+    (more repetitions ...)`. On an idle partition Slurm gives every job the lowest nodes: the
+    repetitions land on nid001-nid004 again and every hypothesis predicts what they show. The
+    run on other nodes separates them (the fabric and the host stack slow it, nid001 does not)."""
+    for kind in ('fabric', 'host stack'):
+        for seed in range(3):
+            before, after = build(random.Random(seed), [Fault(kind, None, 0.4 if kind == 'fabric' else 0.15)],
+                                  mode='slurm', noise=0.03, tail=0.04)
+            v = verdicts(before, after)[0]
+            assert v.kind == 'cannot tell' and (kind,) in v.hypotheses, v.line()
+            assert '--repeat' not in v.separating and '-J exclude=nid001' in v.separating, (kind, seed, v.line())

@@ -74,7 +74,7 @@ def percent(value):
 
 # the order a reader acts in: what broke or got slower first, then what got faster
 ORDER = (compare.NO_RESULT, compare.OTHER_SETTINGS, compare.UNIT_CHANGED, compare.REGRESSION,
-         compare.TOO_FEW_WORSE, compare.IMPROVED, compare.CHANGED, compare.ZERO_BEFORE, compare.WITHIN_NOISE, compare.UNCHANGED, compare.TOO_FEW,
+         compare.TOO_FEW_WORSE, compare.IMPROVED, compare.SHARE_OF_FASTER, compare.CHANGED, compare.ZERO_BEFORE, compare.WITHIN_NOISE, compare.UNCHANGED, compare.TOO_FEW,
          compare.ONLY_BEFORE, compare.ONLY_AFTER)
 ACT_ON = compare.FAILING
 
@@ -130,6 +130,9 @@ def summary(comparisons, rule):
                      'unit that does not convert to before\'s, so it is not the same figure: fails the gate')
     for verdict, why in ((compare.CHANGED, 'a figure that is neither better higher nor lower '
                           '(power): shown, not judged'),
+                         (compare.SHARE_OF_FASTER, 'a share of a faster reference (communication or '
+                          'scaling efficiency) fell where its test\'s rates improved and none got '
+                          'worse: the job is faster, its reference more so; said, not gated'),
                          (compare.ZERO_BEFORE, 'a figure of 0 before has no relative change')):
         if count(verdict):
             lines.append(f'{count(verdict)} {verdict}: {why}')

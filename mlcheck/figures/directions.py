@@ -28,6 +28,10 @@ BETTER = {
 }
 
 # a figure not in BETTER (another suite's, or an old perf log's) is judged by its unit
+# a job's speed as a share of a faster reference: over the same GPUs training alone
+# (communication), over one node's per-GPU rate (scaling). Where the reference speeds up more
+# than the job (faster GPUs, an exchange that takes as long), the share falls on a faster job
+SHARES = frozenset({'communication_efficiency', 'scaling_efficiency'})
 TIME_UNITS = {'s', 'ms', 'us', 'min', 'h'}
 
 

@@ -254,8 +254,15 @@ def diagnose(cells, stacks=None, partitions=()):
     partition names (no node named like one is passed on in a command)."""
     ev = Evidence.of(cells)
     left, more = ev.standing()
+    stacks = {} if stacks is None else stacks
+    if ('fabric',) in left and _every_image_network(stacks, cells):
+        # the images' own network layer, changed alike in every one of them, slows just what the
+        # fabric slows: no cell tells them apart, the stack line says it changed
+        at = left.index(('fabric',)) + 1
+        left = left[:at] + [(EVERY_NETWORK,)] + left[at:]
     worse = [cells[i] for i in sorted(ev.worse) if cells[i].aspect in (SPEED, RANK, LOADER)]
-    what = _what(worse, cells) if worse else (
+    on_nodes = [cells[i] for i in sorted(ev.worse) if cells[i].pooled]
+    what = '; '.join(filter(None, [_what(worse, cells) if worse else '', *map(_on_node_said, on_nodes)])) or (
         'figures fail the gate, but no test is clearly worse than its noise on the nodes its runs '
         f'used (by {Z:g} spreads): too near the noise to single out a cause')
     alone = _one_run(worse)
@@ -269,7 +276,7 @@ def diagnose(cells, stacks=None, partitions=()):
                        _command([('-n', alone.check)], alone.image, alone.num_nodes, ['--repeat', '3'],
                                 'that test again: a transient passes'))
     if worse and len(left) == 1 and not more:
-        return Verdict('cause', left, f'{what}; {_support(left[0], ev, {} if stacks is None else stacks)}')
+        return Verdict('cause', left, f'{what}; {_support(left[0], ev, stacks)}')
     hypotheses = tuple(left + more)
     if not hypotheses:
         # none fits every cell: those that explain the losses, though some cell they predict
@@ -282,9 +289,11 @@ def diagnose(cells, stacks=None, partitions=()):
     why = (f'{len(ev.unclear)} cell(s) too close to the noise to clear another cause; '
            if more else '') + ('the cells fit it' if len(left) == 1 else 'the cells fit each')
     stated = list(dict.fromkeys(part for h in left for part in
-                                _stack_note(h, {} if stacks is None else stacks, cells).split('; ') if part))
+                                _stack_note(h, stacks, cells).split('; ') if part))
+    # the run separates the single causes left; the pairs, a second cause hidden near the noise,
+    # only where one is left ('to clear it')
     return Verdict('cannot tell', hypotheses, '; '.join([what, why] + stated),
-                   separating(hypotheses, cells, (), partitions))
+                   separating(tuple(left) if len(left) > 1 else hypotheses, cells, (), partitions))
 
 
 def _one_run(worse):
@@ -308,6 +317,14 @@ def _what(worse, cells):
             f'{listed(images)} at {_counts(counts)})')
 
 
+def _on_node_said(cell):
+    """'the runs on nid006 lost 21 % beyond the same tests' runs on other nodes (8 tests across
+    nodes, 9 runs)'."""
+    where = 'across nodes' if cell.num_nodes > 1 else 'at 1 node'
+    return (f'{cell.test} lost {100 * cell.loss:.0f} % beyond the same tests\' runs on other nodes '
+            f'({cell.pooled} tests {where}, {cell.runs} runs)')
+
+
 def _support(hypothesis, ev, stacks):
     """What rules the others out: the cells it predicts unchanged that are, and its stack."""
     cells = ev.cells
@@ -322,6 +339,22 @@ def _support(hypothesis, ev, stacks):
         parts.append(f'{RANK_VAR} {_range_of([-c.loss for c in rank])}')
     note = _stack_note(hypothesis, stacks, cells)
     return '; '.join(parts + ([note] if note else [])) or 'no other candidate fits'
+
+
+# what every image carries of its own network layer (its RCCL and RCCL's network plugin); not
+# libfabric, which a site's images most often bind-mount from the host (the fabric's own)
+IMAGE_NETWORK_FACTS = ('nccl', 'net_plugin')
+EVERY_NETWORK = 'the network layer of every image'
+
+
+def _every_image_network(stacks, cells):
+    """The changes of the network layer that every image run across nodes recorded alike, where
+    there are two or more (with one, `image X (its network layer)` is that candidate); else []."""
+    images = sorted({c.image for c in cells if c.aspect == SPEED and c.num_nodes > 1})
+    if len(images) < 2:
+        return []
+    return [change for change in stacks.get(images[0], []) if change[0] in IMAGE_NETWORK_FACTS
+            and all(change in stacks.get(image, []) for image in images)]
 
 
 def _stack_note(hypothesis, stacks, cells):
@@ -375,7 +408,12 @@ def _separating_run(names, cells, runs, refusal):
     pinned = _pinned_run(names, cells, runs, refusal)
     if pinned is not None:
         return pinned
-    if len(names) > 3 and _more_repetitions(cells):
+    if EVERY_NETWORK in names:
+        # no repetition separates them: only a network layer that did not change
+        return ('the interconnect check across nodes in an image whose RCCL and network plugin are as '
+                'they were before the upgrade (none of these images): the fabric slows it, the images\' '
+                'network layer does not')
+    if len(names) > 3 and _more_repetitions(cells) and _repetitions_separate(names, cells):
         # many causes left beside cells near their threshold: the noise is what to clear first
         return _more_repetitions(cells)
     seen = sorted(set().union(*(c.used or () for c in cells), *(r.nodes for r in runs)))
@@ -410,7 +448,7 @@ def _separating_run(names, cells, runs, refusal):
         return _command([('-n', 'CIFAR100ResNetCheck')], None, None, [], f'it records {LOADER_VAR}')
     if any(n.startswith('image ') for n in names) and len(images) < 2:
         return _command(lost[0], 'host', counts[0], [], 'the host\'s own Python beside the image')
-    return _more_repetitions(cells)
+    return _more_repetitions(cells) if _repetitions_separate(names, cells) else ''
 
 
 NETWORK = ' (its network layer)'
@@ -480,6 +518,22 @@ def _cheapest_lost(cells, runs, interconnect=False):
         return [], None
     check, _, image = min(lost, key=lambda t: ((t[0] == INTERCONNECT) != interconnect, t[1], t[0], t[2]))
     return [('-n', check)], image
+
+
+def _repetitions_separate(names, cells):
+    """Whether more repetitions can tell the candidates `names` apart: some of them can slow
+    another set of the cells near their threshold (unclear) than others. Where every test's runs
+    used one set of nodes (an idle partition gives every job the lowest ones), the repetitions
+    land on those nodes again: each candidate must then slow another set than every other (the
+    fabric and the link of nid001, the host stack and nid001, reach the same runs there, and both
+    predict what the repetitions show)."""
+    ev = Evidence.of(cells)
+    reach = [ev.reach[n] & ev.unclear for n in names if n in ev.reach]
+    if len(names) > len(reach):
+        return True
+    placed = group([c for c in cells if c.aspect == SPEED and c.used], lambda c: c.test)
+    fixed = all(len({c.used for c in of}) == 1 for of in placed.values())
+    return len(set(reach)) == len(reach) if fixed else len(set(reach)) > 1
 
 
 def _more_repetitions(cells):

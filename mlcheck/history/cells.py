@@ -50,6 +50,8 @@ class Cell:
     always: frozenset = frozenset()  # nodes every run after used
     other: 'Cell' = None           # a contrast's cell that lost less
     runs: int = 0                  # the runs after it rests on
+    run_noise: float = 0.0         # the spread of one of its runs after (relative)
+    pooled: int = 0                # the tests a node's contrast pools (_beyond_others_on_nodes)
 
     @property
     def training(self):
@@ -92,7 +94,8 @@ def cells_of(judged, after, rule=compare.Rule()):
     ran = {c.key[1]: len(runs[c.key]) for c in judged if c.key in runs}
     cells = _uncorroborated(_cells(figures), ran)
     # the contrasts between tests: of all of a test's runs, where the noise is smallest
-    return cells + _contrasts([c for c in _cells(whole) if c.aspect == SPEED], rule) + _beyond_others(cells, rule)
+    return (cells + _contrasts([c for c in _cells(whole) if c.aspect == SPEED], rule)
+            + _beyond_others(cells, rule) + _beyond_others_on_nodes(cells, rule))
 
 
 def _uncorroborated(cells, ran):
@@ -122,18 +125,20 @@ def _failed(test, found):
 
 
 def _cells(figures):
-    """[Cell] of {(name, settings, aspect, nodes): [(comparison, (status, loss, spread), runs)]}."""
+    """[Cell] of {(name, settings, aspect, nodes): [(comparison, (status, loss, spread, run's
+    spread), runs)]}."""
     cells = []
     for (name, _, aspect, used), found in figures.items():
         c = found[0][0]
-        statuses = {status for _, (status, _, _), _ in found}
+        statuses = {status for _, (status, *_), _ in found}
         always = used if not isinstance(used, tuple) else used[1]
         used = used if not isinstance(used, tuple) else used[0]
         cells.append(Cell(name, name.split()[0], c.image, c.num_nodes, aspect,
                           'worse' if 'worse' in statuses else 'same' if statuses == {'same'} else 'unclear',
-                          statistics.median(loss for _, (_, loss, _), _ in found),
-                          statistics.median(spread for _, (_, _, spread), _ in found), used, always or frozenset(),
-                          runs=max(n for _, _, n in found)))
+                          statistics.median(loss for _, (_, loss, *_), _ in found),
+                          statistics.median(spread for _, (_, _, spread, _), _ in found), used, always or frozenset(),
+                          runs=max(n for _, _, n in found),
+                          run_noise=statistics.median(run for _, (*_, run), _ in found)))
     return cells
 
 
@@ -146,10 +151,11 @@ def _used(runs):
 
 
 def _figure(c, runs, noise, rule, before):
-    """(status, loss, spread of the loss) of one figure's runs after on one set of nodes, against
-    before's mean; a failed run makes it a loss of all; None for a figure with no direction."""
+    """(status, loss, spread of the loss, spread of one run after) of one figure's runs after on
+    one set of nodes, against before's mean; a failed run makes it a loss of all; None for a
+    figure with no direction."""
     if any(s.value is None for s in runs):
-        return 'worse', FAILED, 0.0
+        return 'worse', FAILED, 0.0, 0.0
     values = [s.value if s.unit == c.unit else compare.in_unit(s.value, s.unit, c.unit) for s in runs]
     mean_before, own = before
     if None in values or mean_before == 0:
@@ -171,7 +177,7 @@ def _figure(c, runs, noise, rule, before):
     # the slowest rank's fraction names a slow GPU where it fell by more than the ranks of a job
     # differ from day to day: three thresholds, as a real one does (it moves with few ranks)
     least = SAME_BOUND * rule.threshold if c.key[2] == RANK_VAR else rule.threshold
-    return _status(loss, spread, rule, least), loss, spread
+    return _status(loss, spread, rule, least), loss, spread, run_after
 
 
 def _aspect(comparison):
@@ -247,6 +253,74 @@ def _beyond_others(cells, rule):
             found.append(Cell(a.test, a.check, a.image, a.num_nodes, BEYOND_OTHERS, 'worse', a.loss - loss,
                               spread, a.used, a.always, other=other, runs=a.runs))
     return found
+
+
+def _beyond_others_on_nodes(cells, rule):
+    """What the runs that used one node lost beyond the same tests' runs on other nodes, pooled
+    over the tests that ran both ways: on a busy partition under --repeat 3 each run on a slow
+    node is a cell of one run, too near the noise alone, while its loss repeats over every test
+    it ran. Across nodes and within one node apart (a link slows only the first). Each test's
+    difference is weighted by its precision; the pooled loss must be clear (_status) and stay so
+    with any one test left out: a run that shared its node with another job is one test, not a
+    cause. Node by node, the clearest first, and the runs of a node found are left out of the
+    next one's (a node that shared jobs with the slow one lost only through them). Only where
+    placement varied: an idle partition's jobs always take the same nodes, and no test ran both
+    ways."""
+    speed = [c for c in cells if c.aspect == SPEED and c.used and c.loss < FAILED]
+    found, explained = [], set()
+    while True:
+        best = None
+        for across in (False, True):
+            of = [c for c in speed if (c.num_nodes > 1) == across and not c.used & explained]
+            for node in sorted(set().union(*(c.used for c in of)) - explained):
+                pooled = _pooled_beyond(of, node, rule)
+                if pooled and (best is None or pooled[0] / pooled[1] > best[0].loss / best[0].spread):
+                    cell, tests = pooled[2], pooled[3]
+                    best = (Cell(f'the runs on {node}', '', None, 2 if across else 1, BEYOND_OTHERS, 'worse',
+                                 pooled[0], pooled[1], frozenset([node]), frozenset([node]),
+                                 other=Cell('', '', None, cell.num_nodes, SPEED, 'same',
+                                            used=frozenset().union(*(c.used for c in of if node not in c.used))),
+                                 runs=cell.runs, pooled=tests), node)
+        if best is None:
+            return found
+        found.append(best[0])
+        explained.add(best[1])
+
+
+def _pooled_beyond(cells, node, rule):
+    """(loss, spread, a cell, tests) of the runs on `node` beyond the same tests' runs elsewhere,
+    pooled over the tests, where clear with each test left out too; else None. A run's spread is
+    measured here, among each test's runs about their group's mean (on the node, elsewhere), its
+    1 % upper bound, never under the cells' (a robust spread of five runs falls short of it)."""
+    terms, squares = [], []
+    for _, of in group(cells, lambda c: c.test).items():
+        on = [c for c in of if node in c.used]
+        off = [c for c in of if node not in c.used]
+        if not on or not off:
+            continue
+        runs = [sum(c.runs for c in cs) for cs in (on, off)]
+        means = [sum(c.runs * c.loss for c in cs) / n for cs, n in zip((on, off), runs)]
+        squares.append((sum(runs) - 2, sum(c.runs * (c.loss - m) ** 2 for cs, m in zip((on, off), means)
+                                           for c in cs), max(c.run_noise for c in of)))
+        terms.append((means[0] - means[1], 1 / runs[0] + 1 / runs[1], on))
+    if len(terms) < 2:
+        return None
+    dof = sum(n for n, _, _ in squares)
+    run = max([max(r for _, _, r in squares)] + ([_bound([(dof, sum(q for _, q, _ in squares) / dof)])] if dof else []))
+    if not run:
+        return None
+    terms = [(d, run ** 2 * share, on) for d, share, on in terms]
+    pooled = [_weighted(terms[:i] + terms[i + 1:]) for i in range(len(terms))] + [_weighted(terms)]
+    if any(_status(loss, spread, rule) != 'worse' for loss, spread in pooled):
+        return None
+    on = [c for _, _, cs in terms for c in cs]
+    return pooled[-1] + (Cell('', '', None, on[0].num_nodes, SPEED, runs=sum(c.runs for c in on)), len(terms))
+
+
+def _weighted(terms):
+    """(mean, its spread) of [(difference, variance, _)] weighted by precision."""
+    weights = [1 / var for _, var, _ in terms]
+    return (sum(w * d for w, (d, _, _) in zip(weights, terms)) / sum(weights), math.sqrt(1 / sum(weights)))
 
 
 def _contrasts(cells, rule):

@@ -8,8 +8,8 @@ import statistics
 from dataclasses import dataclass, field
 
 from mlcheck.errors import InputError
-from mlcheck.figures.directions import worse_by
-from mlcheck.history.samples import test_of
+from mlcheck.figures.directions import SHARES, worse_by
+from mlcheck.history.samples import group, test_of
 
 REGRESSION, IMPROVED, WITHIN_NOISE, UNCHANGED, TOO_FEW = (
     'REGRESSION', 'improved', 'within noise', 'unchanged', 'too few repetitions')
@@ -22,6 +22,9 @@ NO_RESULT = 'NO RESULT AFTER'
 # a figure that is neither better higher nor lower (power: mlcheck.figures.directions) and moved
 # beyond the rule: shown, never failing
 CHANGED = 'changed (informational)'
+# a share of a faster reference (mlcheck.figures.directions.SHARES) that fell where its test's own
+# rates improved and none of its figures got worse: the job is faster, its reference more so
+SHARE_OF_FASTER = 'lower share, faster job'
 # a figure of 0 before: no relative change exists
 ZERO_BEFORE = 'zero before: not comparable'
 # after measured in a unit that cannot be converted to before's: the figure is not the same one
@@ -200,6 +203,7 @@ def compare(before, after, rule=Rule()):
                 entry.failed_before += 1
     judged = [judge(table[key], rule) for key in sorted(table)
               if table[key].before or table[key].after or table[key].units_after]
+    _shares_of_faster_jobs(judged)
     settings_after = {test_of(c.key) for c in judged if c.after}
     tests_after = {c.key[:2] for c in judged if c.after}
     tests_compared = {c.key[:2] for c in judged if c.before and c.after}
@@ -214,3 +218,18 @@ def compare(before, after, rule=Rule()):
             c.verdict = OTHER_SETTINGS if not c.failed_after and c.key[:2] in tests_after \
                 else NO_RESULT
     return judged
+
+
+def _shares_of_faster_jobs(judged):
+    """A share's REGRESSION becomes SHARE_OF_FASTER where the same test's other figures with a
+    direction include an improvement and nothing worse (failing, or worse within the noise): a
+    faster job whose reference sped up more. Where the job got slower too, it stays; an exchange
+    slower beside GPUs as much faster is the interconnect check's to see."""
+    for _, of in group(judged, lambda c: test_of(c.key)).items():
+        own = [c for c in of if c.key[2] not in SHARES and c.worse is not None]
+        if not any(c.verdict == IMPROVED for c in own) or any(
+                c.verdict in FAILING or c.verdict == WITHIN_NOISE and c.worse > 0 for c in own):
+            continue
+        for c in of:
+            if c.verdict == REGRESSION and c.key[2] in SHARES:
+                c.verdict = SHARE_OF_FASTER
