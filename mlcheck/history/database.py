@@ -7,6 +7,7 @@ running ReFrame session (scaling efficiency) through that session's storage back
 """
 
 import contextlib
+import io
 import json
 import math
 import os
@@ -171,12 +172,25 @@ class ResultsDatabase:
         self.unknown_versions = []
 
     def latest_session(self):
-        found = next(self._sessions(), None)
-        if found is not None:
-            self._say_unknown()     # newer sessions of a layout not known: named, never blocking
-        if found is None:
-            raise InputError(f'results database {self.path} holds no readable session'
-                             + (f' ({self.unknown_versions[0]})' if self.unknown_versions else ''))
+        """The newest session's id; an InputError where the newest cannot be read, naming the
+        newest that can: `latest` meaning an older one judged last week's sweep and resumed a
+        node that failed the newest, or compared a session with itself, exit 0 (issue 48's
+        security red-team, U1). Its id, or a period, selects the readable one."""
+        rows = list(self._query('SELECT rowid, uuid FROM sessions ORDER BY session_start_unix DESC LIMIT 1'))
+        if not rows:
+            raise InputError(f'results database {self.path} holds no session')
+        with contextlib.redirect_stderr(io.StringIO()) as said:
+            found = next(self._sessions(), None)
+        newest_row, newest = rows[0]
+        if found is None or found[0] != newest:
+            first = said.getvalue().partition('\n')[0]
+            why = (first.partition(' left out: ')[2] if f'session row {newest_row} ' in first
+                   else (self.unknown_versions or ['it cannot be read'])[0])
+            raise InputError(
+                f'results database {self.path}: its newest session (row {newest_row}) cannot be read '
+                f'({why[:200]}), and `latest` never means an older one: '
+                + (f'give the newest readable session by its id ({found[0]}) if that is the one meant'
+                   if found else 'no session of it can be read'))
         return found[0]
 
     def session_uuid(self, prefix):
