@@ -750,3 +750,19 @@ def test_a_database_lock_link_is_replaced_at_the_checks_setup(tmp_path):
     assert reasons == {f'config error: results database lock {prefix / ".db.lock"} was a symbolic link '
                        f'to {outside}, which ReFrame would open following it: replaced by a lock of '
                        'ours; not run'}, reasons
+
+
+def test_node_lists_longer_than_their_jobs_are_not_expanded(tmp_path, capsys):
+    """The security red-team's U2: 270 records of a 90 KB perf log, each naming a different
+    100,000 nodes, held mlcheck-report at 3.7 GB for over 10 minutes (each list was within the
+    per-list bound, nothing bounded them together). A record's list names at most its job's
+    nodes: such a record is named and left out at once, the others judged."""
+    found = session(4, 0.01, {}, random.Random(1))
+    hostile = [dataclasses.replace(found[0], nodelist=f'x{i}n[00000-99999]', jobid=str(90000 + i))
+               for i in range(60)]
+    log = write_perflog(tmp_path / 'sweep.log', found + hostile)
+    code, out, err = within(30, lambda: run_main(capsys, nodes.main, log))
+    assert code == 1 and "names more than 1 hosts (its job's num_nodes is 1)" in err, err
+    assert '4 node(s)' in out and 'State=RESUME' not in out, out
+    code, out, err = within(30, lambda: run_main(capsys, report.main, log, log))
+    assert code in (0, 1) and 'internal error' not in err, err

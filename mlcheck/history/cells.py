@@ -83,7 +83,7 @@ def cells_of(judged, after, rule=compare.Rule()):
             continue        # not run after (or new, or 0 before: no relative change): no part
         test = (c.key[1], c.key[3], _aspect(c))
         before = c.mean_before, _own(c) if len(c.before) >= 2 else 0.0
-        for used, of in group(runs[c.key], lambda s: _nodes(s.nodelist) or None).items():
+        for used, of in group(runs[c.key], lambda s: _nodes(s.nodelist, s.num_nodes) or None).items():
             found = _figure(c, of, (noise[c.key[2]], noise_after[c.key[2]]), rule, before)
             if found:
                 figures.setdefault(_failed(test, found) + (used,), []).append((c, found, len(of)))
@@ -144,7 +144,7 @@ def _cells(figures):
 
 def _used(runs):
     """(nodes any run used, nodes every run used), or (None, None) where one is not recorded."""
-    sets = [_nodes(s.nodelist) for s in runs]
+    sets = [_nodes(s.nodelist, s.num_nodes) for s in runs]
     if not all(sets):
         return None, None
     return frozenset().union(*sets), frozenset.intersection(*sets)

@@ -91,6 +91,14 @@ def node_of(sample):
     return names[0] if len(names) == 1 else None
 
 
+def job_size(sample):
+    """(limit, whose) for hostlist.expand of a record's node list: its job's node count."""
+    count = sample.num_nodes
+    if isinstance(count, int) and not isinstance(count, bool) and count > 0:
+        return count, f" (its job's num_nodes is {count})"
+    return hostlist.MAX_HOSTS, ''
+
+
 def nodes_of(sample):
     """The nodes of a record's job, in its node list's order (each a host name, or InputError)."""
     text = sample.nodelist
@@ -101,7 +109,7 @@ def nodes_of(sample):
     if hostlist.HOST_NAME.fullmatch(text):
         return [text]        # the common case, without parsing a host list
     try:
-        return hostlist.expand(text)
+        return hostlist.expand(text, *job_size(sample))
     except InputError as e:
         raise InputError(f'{where(sample)}: its node list: {e}') from None
 

@@ -46,7 +46,7 @@ def runs_of(samples, side):
     for (partition, name, settings, source, _, nodelist), of in jobs.items():
         first = of[0]
         runs.append(Run(side, partition, name, settings, first.image, first.num_nodes,
-                        nodes_of(nodelist), first.jobid, source,
+                        nodes_of(nodelist, first.num_nodes), first.jobid, source,
                         max(s.time for s in of), 0, tuple((s.var, s.value, s.unit) for s in of),
                         next((s.problem for s in of if s.problem), ''), first.stack))
     numbered = []
@@ -56,10 +56,11 @@ def runs_of(samples, side):
 
 
 @functools.lru_cache(maxsize=4096)
-def nodes_of(nodelist):
+def nodes_of(nodelist, num_nodes=None):
     """The node names of a recorded node list ('nid001,nid002' or 'nid[001-003]'); none where
-    it is absent or unreadable (the node is then not judged)."""
+    it is absent, unreadable or longer than its job's `num_nodes` (the node is then not judged)."""
+    limit = num_nodes if isinstance(num_nodes, int) and num_nodes > 0 else hostlist.MAX_HOSTS
     try:
-        return frozenset(hostlist.expand(nodelist)) if nodelist else frozenset()
+        return frozenset(hostlist.expand(nodelist, limit)) if nodelist else frozenset()
     except InputError:
         return frozenset()
