@@ -696,10 +696,10 @@ def test_a_node_that_is_not_a_host_name_is_refused_in_one_line_naming_where(tmp_
         assert code != 0 and named and all('hostile.log' in line for line in named), err
         assert 'is not a host name' in err or 'bad host name' in err or 'bad range' in err, err
         assert node not in out and 'State=RESUME' not in out
-    if ' ' not in node:    # a failure's sentence names a node up to a space
-        with pytest.raises(InputError, match='not a host name'):
-            nodes.judge(sweep(8) + [multi_node_run('sanity: ' + collectives.SLOW_NODE.write(
-                node=node, fraction=0.5, reference=1.0, pairs=f'{node} <-> nid002 0.1 GB/s'))])
+    if ' ' not in node:    # a failure's sentence names a node up to a space: left out, named
+        result = nodes.judge(sweep(8) + [multi_node_run('sanity: ' + collectives.SLOW_NODE.write(
+            node=node, fraction=0.5, reference=1.0, pairs=f'{node} <-> nid002 0.1 GB/s'))])
+        assert result.unknown_nodes == 1 and 'not a host name' in ' '.join(result.unreadable)
     code, _, err = run(capsys, write_perflog(tmp_path / 'fine.log', sweep(8)), f'--expect={node}')
     assert code == 2 and err.count('\n') == 1 and 'host list' in err, err
     assert not list(tmp_path.glob('[xy]'))
@@ -841,13 +841,16 @@ def test_case5_a_test_failing_on_every_node_is_one_partition_wide_line_and_no_dr
 
 @pytest.mark.parametrize('name', ['ALL', 'all', 'All'])
 def test_case6_a_node_named_all_is_refused_and_no_line_names_it(tmp_path, capsys, name):
-    """Case 6: `scontrol update NodeName=ALL State=DRAIN` drains the whole cluster."""
+    """Case 6: `scontrol update NodeName=ALL State=DRAIN` drains the whole cluster. The record
+    is named and left out, never in a command; the others are judged (issue 48's security
+    red-team, U3: the whole sweep was refused), none resumed (its real node is unknown), exit 1."""
     found = [s if s.nodelist != 'nid003' else replaced([s], nodelist=name)[0]
              for s in run_of_sweep(NODES16, NOV[24], slower={'nid003': 0.4})]
     code, out, err = run(capsys, write_perflog(tmp_path / 'sweep.log', found),
                          '--expect', 'nid[001-016]')
-    assert code == 2 and err.count('\n') == 1 and f'{name!r}' in err and 'sweep.log' in err, err
-    assert 'scontrol' not in out, out
+    assert code == 1 and f'{name!r}' in out and 'sweep.log' in out, out
+    assert not [line for line in out.splitlines() if line.startswith('scontrol') and name in line], out
+    assert 'State=RESUME' not in out and 'no node is resumed' in out, out
 
 
 def closed_pipe_run(argv, cwd):
@@ -977,21 +980,22 @@ def test_a_node_outside_the_nodes_slurm_knows_or_named_like_a_partition_is_refus
              for s in run_of_sweep(NODES16, NOV[24])]
     code, out, err = run(capsys, write_perflog(tmp_path / 'sweep.log', found),
                          '--slurm-states', str(tmp_path / 'states.txt'), '--slurm-tz', 'UTC')
-    assert code == 2 and says in err and err.count('\n') == 1 and 'scontrol' not in out, err
+    assert code == 1 and says in out and 'State=RESUME' not in out, out    # left out (U3)
+    assert not [line for line in out.splitlines() if line.startswith('scontrol') and name in line], out
 
 
 def test_a_node_outside_expect_is_refused_where_slurm_cannot_be_read(tmp_path, capsys):
     found = run_of_sweep(NODES16 + ['nid099'], NOV[24])
-    code, _, err = run(capsys, write_perflog(tmp_path / 'sweep.log', found), '--expect', 'nid[001-016]')
-    assert code == 2 and "'nid099' is not one of the partition's nodes (nid[001-016])" in err, err
+    code, out, err = run(capsys, write_perflog(tmp_path / 'sweep.log', found), '--expect', 'nid[001-016]')
+    assert code == 1 and "'nid099' is not one of the partition's nodes (nid[001-016])" in out, out
 
 
 def test_a_failed_pair_sweep_naming_all_as_its_slow_node_is_refused():
     failure = pair_sweep_failure(SLOW_NODE_AND_LINK)
     failure = replaced([failure], problem=failure.problem.replace('node nid002 is slow',
                                                                   'node ALL is slow'))[0]
-    with pytest.raises(InputError, match="'ALL' is Slurm's name for every node"):
-        nodes.judge(sweep(4) + [failure])
+    result = nodes.judge(sweep(4) + [failure])       # left out, named (U3)
+    assert result.unknown_nodes == 1 and "'ALL' is Slurm's name for every node" in ' '.join(result.unreadable)
 
 
 # the admins' reasons on a partition after a maintenance (the RESUME line's guard reads them)

@@ -172,7 +172,12 @@ def vet(args):
     sweep.already_drained = {node: why for node in sweep.drain if states and node in states
                              for why in [slurm_states.drained_by_another(states[node],
                                                                          resume_reason)] if why}
-    plan = slurm_states.resume_plan([] if unlisted else sweep.healthy, states, why_unread, resume_reason)
+    if sweep.unknown_nodes:
+        notes.append(f'{sweep.unknown_nodes} record(s) left out: they name no node of the partition '
+                     '(ALL, a partition\'s or NodeSet\'s name, or one outside it; named below): their '
+                     'nodes are unknown, so no node is resumed and the exit status is not 0')
+    plan = slurm_states.resume_plan([] if unlisted or sweep.unknown_nodes else sweep.healthy, states,
+                                    why_unread, resume_reason)
     if known is None:     # no node list to check names against: no line Slurm reads
         plan.resume, plan.no_lines = [], (f'Slurm cannot be read here ({why_unread}) and no '
                                           '--expect names the nodes')
