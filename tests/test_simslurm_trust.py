@@ -119,10 +119,17 @@ def test_the_checked_path_is_the_used_path(tmp_path):
     assert install.claimed(sim).dir == str(tmp_path / 'real' / 'simslurm')
 
 
-def test_the_partition_is_root_s_and_the_invoking_group_s_for_a_limited_time():
-    settings = cluster.settings_from_env({'SUDO_GID': '50'})      # staff, on Debian
+def test_the_partition_is_root_s_and_the_invoking_group_s_for_a_limited_time(monkeypatch):
+    settings = cluster.settings_from_env({'SUDO_GID': '50', 'SUDO_USER': 'alice'})   # staff, on Debian
     assert settings['GROUPS'] == ('root', 'staff')
     assert cluster.settings_from_env({})['GROUPS'] == ('root',)
+    # a group another user has too (users, every account's on many sites) is not given the
+    # partition and its CPU weight (issue 48's second security red-team, U5)
+    import pwd
+    bob = pwd.struct_passwd(('bob', 'x', 1002, 50, '', '/home/bob', '/bin/sh'))
+    monkeypatch.setattr(pwd, 'getpwall', lambda: [bob])
+    assert cluster.settings_from_env({'SUDO_GID': '50', 'SUDO_USER': 'alice'})['GROUPS'] == ('root',)
+    assert cluster.settings_from_env({'SUDO_GID': '50', 'SUDO_USER': 'bob'})['GROUPS'] == ('root', 'staff')
     conf = cluster.slurm_conf(cluster.Settings(cpus=2, memory_mb=1024, db_password='x', groups=settings['GROUPS']))
     [line] = re.findall(r'^PartitionName=.*$', conf, re.M)
     assert 'AllowGroups=root,staff' in line.split() and f'MaxTime={cluster.MAX_TIME}' in line.split()

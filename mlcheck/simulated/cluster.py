@@ -17,6 +17,7 @@ running cluster.
 import argparse
 import grp
 import os
+import pwd
 import re
 from dataclasses import dataclass
 
@@ -274,17 +275,22 @@ def settings_from_env(environ):
 
 
 def partition_groups(environ):
-    """root, and the primary group of the user who ran `sudo bin/simslurm up` (SUDO_GID), where
-    that group has a name Slurm can look up."""
+    """root, and the primary group of the user who ran `sudo bin/simslurm up` (SUDO_GID, SUDO_USER),
+    where that group has a name Slurm can look up and is that user's alone: no other user has it
+    as primary group or is listed in it. A shared group (`users`, which every account of many
+    sites has) would give every local user the partition and its hundred-fold CPU weight (issue
+    48's second security red-team, U5); the user then runs the tests under sudo, as root."""
     groups = ['root']
-    with_sudo = environ.get('SUDO_GID') or ''
-    if with_sudo.isdecimal():
+    with_sudo, user = environ.get('SUDO_GID') or '', environ.get('SUDO_USER') or ''
+    if with_sudo.isdecimal() and user:
         try:
-            name = grp.getgrgid(int(with_sudo)).gr_name
+            group = grp.getgrgid(int(with_sudo))
         except KeyError:
-            name = ''
-        if re.fullmatch(r'[A-Za-z_][A-Za-z0-9_.-]*', name) and name not in groups:
-            groups.append(name)
+            return tuple(groups)
+        others = ({p.pw_name for p in pwd.getpwall() if p.pw_gid == group.gr_gid} | set(group.gr_mem)) - {user}
+        if (re.fullmatch(r'[A-Za-z_][A-Za-z0-9_.-]*', group.gr_name) and group.gr_name not in groups
+                and not others):
+            groups.append(group.gr_name)
     return tuple(groups)
 
 
