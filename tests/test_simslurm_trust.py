@@ -137,6 +137,17 @@ def test_the_partition_is_root_s_and_the_invoking_group_s_for_a_limited_time(mon
 
 
 @needs_root
+def test_down_of_a_state_directory_of_no_cluster_leaves_the_cgroup(tmp_path, monkeypatch):
+    """Issue 48's second security red-team: `down` with a mistyped SIMSLURM_DIR removed the live
+    cluster's cgroup, its hundred-fold CPU weight."""
+    removed = []
+    monkeypatch.setattr(simslurm, 'take_lock', lambda: None)
+    monkeypatch.setattr(simslurm, 'remove_partition_cgroup', lambda: removed.append(True))
+    simslurm.cmd_down(Sim(cluster.settings_from_env({'SIMSLURM_DIR': str(tmp_path / 'typo')})))
+    assert removed == []
+
+
+@needs_root
 @pytest.mark.skipif(not os.access('/sys/fs/cgroup/cpu', os.W_OK), reason='needs the cgroup v1 cpu hierarchy')
 def test_down_removes_the_clusters_cgroup(tmp_path, monkeypatch, state):
     """In a hierarchy of this test's own (a cgroup below the machine's cpu one): a process left

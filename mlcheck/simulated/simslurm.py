@@ -267,11 +267,13 @@ def cmd_down(sim):
         raise Failure('must run as root to stop the daemons; rerun with sudo')
     take_lock()
     claimed = install.claimed(sim)
-    if claimed is not None:
-        daemons.cancel_jobs(claimed)
-        daemons.stop_slurm_daemons(claimed)
-        database.stop_accounting(claimed)
-        daemons.stop_our_munged(claimed)
+    if claimed is None:     # a typed SIMSLURM_DIR of no cluster leaves the live one's weight be
+        say(f'no simulated cluster in {sim.dir} (SIMSLURM_DIR): nothing stopped, the cgroup left as it is')
+        return True
+    daemons.cancel_jobs(claimed)
+    daemons.stop_slurm_daemons(claimed)
+    database.stop_accounting(claimed)
+    daemons.stop_our_munged(claimed)
     removed = remove_partition_cgroup()
     if removed:
         say(f'removed the cluster\'s cgroup {removed}')
