@@ -632,3 +632,32 @@ def test_r10_p04_a_node_slow_then_normal_after_a_repair_re_run_is_not_drained_on
     assert code == 1 and drained(out) == [] and 'nid011' not in resumed(out), out
     line = not_judged_line(out, 'nid011')
     assert 'above its peers (' in line and 'at 2026-11-24T08:2' in line and 'a flaky node' in line, out
+
+
+# --- eleventh red-team of issue 47 (on 9845ef6) ------------------------------------------------
+
+def test_r11_q35_a_node_named_on_a_median_of_slow_and_normal_runs_names_its_slow_run(tmp_path, capsys):
+    """q35c: nid011 60 % slow at 08:00; repaired, the whole partition re-swept at 14:00, nid011
+    normal. Drained as '79% above' the median of the two runs, dated at the good one: a good node
+    sent to its vendor. Still drained (the records cannot tell a repair from a flaky node once
+    every node ran again), but the reason names the slow run and when it ran."""
+    first = run_of_sweep(NODES16, NOV[24], slower={'nid011': 0.60})
+    again = run_of_sweep(NODES16, NOV[24] + 6 * HOUR, seed=3, first_job=3000)
+    code, out, _ = judged(tmp_path, capsys, first + again)
+    [line] = [ln for ln in out.splitlines() if ln.startswith('scontrol') and 'nid011' in ln]
+    assert 'slow in 1 of 2 repetitions: ' in line and ' at 2026-11-24T08:2' in line, line
+    assert 'ended 2026-11-24T08:2' in line, line
+
+
+@pytest.mark.parametrize('fact, values', [('net_plugin', ('aws-ofi-nccl 1.9.2', '')),
+                                          ('gpu_driver', ('565.57.01', '560.35.03'))])
+def test_r11_q37_a_fact_split_half_and_half_is_said(fact, values):
+    """q37, q33: one chassis of 8 of 16 lost its network plugin, or a driver reached half the
+    nodes: no majority, and nothing was said, exit 0. Every node is listed against the other half."""
+    from mlcheck.history import nodes
+    stack = lambda v: 'torch=2.5.1;nccl=2.21.5' + (f';{fact}={v}' if v else '')
+    found = [dataclasses.replace(s, stack=stack(values[s.nodelist > 'nid008']))
+             for s in run_of_sweep(NODES16, NOV[24])]
+    said = nodes.judge(found).stack
+    assert sorted(said) == NODES16, said
+    assert said['nid001'][0].endswith(f', 8 peers {values[1] or "none"}'), said

