@@ -759,10 +759,53 @@ def test_node_lists_longer_than_their_jobs_are_not_expanded(tmp_path, capsys):
     nodes: such a record is named and left out at once, the others judged."""
     found = session(4, 0.01, {}, random.Random(1))
     hostile = [dataclasses.replace(found[0], nodelist=f'x{i}n[00000-99999]', jobid=str(90000 + i))
-               for i in range(60)]
+               for i in range(5)]
     log = write_perflog(tmp_path / 'sweep.log', found + hostile)
     code, out, err = within(30, lambda: run_main(capsys, nodes.main, log))
     assert code == 1 and "names more than 1 hosts (its job's num_nodes is 1)" in err, err
     assert '4 node(s)' in out and 'State=RESUME' not in out, out
     code, out, err = within(30, lambda: run_main(capsys, report.main, log, log))
     assert code in (0, 1) and 'internal error' not in err, err
+    # ... and records whose num_nodes claims them (the re-check's R2: 20 of a different 100,000
+    # each ran out of memory): more than 1,000,000 names together are refused in one line
+    claimed = [dataclasses.replace(s, num_nodes=100_000) for s in hostile * 4]
+    claimed = [dataclasses.replace(s, nodelist=f'y{i}n[00000-99999]') for i, s in enumerate(claimed)]
+    log = write_perflog(tmp_path / 'claimed.log', found + claimed)
+    for main, argv in ((nodes.main, [log]), (report.main, [log, log])):
+        code, out, err = within(30, lambda: run_main(capsys, main, *argv))
+        assert code == 2 and err.count('\n') == 1 and 'more than 1,000,000 hosts together' in err, err
+
+
+def test_an_unreadable_failed_record_resumes_no_node(tmp_path, capsys):
+    """The security re-check's N2: a failed pair run on nid001-002 whose line is garbled
+    (num_nodes 'two') was left out and every node resumed, exit 1. Its nodes are unknown: no
+    RESUME line, as for an unreadable node list."""
+    from test_nodes import LINKS, NODES16, NOV, run_of_sweep, slurm_states
+    found = run_of_sweep(NODES16[:8], NOV[24])
+    pair = dataclasses.replace(found[0], name=LINKS.replace('=1', '=2'), num_nodes=2,
+                               nodelist='nid[001-002]', value=None, result='fail', time=found[-1].time + 60)
+    log = write_perflog(tmp_path / 'sweep.log', found + [pair])
+    text = open(log).read().splitlines()
+    text[-1] = text[-1].replace('|host|2|4|', '|host|two|4|')
+    open(log, 'w').write('\n'.join(text) + '\n')
+    drained = {n: ('IDLE+DRAIN', 'upgrade 2026-11', '2026-11-24T07:00:00') for n in NODES16[:8]}
+    (tmp_path / 'states.txt').write_text(slurm_states(NODES16[:8], drained))
+    code, out, err = run_main(capsys, nodes.main, log, '--slurm-states', str(tmp_path / 'states.txt'),
+                              '--slurm-tz', 'UTC', '--resume-reason', 'upgrade 2026-11')
+    assert code == 1 and "sweep.log:18: num_nodes: 'two'" in err and 'State=RESUME' not in out, (out, err)
+
+
+def test_latest_refuses_where_which_session_is_newest_cannot_be_told(database, capsys):
+    """The security re-check's N1: the newest session's start set to NULL sorted it last, and
+    `latest` judged the older one, resuming a node that failed the newest, exit 0; two sessions
+    of one start time are in no order either. Refused in one line."""
+    for start in (None, 'same'):
+        with sqlite3.connect(database) as db:
+            if start is None:
+                db.execute('UPDATE sessions SET session_start_unix = NULL WHERE uuid = ?', (NEWER,))
+            else:
+                db.execute('UPDATE sessions SET session_start_unix = (SELECT max(session_start_unix) '
+                           'FROM sessions WHERE uuid != ?)', (NEWER,))
+        db.close()
+        code, out, err = run_main(capsys, nodes.main, 'latest', '--db', str(database), '-C', CONFIG)
+        assert code == 2 and err.count('\n') == 1 and 'which session is newest cannot be told' in err, err

@@ -120,16 +120,24 @@ def test_the_checked_path_is_the_used_path(tmp_path):
 
 
 def test_the_partition_is_root_s_and_the_invoking_group_s_for_a_limited_time(monkeypatch):
-    settings = cluster.settings_from_env({'SUDO_GID': '50', 'SUDO_USER': 'alice'})   # staff, on Debian
+    """Root and the invoking user's private group only (issue 48's security red-team, U5 and its
+    re-check): a group another account has too (a site's users, every account's), or one not
+    named as the user (an LDAP login node lists no one's primary group), is not admitted."""
+    import pwd
+    accounts = {'staff': pwd.struct_passwd(('staff', 'x', 1050, 50, '', '/', '/bin/sh')),
+                'alice': pwd.struct_passwd(('alice', 'x', 1051, 50, '', '/', '/bin/sh'))}
+    monkeypatch.setattr(pwd, 'getpwnam', accounts.__getitem__)
+    monkeypatch.setattr(pwd, 'getpwall', lambda: [accounts['staff']])
+    groups = lambda user: cluster.settings_from_env({'SUDO_GID': '50', 'SUDO_USER': user})['GROUPS']
+    settings = cluster.settings_from_env({'SUDO_GID': '50', 'SUDO_USER': 'staff'})   # staff, on Debian
     assert settings['GROUPS'] == ('root', 'staff')
     assert cluster.settings_from_env({})['GROUPS'] == ('root',)
-    # a group another user has too (users, every account's on many sites) is not given the
-    # partition and its CPU weight (issue 48's second security red-team, U5)
-    import pwd
-    bob = pwd.struct_passwd(('bob', 'x', 1002, 50, '', '/home/bob', '/bin/sh'))
-    monkeypatch.setattr(pwd, 'getpwall', lambda: [bob])
-    assert cluster.settings_from_env({'SUDO_GID': '50', 'SUDO_USER': 'alice'})['GROUPS'] == ('root',)
-    assert cluster.settings_from_env({'SUDO_GID': '50', 'SUDO_USER': 'bob'})['GROUPS'] == ('root', 'staff')
+    assert groups('alice') == ('root',)          # gid 50 is not alice's private group
+    monkeypatch.setattr(pwd, 'getpwall', lambda: [])     # an LDAP login node lists no account
+    assert groups('alice') == ('root',) and groups('staff') == ('root', 'staff')
+    monkeypatch.setattr(pwd, 'getpwall', lambda: [accounts['staff']])
+    monkeypatch.setattr(pwd, 'getpwall', lambda: list(accounts.values()))
+    assert groups('staff') == ('root',)          # alice has it too
     conf = cluster.slurm_conf(cluster.Settings(cpus=2, memory_mb=1024, db_password='x', groups=settings['GROUPS']))
     [line] = re.findall(r'^PartitionName=.*$', conf, re.M)
     assert 'AllowGroups=root,staff' in line.split() and f'MaxTime={cluster.MAX_TIME}' in line.split()

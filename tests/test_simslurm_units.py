@@ -230,8 +230,10 @@ def etc_slurm(tmp_path, monkeypatch):
 def test_up_passes_its_settings_to_the_generator(tmp_path, monkeypatch):
     """With the 4-node golden's SIMSLURM_* settings and measurements, `up` generates that golden's
     files."""
+    import pwd     # a user staff whose private group is Debian's staff (gid 50)
+    monkeypatch.setattr(pwd, 'getpwnam', lambda name: pwd.struct_passwd((name, 'x', 1050, 50, '', '/', '/bin/sh')))
     sim = sim_in(tmp_path, SIMSLURM_NODES='4', SIMSLURM_DIR='/tmp/sim4', SIMSLURM_CTLD_PORT='7817',
-                 SIMSLURM_SLURMD_PORT_BASE='18001', SIMSLURM_DBD_PORT='7819', SUDO_GID='50', SUDO_USER='alice')
+                 SIMSLURM_SLURMD_PORT_BASE='18001', SIMSLURM_DBD_PORT='7819', SUDO_GID='50', SUDO_USER='staff')
     monkeypatch.setattr(install, 'read_password', {'/tmp/sim4/db/slurmdbd.password': 'examplepassword0123456789abcd'}.get)
     files = install.Config(sim, 8, 512).files()
     assert sorted(files) == sorted(os.listdir(os.path.join(GOLDEN, '4nodes')))

@@ -176,8 +176,10 @@ def vet(args):
         notes.append(f'{sweep.unknown_nodes} record(s) left out: they name no node of the partition '
                      '(ALL, a partition\'s or NodeSet\'s name, or one outside it; named below): their '
                      'nodes are unknown, so no node is resumed and the exit status is not 0')
-    plan = slurm_states.resume_plan([] if unlisted or sweep.unknown_nodes else sweep.healthy, states,
-                                    why_unread, resume_reason)
+    # an unreadable record whose node is unknown (a garbled line, a failed pair run) may be any
+    # node's failure: no node is resumed (issue 48's security re-check, N2: its nodes were)
+    unknown = unlisted or sweep.unknown_nodes or any(node is None for _, node, _ in unreadable)
+    plan = slurm_states.resume_plan([] if unknown else sweep.healthy, states, why_unread, resume_reason)
     if known is None:     # no node list to check names against: no line Slurm reads
         plan.resume, plan.no_lines = [], (f'Slurm cannot be read here ({why_unread}) and no '
                                           '--expect names the nodes')

@@ -272,7 +272,13 @@ def _beyond_others_on_nodes(cells, rule):
         best = None
         for across in (False, True):
             of = [c for c in speed if (c.num_nodes > 1) == across and not c.used & explained]
-            for node in sorted(set().union(*(c.used for c in of)) - explained):
+            # a node pools only over two tests or more: the others are not tried (2,000 jobs of
+            # one test on their own 50 nodes each took minutes: issue 48's security re-check, R2)
+            tests_of = {}
+            for c in of:
+                for node in c.used - explained:
+                    tests_of.setdefault(node, set()).add(c.test)
+            for node in sorted(n for n, tests in tests_of.items() if len(tests) > 1):
                 pooled = _pooled_beyond(of, node, rule)
                 if pooled and (best is None or pooled[0] / pooled[1] > best[0].loss / best[0].spread):
                     cell, tests = pooled[2], pooled[3]

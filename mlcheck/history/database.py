@@ -176,9 +176,21 @@ class ResultsDatabase:
         newest that can: `latest` meaning an older one judged last week's sweep and resumed a
         node that failed the newest, or compared a session with itself, exit 0 (issue 48's
         security red-team, U1). Its id, or a period, selects the readable one."""
-        rows = list(self._query('SELECT rowid, uuid FROM sessions ORDER BY session_start_unix DESC LIMIT 1'))
+        rows = list(self._query('SELECT rowid, uuid FROM sessions ORDER BY session_start_unix DESC LIMIT 2'))
         if not rows:
             raise InputError(f'results database {self.path} holds no session')
+        # which is newest must be plain: a start time that is no number sorts last, and two
+        # sessions of one start time are in no order (the security re-check's N1: the newest,
+        # its start made NULL, vanished and an older sweep resumed a failed node)
+        (timeless,), = self._query("SELECT count(*) FROM sessions WHERE typeof(session_start_unix) "
+                                   "NOT IN ('integer', 'real')")
+        (tied,), = self._query('SELECT count(*) FROM sessions WHERE session_start_unix = '
+                               '(SELECT max(session_start_unix) FROM sessions)')
+        if timeless or tied > 1:
+            raise InputError(f'results database {self.path}: which session is newest cannot be told ('
+                             + (f'{timeless} session(s) with no start time' if timeless else
+                                f'{tied} sessions share the newest start time')
+                             + '), and `latest` never guesses: give a session by its id')
         with contextlib.redirect_stderr(io.StringIO()) as said:
             found = next(self._sessions(), None)
         newest_row, newest = rows[0]
@@ -243,18 +255,22 @@ def _runs_of_test_cases(runs):
         and all(isinstance(case, dict) for case in run['testcases']) for run in runs)
 
 
-def samples_of_testcases(testcases, with_failed=False):
+def samples_of_testcases(testcases, with_failed=False, left_out=None):
     """The samples of stored test cases. One that failed before its performance stage is stored
     with its variables and the value None (ReFrame 4.10.4); kept as such if `with_failed`. A
-    test case that cannot be read is named on stderr and left out."""
+    test case that cannot be read is named on stderr and left out, and appended to `left_out`
+    (where, None: its node is unknown, why), as a perf log's unreadable line is."""
     samples = []
     for case in testcases:
         try:
             samples += _samples_of_testcase(case, with_failed)
         except (KeyError, TypeError, ValueError, AttributeError, OverflowError) as err:
             # OverflowError: `num_nodes: Infinity`, which json reads as float('inf')
-            print(f'results database: test case {visible(repr(case.get("uuid")))[:80]} left out: it cannot '
-                  f'be read ({type(err).__name__}: {visible(str(err))[:80]})', file=sys.stderr)
+            said = f'test case {visible(repr(case.get("uuid")))[:80]}'
+            why = f'it cannot be read ({type(err).__name__}: {visible(str(err))[:80]})'
+            print(f'results database: {said} left out: {why}', file=sys.stderr)
+            if left_out is not None:
+                left_out.append((f'results database, {said}', None, why))
     return samples
 
 

@@ -15,6 +15,7 @@ _DIGITS = re.compile(r'[0-9]{1,9}')      # ASCII digits: int() also reads '²' o
 # the most hosts a list may name: the largest machines have about 10,000 nodes; a list from data
 # naming nid[0-999999999] would take minutes and gigabytes to expand (issue 48)
 MAX_HOSTS = 100_000
+TOTAL_HOSTS = 1_000_000     # every distinct node list of a selection together
 
 
 def checked(name, where):
@@ -63,6 +64,23 @@ def expand(text, limit=MAX_HOSTS, whose=''):
     if not names:
         raise InputError(f'host list {text[:80]!r} names no host')
     return list(names)
+
+
+def within_budget(nodelists, where):
+    """An InputError where the distinct node lists of a selection's records name more than
+    TOTAL_HOSTS hosts together, counted without expanding them (each list alone is bounded by
+    MAX_HOSTS and its job's num_nodes; 20 records of a different 100,000 nodes each, num_nodes
+    claiming so, ran mlcheck-report out of memory: issue 48's security re-check, R2)."""
+    total = 0
+    for text in set(nodelists):
+        try:
+            total += sum(_count(part, text) for part in _split_top_level(text.strip()))
+        except InputError:
+            continue            # unreadable: named and left out where it is read
+        if total > TOTAL_HOSTS:
+            raise InputError(f'{where}: its records\' node lists name more than {TOTAL_HOSTS:,} hosts '
+                             'together, more than any selection of a real partition\'s runs; select '
+                             'fewer (a period, a subfolder)')
 
 
 def _count(part, whole):

@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from mlcheck.errors import InputError
 from mlcheck.harness.reframe_api import time_period
 from mlcheck.history.database import SESSION_UUID, failure_line, samples_of_testcases
+from mlcheck.history import hostlist
 from mlcheck.history.perflog import read_perflogs
 from mlcheck.visible import visible
 
@@ -96,7 +97,7 @@ def load(selection, database=None, with_failed=False, left_out=None):
         else:
             query = selection.period
         cases = database.testcases(query)
-        samples = samples_of_testcases(cases, with_failed)
+        samples = samples_of_testcases(cases, with_failed, left_out)
         where = f'results database {visible(database.path)}'
         failures = failed_before_any_value(cases)
         if not samples and failures and with_failed:
@@ -111,4 +112,5 @@ def load(selection, database=None, with_failed=False, left_out=None):
                   file=sys.stderr)
     if not samples:
         raise InputError(f'selection {selection.spec!r} holds no performance values ({where})')
+    hostlist.within_budget((s.nodelist for s in samples if s.nodelist), f'selection {selection.spec!r} ({where})')
     return samples

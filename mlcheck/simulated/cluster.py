@@ -276,20 +276,21 @@ def settings_from_env(environ):
 
 def partition_groups(environ):
     """root, and the primary group of the user who ran `sudo bin/simslurm up` (SUDO_GID, SUDO_USER),
-    where that group has a name Slurm can look up and is that user's alone: no other user has it
-    as primary group or is listed in it. A shared group (`users`, which every account of many
-    sites has) would give every local user the partition and its hundred-fold CPU weight (issue
-    48's second security red-team, U5); the user then runs the tests under sudo, as root."""
+    where that group is the user's private group: named as the user, the user's own primary
+    group, no other member listed, and no other local account's primary group. A shared group
+    (`users`, which every account of many sites has; one an LDAP login node does not list) would
+    give other users the partition and its hundred-fold CPU weight (issue 48's security
+    red-team, U5 and its re-check); the user then runs the tests under sudo, as root."""
     groups = ['root']
     with_sudo, user = environ.get('SUDO_GID') or '', environ.get('SUDO_USER') or ''
     if with_sudo.isdecimal() and user:
         try:
-            group = grp.getgrgid(int(with_sudo))
+            group, account = grp.getgrgid(int(with_sudo)), pwd.getpwnam(user)
         except KeyError:
             return tuple(groups)
         others = ({p.pw_name for p in pwd.getpwall() if p.pw_gid == group.gr_gid} | set(group.gr_mem)) - {user}
-        if (re.fullmatch(r'[A-Za-z_][A-Za-z0-9_.-]*', group.gr_name) and group.gr_name not in groups
-                and not others):
+        if (group.gr_name == user and account.pw_gid == group.gr_gid and not others
+                and re.fullmatch(r'[A-Za-z_][A-Za-z0-9_.-]*', user) and user != 'root'):
             groups.append(group.gr_name)
     return tuple(groups)
 
