@@ -374,3 +374,16 @@ def test_a_run_that_failed_is_a_loss_of_every_figure():
 
 def test_a_sample_helper_is_a_sample():
     assert isinstance(scenario()[0][0], Sample)
+
+
+def test_a_node_named_as_the_site_s_slurm_partition_is_never_excluded(tmp_path, capsys):
+    """Issue 48's security red-team, U4: a node list reading `sim`, the Slurm partition that
+    config/simulated.py's access names (--partition=sim), reached the separating command as
+    `-J exclude=sim`; ReFrame's partition in the records is `cluster`, so only the site config
+    knows it. Refused, said, no such command."""
+    import dataclasses
+    rename = lambda side: [dataclasses.replace(s, nodelist=s.nodelist.replace('nid001', 'sim')) for s in side]
+    before, after = (rename(without_rank(side)) for side in scenario(Fault('node', 'nid001', 0.25), recorded=False))
+    code, out = report_of(tmp_path, capsys, before, after, '-C', 'config/simulated.py')
+    [line] = likely(out)
+    assert 'exclude=sim' not in line and "'sim' is a partition's name" in line, line

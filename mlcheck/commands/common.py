@@ -7,6 +7,7 @@ errors as one line on stderr, output that a closed pipe (`| head`) ends without 
 import argparse
 import math
 import os
+import re
 import sys
 
 from mlcheck import REPO
@@ -150,3 +151,26 @@ def _one_line_errors(command, run):
               f'({os.path.basename(where.tb_frame.f_code.co_filename)}:{where.tb_lineno})',
               file=sys.stderr)
         return EXIT_INTERNAL
+
+
+def slurm_partitions(args):
+    """{ReFrame's system:partition: (the Slurm partition its `access` options name (--partition=X,
+    -p X) or None, the features its --constraint requires (gpu, gpu&hbm80g) or None)} of the site
+    config the command reads; {} where it cannot be read. A constraint of other operators (|, [,
+    *) selects nodes no set of features says, and is not read."""
+    from mlcheck.history.database import site_configuration
+    try:
+        site = site_configuration(config_file(args))
+    except (InputError, OSError, ImportError):    # none to read: the fallbacks
+        return {}
+    found = {}
+    for system in site.get('systems', []):
+        for part in system.get('partitions', []):
+            options = ' '.join(map(str, part.get('access', [])))
+            named = re.search(r'(?:--partition[= ]|-p ?)([\w.-]+)', options)
+            constraint = re.search(r'(?:--constraint[= ]|-C ?)(\S+)', options)
+            features = (frozenset(constraint.group(1).strip('\'"').split('&')) if constraint and
+                        re.fullmatch(r'[\w.-]+(&[\w.-]+)*', constraint.group(1).strip('\'"')) else None)
+            if named or features:
+                found[f'{system.get("name")}:{part.get("name")}'] = (named and named.group(1), features)
+    return found

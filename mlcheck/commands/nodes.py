@@ -40,7 +40,8 @@ from datetime import datetime
 
 from mlcheck.commands.common import (EXIT_BAD_INPUT, EXIT_INTERNAL, EXIT_REGRESSION,  # noqa: F401
                                      add_source_arguments, argument_parser, config_file,
-                                     one_line_errors, open_database, parse_fraction, text_table)
+                                     one_line_errors, open_database, parse_fraction, slurm_partitions,
+                                     text_table)
 from mlcheck.errors import InputError
 from mlcheck.files import Directory
 from mlcheck.visible import write_escaped
@@ -238,29 +239,6 @@ def split_sweep(found, since, until, gap, cut):
                     f'keeps{f" on {test[0]}" if test[0] in kept else ""} ({node_records.stamp(edge)}), '
                     'so of the same maintenance; '
                     'select the whole sweep, or give a --sweep-gap shorter than that pause if it is not')
-
-
-def slurm_partitions(args):
-    """{ReFrame's system:partition: (the Slurm partition its `access` options name (--partition=X,
-    -p X) or None, the features its --constraint requires (gpu, gpu&hbm80g) or None)} of the site
-    config the command reads; {} where it cannot be read. A constraint of other operators (|, [,
-    *) selects nodes no set of features says, and is not read."""
-    from mlcheck.history.database import site_configuration
-    try:
-        site = site_configuration(config_file(args))
-    except (InputError, OSError, ImportError):    # none to read: the fallbacks
-        return {}
-    found = {}
-    for system in site.get('systems', []):
-        for part in system.get('partitions', []):
-            options = ' '.join(map(str, part.get('access', [])))
-            named = re.search(r'(?:--partition[= ]|-p ?)([\w.-]+)', options)
-            constraint = re.search(r'(?:--constraint[= ]|-C ?)(\S+)', options)
-            features = (frozenset(constraint.group(1).strip('\'"').split('&')) if constraint and
-                        re.fullmatch(r'[\w.-]+(&[\w.-]+)*', constraint.group(1).strip('\'"')) else None)
-            if named or features:
-                found[f'{system.get("name")}:{part.get("name")}'] = (named and named.group(1), features)
-    return found
 
 
 def listed_in_slurm(found, members, configured=None, features=None):

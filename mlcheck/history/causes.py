@@ -123,16 +123,18 @@ def _name(hypothesis):
     return hypothesis[0] if len(hypothesis) == 1 else f'{hypothesis[0]}, and {hypothesis[1]} beyond it'
 
 
-def likely_causes(comparisons, before=(), after=(), rule=compare.Rule()):
+def likely_causes(comparisons, before=(), after=(), rule=compare.Rule(), slurm_partitions=()):
     """[Verdict] of judged comparisons (mlcheck.history.compare.compare); `before` and `after`
     are their samples, failed ones included: their node lists, software stacks and, where the
     record keeps it (the results database, not a perf log), why a test failed."""
     found = []
     several = len({c.key[0] for c in comparisons}) > 1
-    # the records' partition names, which Slurm may read as all of a partition's nodes: a node
-    # named like one never reaches a separating command's -J exclude= (node_names.refusal)
+    # the records' partition names and the site's Slurm partitions, which Slurm may read as all
+    # of a partition's nodes: a node named like one never reaches a separating command's
+    # -J exclude= (node_names.refusal; issue 48's security red-team, U4: `sim`, the Slurm
+    # partition of config/simulated.py's access, did)
     partitions = {p.rpartition(':')[2] for p in {c.key[0] for c in comparisons}
-                  | {s.partition for s in (*before, *after)}}
+                  | {s.partition for s in (*before, *after)}} | set(slurm_partitions)
     for partition, judged in sorted(group(comparisons, lambda c: c.key[0]).items()):
         side = lambda samples: [s for s in samples if s.partition == partition]
         for v in _of_partition(judged, side(before), side(after), rule, partitions):

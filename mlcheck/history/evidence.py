@@ -27,11 +27,12 @@ class EvidenceTable:
     rule: compare.Rule
 
     @classmethod
-    def of(cls, ran_before, ran_after, rule=compare.Rule()):
-        """The table of two sides' samples, failed runs included (value None)."""
+    def of(cls, ran_before, ran_after, rule=compare.Rule(), partitions=()):
+        """The table of two sides' samples, failed runs included (value None); `partitions`:
+        Slurm partition names the site config knows, which no separating command may exclude."""
         comparisons = compare.compare(ran_before, ran_after, rule)
         return cls((ran_before, ran_after), comparisons,
-                   causes.likely_causes(comparisons, ran_before, ran_after, rule), rule)
+                   causes.likely_causes(comparisons, ran_before, ran_after, rule, partitions), rule)
 
     @functools.cached_property
     def before(self):
