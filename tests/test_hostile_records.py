@@ -809,3 +809,25 @@ def test_latest_refuses_where_which_session_is_newest_cannot_be_told(database, c
         db.close()
         code, out, err = run_main(capsys, nodes.main, 'latest', '--db', str(database), '-C', CONFIG)
         assert code == 2 and err.count('\n') == 1 and 'which session is newest cannot be told' in err, err
+
+
+def test_latest_refuses_where_the_session_stored_last_did_not_start_last(database, capsys):
+    """The third security pass's F1: a newest session whose start is -inf (or 0) sorted last, and
+    `latest` took the older one silently (a node that failed the newest resumed, exit 0)."""
+    for start in (float('-inf'), 0):
+        with sqlite3.connect(database) as db:
+            db.execute('UPDATE sessions SET session_start_unix = ? WHERE uuid = ?', (start, NEWER))
+        db.close()
+        code, out, err = run_main(capsys, nodes.main, 'latest', '--db', str(database), '-C', CONFIG)
+        assert code == 2 and err.count('\n') == 1 and 'newest cannot be told' in err, err
+
+
+def test_a_node_list_written_as_a_python_list_counts_against_the_budget(tmp_path, capsys):
+    """The third security pass's F2: `['h0x[00000-99999]']` was skipped by the budget as
+    unreadable, then expanded by the node reader: 12 such records passed the 1,000,000 bound."""
+    found = session(4, 0.01, {}, random.Random(1))
+    lists = [dataclasses.replace(found[0], num_nodes=100_000, nodelist=f"['h{i}x[00000-99999]']")
+             for i in range(12)]
+    log = write_perflog(tmp_path / 'sweep.log', found + lists)
+    code, out, err = within(30, lambda: run_main(capsys, nodes.main, log))
+    assert code == 2 and 'more than 1,000,000 hosts together' in err, err

@@ -238,12 +238,12 @@ def test_d1_nodes_slurm_lists_that_never_ran_are_not_vetted_without_expect(tmp_p
     held = {'nid015': ('MIXED', ''), 'nid016': ('ALLOCATED', '')}
     log = write_perflog(tmp_path / 'sweep.log', run_of_sweep(NODES16[:14], NOV[24]))
     for name in ('sim', 'gpu'):
-        states = slurm_states(NODES16, {n: ('IDLE+DRAIN', MAINTENANCE_REASON) for n in NODES16[:14]}
+        states = slurm_states(NODES16, {n: ('IDLE+DRAIN', UPGRADE) for n in NODES16[:14]}
                               | held, partition=f'{name},all')
         states += slurm_states([f'cpu{i:03d}' for i in range(1, 5)], partition='all')
         (tmp_path / 'states.txt').write_text(states)
         code, out, _ = run(capsys, log, '-C', 'config/simulated.py', '--slurm-states', str(tmp_path / 'states.txt'),
-                           '--slurm-tz', 'UTC', '--resume-reason', MAINTENANCE_REASON,
+                           '--slurm-tz', 'UTC', '--resume-reason', UPGRADE,
                            *(['--expect', 'nid[001-014]'] if expect else []))
         assert resumed_line_names(out) == set(NODES16[:14]), out
         if expect:
@@ -257,7 +257,7 @@ def test_d1_nodes_slurm_lists_that_never_ran_are_not_vetted_without_expect(tmp_p
         assert "Slurm's partition sim (16 nodes" in out, out
 
 
-MAINTENANCE_REASON = 'upgrade 2026-11'
+UPGRADE = 'upgrade 2026-11'
 
 
 def test_c04_nightly_smoke_runs_keep_no_retired_test_alive(tmp_path, capsys):
@@ -571,6 +571,7 @@ def test_r7_n11_the_nodes_a_constraint_selects_are_the_ones_to_vet(tmp_path, cap
 # --- ninth red-team of issue 47 (on 93ad88b) ---------------------------------------------------
 
 CPU16 = [f'nid{i:03d}' for i in range(17, 33)]
+UPGRADE = 'upgrade 2026-11'
 
 
 def two_partitions_in_the_reservation(tmp_path):
@@ -661,3 +662,21 @@ def test_r11_q37_a_fact_split_half_and_half_is_said(fact, values):
     said = nodes.judge(found).stack
     assert sorted(said) == NODES16, said
     assert said['nid001'][0].endswith(f', 8 peers {values[1] or "none"}'), said
+
+
+# --- twelfth red-team of issue 47 (on ea6593a) ------------------------------------------------
+
+def test_r12_r39_a_node_mlcheck_drained_for_one_test_is_never_resumed_on_another(tmp_path, capsys):
+    """r39: MNIST swept, nid005 failed it; mlcheck's DRAIN line for it pasted at 08:14:30 while
+    its CIFAR job ran on, which passed at 08:15. CIFAR's perf log judged alone resumed nid005,
+    exit 0. Its drain names MNIST, of which the selection holds no run: not vetted, exit 1."""
+    cifar = run_of_sweep(NODES16, NOV[24] + 12 * 60, name=CIFAR, figures=CIFAR_FIGURES, every_s=45)
+    drained_at = '2026-11-24T08:14:30'
+    states = {n: ('IDLE+DRAIN', UPGRADE, '2026-11-24T07:00:00') for n in NODES16}
+    states['nid005'] = ('IDLE+DRAIN', 'mlcheck: MNISTDistributedCheck[image=host] failed: failed', drained_at)
+    (tmp_path / 'states.txt').write_text(slurm_states(NODES16, states))
+    log = write_perflog(tmp_path / 'cifar.log', cifar)
+    code, out, _ = run(capsys, log, '--slurm-states', str(tmp_path / 'states.txt'), '--slurm-tz', 'UTC',
+                       '--resume-reason', UPGRADE, '--expect', 'nid[001-016]')
+    assert code == 1 and 'nid005' not in resumed(out), out
+    assert 'for MNISTDistributedCheck[image=host], which this selection holds no run of' in out, out

@@ -183,7 +183,14 @@ class ResultsDatabase:
         # sessions of one start time are in no order (the security re-check's N1: the newest,
         # its start made NULL, vanished and an older sweep resumed a failed node)
         (timeless,), = self._query("SELECT count(*) FROM sessions WHERE typeof(session_start_unix) "
-                                   "NOT IN ('integer', 'real')")
+                                   "NOT IN ('integer', 'real') OR abs(session_start_unix) > 1e15")
+        # ... and the session stored last must be the one that started last (a start of 0, or an
+        # older session's far future one, hid the newest: the third security pass's F1)
+        (last_stored,), = self._query('SELECT rowid FROM sessions ORDER BY rowid DESC LIMIT 1')
+        if not timeless and rows[0][0] != last_stored:
+            raise InputError(f'results database {self.path}: the session stored last (row {last_stored}) '
+                             f'is not the one that started last (row {rows[0][0]}): which is newest '
+                             'cannot be told, and `latest` never guesses: give a session by its id')
         (tied,), = self._query('SELECT count(*) FROM sessions WHERE session_start_unix = '
                                '(SELECT max(session_start_unix) FROM sessions)')
         if timeless or tied > 1:

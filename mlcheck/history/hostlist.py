@@ -73,6 +73,8 @@ def within_budget(nodelists, where):
     claiming so, ran mlcheck-report out of memory: issue 48's security re-check, R2)."""
     total = 0
     for text in set(nodelists):
+        if text[:2] in ("['", '["'):      # a list as Python prints it, as the node reader takes it
+            text = ','.join(name.strip("'\" ") for name in text[1:-1].split(','))
         try:
             total += sum(_count(part, text) for part in _split_top_level(text.strip()))
         except InputError:

@@ -15,6 +15,7 @@ jobs (the node-pair sweep) are read by multi_node.
 """
 
 import functools
+import re
 import statistics
 from collections import Counter
 from dataclasses import dataclass, field
@@ -51,6 +52,7 @@ STACK_FACTS = [name for name in stacks.FACTS if name != 'image']   # the image i
 # not the partition's, with no such pause since, is never history (reruns_of): one sweep the
 # scheduler paused and a re-sweep after a repair leave the same records
 STALE_AFTER = SWEEP_GAP
+TEST_IN_REASON = re.compile(r'[A-Z]\w*(\[[^\]\s]*\])?')   # a check's class, its parameters
 FIX_PAUSE = 3600    # a pause long enough to fix what failed on every node that ran before it
 
 
@@ -271,6 +273,17 @@ def unvetted_since_drained(sweep, placed, drained_since, margin=0.0):
             continue
         since, reason = drained_since[node]
         (_, test), ended = min(ends[node], key=lambda kv: kv[1])
+        # mlcheck's own drain names the test it failed: only a run of that test since clears
+        # it (the twelfth red-team's r39: drained for MNIST while its CIFAR job ran on, the
+        # node was resumed on CIFAR's perf log alone)
+        named = reason[len(OWN_REASON):].split(' ', 1)[0] if reason.startswith(OWN_REASON) else ''
+        if ended >= since + margin and TEST_IN_REASON.fullmatch(named) and named not in {
+                t for (_, t), _ in ends[node]}:
+            sweep.healthy.remove(node)
+            sweep.not_vetted[node] = (f'no evidence since it was drained: Slurm drained it at '
+                                      f'{stamp(since)} ({reason!r}), for {named}, which this selection '
+                                      'holds no run of: select that test\'s runs too')
+            continue
         if ended < since + margin:
             whose = (': a drain by mlcheck newer than the evidence judged here, left alone'
                      if reason.startswith(OWN_REASON) else '')
