@@ -39,7 +39,7 @@ import time
 from datetime import datetime
 
 from mlcheck.commands.common import (EXIT_BAD_INPUT, EXIT_INTERNAL, EXIT_REGRESSION,  # noqa: F401
-                                     add_source_arguments, argument_parser, config_file,
+                                     add_source_arguments, argument_parser,
                                      one_line_errors, open_database, parse_fraction, slurm_partitions,
                                      text_table)
 from mlcheck.errors import InputError

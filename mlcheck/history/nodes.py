@@ -696,15 +696,19 @@ def reruns_of(placed, past):
     return found, unsure
 
 
+# what a fault before a pause and none after it leaves (failed_runs, reruns_of, _slow_then_normal)
+CANNOT_TELL = ('a flaky node (one sweep the scheduler paused) or one repaired in the pause, the '
+               'records cannot tell')
+
+
 def flaky_or_repaired(name, failed_at, passed):
     """What is said of a node whose last failure of a test (not the partition's) came before a
     pause, and its runs after it passed: not judged, never resumed nor drained."""
     began = min(s.time for s in passed)
     return (f'{name} failed at {stamp(failed_at)} and passed '
             f'{len({(s.jobid, s.time) for s in passed})} run(s) from {stamp(began)}, '
-            f'{(began - failed_at) / 3600:.1f}h later: a flaky node (one sweep the scheduler '
-            'paused) or one repaired in the pause, the records cannot tell; if it was repaired '
-            'and its runs since passed, resume it by hand')
+            f'{(began - failed_at) / 3600:.1f}h later: {CANNOT_TELL}; if it was repaired and its '
+            'runs since passed, resume it by hand')
 
 
 def verdicts(sweep, placed, unjudged, expected, earlier=None):
@@ -905,8 +909,7 @@ def _slow_then_normal(figure, named, per_node, reference, rule, higher, ends):
             f'{figure.label} {_scale(worst, higher):.4g} {figure.unit}, {_below(worst, reference, higher)} '
             f'its peers ({_scale(reference, higher):.4g}) at {stamp(slow[-1].time)}, within the '
             f'threshold in {len(after)} run(s) from {stamp(after[0].time)}, '
-            f'{(after[0].time - slow[-1].time) / 3600:.1f}h later: a flaky node (one sweep the '
-            'scheduler paused) or one repaired in the pause, the records cannot tell; if it was '
+            f'{(after[0].time - slow[-1].time) / 3600:.1f}h later: {CANNOT_TELL}; if it was '
             'repaired, resume it by hand', slow[-1].source, slow[-1].time)))
     return kept, moved
 
@@ -957,8 +960,9 @@ def healthy_spread(values, threshold, factor=0.0):
     quarter's two order statistics at tens of nodes (docs/node-sweep.md), and no node past both,
     slow or fast, widens it. The band widens until it holds `factor` deviations: a band of the
     threshold alone cuts the tails of noise near it and halves the deviation (the eighth
-    red-team's m18: at 10 % run-to-run noise 8 of 64 healthy nodes were drained at "3 sd"); at
-    the noise of docs/node-sweep.md's measurements (5 % or less) it never widens."""
+    red-team's m18: at 10 % run-to-run noise 8 of 64 healthy nodes were drained at "3 sd"). At 4 %
+    noise or less (3 deviations under the 15 % threshold) it never widens; at 5 % it sometimes
+    does (16 nodes: a 25 % slow node drained in both of two draws 97.3 %, 97.8 % before)."""
     if len(values) < peers.MIN_FOR_SPREAD:
         return None
     reference = peers.upper_quartile(values)
