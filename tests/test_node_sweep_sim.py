@@ -14,7 +14,7 @@ import margins
 from conftest import REPO
 from mlcheck.commands import nodes as command
 from mlcheck.simulated import faults
-from reframe_runner import job_file, report_cases, run_reframe, utc_now
+from reframe_runner import NO_SOLO, job_file, report_cases, run_reframe, utc_now
 
 DATA = os.environ.get('MLCHECK_DATA_DIR', os.path.join(REPO, 'var', 'data'))   # config/simulated.py's
 
@@ -48,7 +48,7 @@ def test_the_sweep_names_exactly_the_slowed_node_the_broken_one_and_the_slow_lin
             faults.other_file('nid004', version_file, other):
         done = run_reframe('simulated', tmp_path, '-r', '-n', 'MNIST', '-P', 'image=host',
                            '-P', 'num_nodes=1', '--distribute=all', '--exec-policy=serial',
-                           '-S', 'epochs=1', judged=False)     # nid002's rate is the sweep's to judge
+                           '-S', 'epochs=1', *NO_SOLO, judged=False)     # nid002's rate is the sweep's to judge
         broken = faults.slurmd_pid('nid003')
     # the faults are gone: no cgroup left, nid003's slurmd sees the data again
     assert not os.path.exists(cgroup)
