@@ -263,9 +263,12 @@ def listed_in_slurm(found, members, configured=None, features=None):
     expected, said, unknown = set(), [], False
     for partition, ran in sorted(swept.items()):
         holding = {name for name, of in members.items() if ran <= of}
-        slurm_name, needs = (configured or {}).get(partition, (None, None))
-        named = [name for name in (slurm_name, partition.rpartition(':')[2]) if name in holding]
-        pool = members[named[0]] if named else everyone if needs else set()
+        slurm_names, needs = (configured or {}).get(partition, ((), None))
+        # access may name several (--partition=gpu,sim): a job runs on any of them
+        listed = [name for name in slurm_names if name in members]
+        named = ([','.join(listed)] if listed and ran <= set().union(*(members[n] for n in listed)) else
+                 [name for name in (partition.rpartition(':')[2],) if name in holding])
+        pool = set().union(*(members[n] for n in named[0].split(','))) if named else everyone if needs else set()
         chosen = {node for node in pool if not needs or needs <= (features or {}).get(node, set())}
         if ran <= chosen:
             expected |= chosen

@@ -309,7 +309,7 @@ def compare_and_report(args):
     ran_before, trials = trial_runs.without_trial_runs(ran_before, ran_after)
     # the rows, the exit status and the likely cause, all from one table of the runs
     table = EvidenceTable.of(ran_before, ran_after, rule,
-                             {name for name, _ in slurm_partitions(args).values() if name})
+                             {name for names, _ in slurm_partitions(args).values() for name in names})
     comparisons = table.comparisons
     few = table.fewest_runs()
     if few and args.require_repeats and few[0] < args.require_repeats:
