@@ -53,3 +53,23 @@ def test_f5_a_node_named_as_any_partition_access_names_is_never_excluded(tmp_pat
                            write_perflog(tmp_path / 'a.log', after), '-C', _site(tmp_path, access))
     [line] = [line for line in out.splitlines() if line.startswith('likely cause: ')]
     assert 'exclude=sim' not in line and "'sim' is a partition's name" in line, line
+
+
+def test_a_report_of_the_newest_session_against_latest_is_refused_not_silent(tmp_path, capsys):
+    """`mlcheck-report B latest` with B the newest compared B with itself: '1 unchanged of 1
+    compared', exit 0 (the third pass's L-report-same, no hostile data needed). Likewise a perf
+    log named twice; an older session against latest still compares."""
+    import time
+    from mlcheck.commands import report
+    from command_line import run_main
+    from results_databases import new_session, store, sweep
+    older, newest = new_session(), new_session()
+    path, _ = store(tmp_path, sweep(older, time.time() - 3600, (100.0, 101.0, 99.0)), sweep(newest, time.time() - 60))
+    for selection in (newest, 'latest'):
+        code, out, err = run_main(capsys, report.main, selection, 'latest', '--db', str(path))
+        assert code == 2 and out == '' and len(err.splitlines()) == 1 and 'select the same records' in err, err
+    code, out, err = run_main(capsys, report.main, older, 'latest', '--db', str(path))
+    assert code in (0, 1) and 'same records' not in err, err
+    log = write_perflog(tmp_path / 'a.log', build(random.Random(1), [], noise=0.01)[1])
+    code, out, err = run_main(capsys, report.main, log, log)
+    assert code == 2 and 'select the same records' in err, err
