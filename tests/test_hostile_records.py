@@ -764,7 +764,7 @@ def test_node_lists_longer_than_their_jobs_are_not_expanded(tmp_path, capsys):
     code, out, err = within(30, lambda: run_main(capsys, nodes.main, log))
     assert code == 1 and "names more than 1 hosts (its job's num_nodes is 1)" in err, err
     assert '4 node(s)' in out and 'State=RESUME' not in out, out
-    code, out, err = within(30, lambda: run_main(capsys, report.main, shutil.copy(log, tmp_path / 'copy.log'), log))
+    code, out, err = within(30, lambda: run_main(capsys, report.main, str(shutil.copy(log, tmp_path / 'copy.log')), log))
     assert code in (0, 1) and 'internal error' not in err, err
     # ... and records whose num_nodes claims them (the re-check's R2: 20 of a different 100,000
     # each ran out of memory): more than 1,000,000 names together are refused in one line
