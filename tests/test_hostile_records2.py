@@ -73,3 +73,89 @@ def test_a_report_of_the_newest_session_against_latest_is_refused_not_silent(tmp
     log = write_perflog(tmp_path / 'a.log', build(random.Random(1), [], noise=0.01)[1])
     code, out, err = run_main(capsys, report.main, log, log)
     assert code == 2 and 'select the same records' in err, err
+
+
+# --- the report's work bounded by the data's size (F3, F4, F6) --------------------------------
+
+PAIRS_HEADER = ('job_completion_time|reframe version|system:partition|name|image|num_nodes|num_tasks|jobid|'
+                'job_nodelist|perf_var|perf_value|perf_unit|perf_ref|perf_lower_thres|perf_upper_thres|'
+                'perf_result|run_settings|software_stack|machine_speed')
+
+
+def _pairs_logs(tmp_path, n):
+    """The third pass's pl/pairs{n} (mkpairs.py): two images' InterconnectCheck half as fast on
+    their own n nodes each (a[..], b[..]), a third image's unchanged on c[..]: no one candidate
+    stands, so the likely cause tries pairs."""
+    rng = random.Random(3)
+    images = ['torch-2.9.1', 'torch-2.12.0', 'torch-2.14.1']
+    logs = []
+    for side, day in (('before', 9), ('after', 10)):
+        lines = [PAIRS_HEADER]
+        for i, (image, prefix) in enumerate(zip(images, 'abc')):
+            for k in range(5):
+                value = 80 * (0.5 if side == 'after' and prefix in 'ab' else 1.0) * (1 + rng.gauss(0, 0.02))
+                lines.append(f'2001-09-{day:02d}T0{k}:00:00+00:00|reframe 4.10.4|sim:cluster|InterconnectCheck '
+                             f'%image={image} %num_nodes={n}|{image}|{n}|{2 * n}|{side}{i}{k}|'
+                             f'{prefix}[00000-{n - 1:05d}]|busbw|{value}|GB/s|null|null|null||epochs=3||null')
+        path = tmp_path / f'{side}.log'
+        path.write_text('\n'.join(lines) + '\n')
+        logs.append(str(path))
+    return logs
+
+
+def _counting(monkeypatch, owner, name):
+    calls = [0]
+    original = getattr(owner, name)
+
+    def counted(*args, **kwargs):
+        calls[0] += 1
+        return original(*args, **kwargs)
+    monkeypatch.setattr(owner, name, counted)
+    return calls
+
+
+def test_f3_candidate_nodes_in_pairs_are_not_tried_pair_by_pair(tmp_path, capsys, monkeypatch):
+    """F3: 1,800 nodes (600 a list) took 13 s, 3 x 3,000 minutes: every pair of ~4 candidates a
+    node was tried. The nodes that reach the cells alike are one candidate (a[00000-00299])."""
+    from mlcheck.history.candidates import Evidence
+    stands = _counting(monkeypatch, Evidence, 'stands')
+    _, out, err = run_report(capsys, *_pairs_logs(tmp_path, 300))
+    [line] = [line for line in out.splitlines() if line.startswith('likely cause: ')]
+    assert stands[0] < 5_000, stands          # 20fee69: millions (every pair of 2,400 names)
+    assert 'a[00000-00299]' in line and 'b[00000-00299]' in line, line
+    assert "exclude=a[00000-00299],b[00000-00299]" in line, line
+
+
+def test_f6_one_long_node_list_in_every_record_is_one_candidate(tmp_path, capsys, monkeypatch):
+    """F6: one 100,000-node list over 1,080 records: 15 s and 755 MB, a reach computed per node
+    and cell. Its nodes reach every cell alike: one candidate, reach computed once a cell."""
+    from mlcheck.history import candidates
+    reached = _counting(monkeypatch, candidates, '_node')
+    before, after = build(random.Random(1), [Fault('node', 'nid001', 0.25)], noise=0.01, recorded=False)
+    after = [dataclasses.replace(s, nodelist='nid[00000-19999]', num_nodes=20_000) for s in after
+             if s.var != cells.RANK_VAR]
+    before = [s for s in before if s.var != cells.RANK_VAR]
+    _, out, err = run_report(capsys, write_perflog(tmp_path / 'b.log', before), write_perflog(tmp_path / 'a.log', after))
+    [line] = [line for line in out.splitlines() if line.startswith('likely cause: ')]
+    assert reached[0] < 10_000, reached        # 20fee69: 20,000 nodes x each cell
+    assert 'node nid[00000-19999]' in line, line
+
+
+def test_f4_every_job_s_nodes_given_to_two_tests_pool_in_time_of_the_cells_sizes(tmp_path, capsys):
+    """F4: each of 300 jobs' own 50 nodes given to two tests (two images) took 3.4 s, 1,000 of
+    them past 15 s: each node pooled over every cell. Indexed by node once: the cells' sizes."""
+    import time
+    from node_sessions import session
+    slow = session(8, 0.01, {'nid00005': 0.25}, random.Random(7), partition='sim:cluster', time=1.79e9)
+    healthy = session(8, 0.01, {}, random.Random(9), partition='sim:cluster', time=1.79e9 - 86400)
+    rng, many, before = random.Random(5), [], []
+    for image in ('host', 'torch-2.9.1'):
+        named = lambda s, **more: dataclasses.replace(s, name=s.name.replace('%image=host', f'%image={image}'),
+                                                      image=image, **more)
+        before += [named(s, jobid=f'b{image}{i}') for i, s in enumerate(healthy)]
+        many += [named(slow[0], nodelist=f'm{k}x[00-49]', num_nodes=50, jobid=f'{image}{k}',
+                       value=slow[0].value * (1 + rng.gauss(0, 0.03))) for k in range(300)]
+    logs = write_perflog(tmp_path / 'b.log', before), write_perflog(tmp_path / 'a.log', slow + many)
+    start = time.process_time()
+    code, out, err = run_report(capsys, *logs)
+    assert time.process_time() - start < 1.5 and code in (0, 1), err   # 20fee69: 3.4 s
