@@ -159,3 +159,63 @@ def test_f4_every_job_s_nodes_given_to_two_tests_pool_in_time_of_the_cells_sizes
     start = time.process_time()
     code, out, err = run_report(capsys, *logs)
     assert time.process_time() - start < 1.5 and code in (0, 1), err   # 20fee69: 3.4 s
+
+
+# --- unreadable records of a sweep (N2x, N2y) ---------------------------------------------------
+
+def _sweep_with(tmp_path, extra, garble=None):
+    """mlcheck-nodes' (exit status, stdout, stderr) on a healthy 8-node sweep plus the `extra`
+    records, the last line garbled by garble(line) where given; Slurm drained the 8 for the
+    upgrade."""
+    from mlcheck.commands import nodes
+    from command_line import run_main
+    from test_nodes import NODES16, NOV, run_of_sweep, slurm_states
+    found = run_of_sweep(NODES16[:8], NOV[24])
+    log = write_perflog(tmp_path / 'sweep.log', found + [r(found) for r in extra])
+    if garble:
+        text = open(log).read().splitlines()
+        text[-1] = garble(text[-1])
+        open(log, 'w').write('\n'.join(text) + '\n')
+    drained = {n: ('IDLE+DRAIN', 'upgrade 2026-11', '2026-11-24T07:00:00') for n in NODES16[:8]}
+    (tmp_path / 'states.txt').write_text(slurm_states(NODES16[:8], drained))
+    return run_main(capsys_of[0], nodes.main, log, '--slurm-states', str(tmp_path / 'states.txt'),
+                    '--slurm-tz', 'UTC', '--resume-reason', 'upgrade 2026-11', '--expect', 'nid[001-008]')
+
+
+capsys_of = [None]
+
+
+def _failed_pair(days_before):
+    from test_nodes import LINKS
+    return lambda found: dataclasses.replace(found[0], name=LINKS.replace('=1', '=2'), num_nodes=2,
+                                             nodelist='nid[001-002]', value=None, result='fail',
+                                             time=found[0].time - days_before * 86400)
+
+
+def test_n2x_an_unreadable_record_of_an_earlier_sweep_is_history_not_a_withheld_resume(tmp_path, capsys):
+    """N2x: one garbled line (num_nodes 'two') 30 days before a healthy latest sweep withheld its
+    RESUME, exit 1, listed as failing the sweep; a readable failure there withholds nothing. Its
+    time reads: history, said. Inside the latest sweep it still withholds."""
+    capsys_of[0] = capsys
+    two = lambda line: line.replace('|host|2|4|', '|host|two|4|')
+    code, out, err = _sweep_with(tmp_path, [_failed_pair(30)], two)
+    assert "num_nodes: 'two'" in err and code == 0 and 'State=RESUME' in out, (out, err)
+    assert 'read as history only' in out and 'withhold no RESUME' in out, out
+    code, out, err = _sweep_with(tmp_path, [_failed_pair(0)], two)
+    assert code == 1 and 'State=RESUME' not in out, (out, err)
+    # a time that does not read: it may be of the latest sweep
+    code, out, err = _sweep_with(tmp_path, [_failed_pair(30)],
+                                 lambda line: two(line).replace(line.split('|')[0], 'yesterday-ish'))
+    assert code == 1 and 'State=RESUME' not in out, (out, err)
+
+
+def test_n2y_a_record_whose_nid_and_node_list_disagree_drains_and_resumes_neither(tmp_path, capsys):
+    """N2y: a failed record named %.nid=nid004 with job_nodelist nid006: nid004 drained,
+    nid006 resumed. A job pinned to its node runs nowhere else: self-contradicting, its node
+    unknown: no DRAIN of either on its evidence, no RESUME, exit 1."""
+    capsys_of[0] = capsys
+    pinned = lambda found: dataclasses.replace(found[0], name=found[0].name + ' %.nid=nid004',
+                                               nodelist='nid006', value=None, result='fail')
+    code, out, err = _sweep_with(tmp_path, [pinned])
+    assert code == 1 and 'State=DRAIN' not in out and 'State=RESUME' not in out, (out, err)
+    assert "its %.nid 'nid004' is not in its job_nodelist 'nid006'" in err, err

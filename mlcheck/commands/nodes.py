@@ -179,7 +179,14 @@ def vet(args):
                      'nodes are unknown, so no node is resumed and the exit status is not 0')
     # an unreadable record whose node is unknown (a garbled line, a failed pair run) may be any
     # node's failure: no node is resumed (issue 48's security re-check, N2: its nodes were)
-    unknown = unlisted or sweep.unknown_nodes or any(node is None for _, node, _ in unreadable)
+    unknown = unlisted or sweep.unknown_nodes or any(
+        u[1] is None for u in unreadable if tuple(u) + (None,) * (4 - len(u)) not in sweep.unreadable_history)
+    if sweep.unreadable_history:
+        notes.append(f'{len(sweep.unreadable_history)} unreadable record(s) of an earlier sweep (they ended '
+                     'before the latest sweeps began, by more than --sweep-gap) read as history only: '
+                     'they withhold no RESUME line (' + '; '.join(f'{at}: {why}' for at, _, why, _ in
+                                                                sweep.unreadable_history[:3])
+                     + (', ...' if len(sweep.unreadable_history) > 3 else '') + ')')
     plan = slurm_states.resume_plan([] if unknown else sweep.healthy, states, why_unread, resume_reason)
     if known is None:     # no node list to check names against: no line Slurm reads
         plan.resume, plan.no_lines = [], (f'Slurm cannot be read here ({why_unread}) and no '
