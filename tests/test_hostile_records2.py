@@ -219,3 +219,25 @@ def test_n2y_a_record_whose_nid_and_node_list_disagree_drains_and_resumes_neithe
     code, out, err = _sweep_with(tmp_path, [pinned])
     assert code == 1 and 'State=DRAIN' not in out and 'State=RESUME' not in out, (out, err)
     assert "its %.nid 'nid004' is not in its job_nodelist 'nid006'" in err, err
+
+
+def test_records_past_the_node_list_budget_are_left_out_not_every_drain_line(tmp_path, capsys, monkeypatch):
+    """11 planted records in a shared perf log, each a different list its num_nodes claims, past
+    the selection's budget (1,000,000 names; 1,000 here, so that the test expands little):
+    refused whole, they stopped every report and the DRAIN line of a real slow node (exit 2).
+    The longest lists are left out and named; the slow node is drained, no node resumed, exit 1."""
+    from mlcheck.commands import nodes, report
+    from mlcheck.history import hostlist
+    from command_line import run_main
+    from node_sessions import session
+    monkeypatch.setattr(hostlist, 'TOTAL_HOSTS', 1_000)
+    found = session(8, 0.01, {'nid00005': 0.25}, random.Random(7), partition='sim:cluster', time=1.79e9)
+    planted = [dataclasses.replace(found[0], num_nodes=100, nodelist=f'h{i}x[000-099]', jobid=str(900 + i))
+               for i in range(11)]
+    log = write_perflog(tmp_path / 'shared.log', found + planted)
+    code, out, err = run_main(capsys, nodes.main, log, '--expect', 'nid[00000-00007]')
+    assert code == 1 and 'State=DRAIN' in out and 'nid00005' in out and 'State=RESUME' not in out, (out, err)
+    assert '2 record(s) of 2 node list(s) naming 200 hosts left out' in err, err
+    assert 'left out, unreadable' in out, out
+    code, out, err = run_main(capsys, report.main, write_perflog(tmp_path / 'before.log', found), log)
+    assert code in (0, 1) and 'left out' in err and 'internal error' not in err, err
