@@ -147,7 +147,20 @@ def _used(runs):
     sets = [_nodes(s.nodelist, s.num_nodes) for s in runs]
     if not all(sets):
         return None, None
-    return frozenset().union(*sets), frozenset.intersection(*sets)
+    return union_of(sets), common_to(sets)
+
+
+def union_of(sets):
+    """The nodes of any of `sets`, each distinct set taken once: 1,080 records of one list of
+    100,000 nodes are one set (the third security pass, F6: 108 million names otherwise)."""
+    distinct = set(sets)
+    return next(iter(distinct)) if len(distinct) == 1 else frozenset().union(*distinct)
+
+
+def common_to(sets):
+    """The nodes of every one of `sets` (at least one), each distinct set taken once."""
+    distinct = set(sets)
+    return next(iter(distinct)) if len(distinct) == 1 else frozenset.intersection(*distinct)
 
 
 def _figure(c, runs, noise, rule, before):
@@ -248,8 +261,7 @@ def _beyond_others(cells, rule):
         spread = math.hypot(a.spread, math.sqrt(sum(b.spread ** 2 for b in others)) / len(others))
         if _status(a.loss - loss, spread, rule) == 'worse':
             other = Cell(a.test, a.check, a.image, a.num_nodes, a.aspect, 'same', loss, spread,
-                         frozenset().union(*(b.used for b in others)),
-                         frozenset.intersection(*(b.always for b in others)))
+                         union_of(b.used for b in others), common_to(b.always for b in others))
             found.append(Cell(a.test, a.check, a.image, a.num_nodes, BEYOND_OTHERS, 'worse', a.loss - loss,
                               spread, a.used, a.always, other=other, runs=a.runs))
     return found
@@ -277,12 +289,22 @@ def _beyond_others_on_nodes(cells, rule):
             # 50 nodes each took minutes, R2; the same jobs given to two tests, F4). A node pools
             # only over two tests or more: the others are not tried.
             totals = {test: _sums(cs) for test, cs in group(of, lambda c: c.test).items()}
-            on = {}
+            # nodes in the same node sets have the same cells, pooled once (one list of 100,000
+            # nodes in every record: the third security pass, F6)
+            by_set = {}
             for c in of:
-                for node in c.used:
-                    on.setdefault(node, []).append(c)
-            for node in sorted(n for n, cs in on.items() if len({c.test for c in cs}) > 1):
-                pooled = _pooled_beyond(on[node], totals, rule)
+                by_set.setdefault(c.used, []).append(c)
+            sets, in_sets = list(by_set.values()), {}
+            for i, used in enumerate(by_set):
+                for node in used:
+                    in_sets.setdefault(node, []).append(i)
+            pooled_of = {}
+            for node in sorted(in_sets):
+                key = tuple(in_sets[node])
+                if key not in pooled_of:
+                    on = [c for i in key for c in sets[i]]
+                    pooled_of[key] = _pooled_beyond(on, totals, rule) if len({c.test for c in on}) > 1 else None
+                pooled = pooled_of[key]
                 if pooled and (best is None or pooled[0] / pooled[1] > best[0][0] / best[0][1]):
                     best = (pooled, node, across, of)
         if best is None:
@@ -291,7 +313,7 @@ def _beyond_others_on_nodes(cells, rule):
         found.append(Cell(f'the runs on {node}', '', None, 2 if across else 1, BEYOND_OTHERS, 'worse',
                           loss, spread, frozenset([node]), frozenset([node]),
                           other=Cell('', '', None, cell.num_nodes, SPEED, 'same',
-                                     used=frozenset().union(*(c.used for c in of if node not in c.used))),
+                                     used=union_of(c.used for c in of if node not in c.used)),
                           runs=cell.runs, pooled=tests))
         explained.add(node)
 
