@@ -767,7 +767,7 @@ def test_node_lists_longer_than_their_jobs_are_not_expanded(tmp_path, capsys):
     code, out, err = within(30, lambda: run_main(capsys, report.main, str(shutil.copy(log, tmp_path / 'copy.log')), log))
     assert code in (0, 1) and 'internal error' not in err, err
     # ... and records whose num_nodes claims them (the re-check's R2: 20 of a different 100,000
-    # each ran out of memory): past 1,000,000 names together the longest lists are left out,
+    # each ran out of memory): past 300,000 names together the longest lists are left out,
     # named, the other records judged (the third pass: refusing the selection stopped every
     # DRAIN line of a shared perf log)
     claimed = [dataclasses.replace(s, num_nodes=100_000) for s in hostile * 4]
@@ -775,7 +775,7 @@ def test_node_lists_longer_than_their_jobs_are_not_expanded(tmp_path, capsys):
     log = write_perflog(tmp_path / 'claimed.log', found + claimed)
     for main, argv in ((nodes.main, [log]), (report.main, [str(shutil.copy(log, tmp_path / 'c.log')), log])):
         code, out, err = within(30, lambda: run_main(capsys, main, *argv))
-        assert code in (0, 1) and '11 record(s) of 11 node list(s) naming 1,100,000 hosts left out' in err, err
+        assert code in (0, 1) and '18 record(s) of 18 node list(s) naming 1,800,000 hosts left out' in err, err
         assert 'internal error' not in err and 'State=RESUME' not in out, out
 
 
@@ -833,5 +833,5 @@ def test_a_node_list_written_as_a_python_list_counts_against_the_budget(tmp_path
              for i in range(12)]
     log = write_perflog(tmp_path / 'sweep.log', found + lists)
     code, out, err = within(30, lambda: run_main(capsys, nodes.main, log))
-    assert code == 1 and '3 record(s) of 3 node list(s) naming 300,000 hosts left out' in err, err
+    assert code == 1 and '10 record(s) of 10 node list(s) naming 1,000,000 hosts left out' in err, err
     assert '4 node(s)' in out and 'State=RESUME' not in out, out

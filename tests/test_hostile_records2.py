@@ -223,7 +223,7 @@ def test_n2y_a_record_whose_nid_and_node_list_disagree_drains_and_resumes_neithe
 
 def test_records_past_the_node_list_budget_are_left_out_not_every_drain_line(tmp_path, capsys, monkeypatch):
     """11 planted records in a shared perf log, each a different list its num_nodes claims, past
-    the selection's budget (1,000,000 names; 1,000 here, so that the test expands little):
+    the selection's budget (300,000 names; 1,000 here, so that the test expands little):
     refused whole, they stopped every report and the DRAIN line of a real slow node (exit 2).
     The longest lists are left out and named; the slow node is drained, no node resumed, exit 1."""
     from mlcheck.commands import nodes, report
