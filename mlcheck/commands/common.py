@@ -8,6 +8,7 @@ import argparse
 import math
 import os
 import re
+import shlex
 import sys
 
 from mlcheck import REPO
@@ -154,10 +155,10 @@ def _one_line_errors(command, run):
 
 
 def slurm_partitions(args):
-    """{ReFrame's system:partition: (the Slurm partition its `access` options name (--partition=X,
-    -p X) or None, the features its --constraint requires (gpu, gpu&hbm80g) or None)} of the site
-    config the command reads; {} where it cannot be read. A constraint of other operators (|, [,
-    *) selects nodes no set of features says, and is not read."""
+    """{ReFrame's system:partition: (the Slurm partitions its `access` options name (--partition=X,
+    -p X, X=a,b: every one), the features its --constraint requires (gpu, gpu&hbm80g) or None)}
+    of the site config the command reads; {} where it cannot be read. A constraint of other
+    operators (|, [, *) selects nodes no set of features says, and is not read."""
     from mlcheck.history.database import site_configuration
     try:
         site = site_configuration(config_file(args))
@@ -166,11 +167,39 @@ def slurm_partitions(args):
     found = {}
     for system in site.get('systems', []):
         for part in system.get('partitions', []):
-            options = ' '.join(map(str, part.get('access', [])))
-            named = re.search(r'(?:--partition[= ]|-p ?)([\w.-]+)', options)
-            constraint = re.search(r'(?:--constraint[= ]|-C ?)(\S+)', options)
-            features = (frozenset(constraint.group(1).strip('\'"').split('&')) if constraint and
-                        re.fullmatch(r'[\w.-]+(&[\w.-]+)*', constraint.group(1).strip('\'"')) else None)
+            options = access_options(part.get('access', []))
+            named = tuple(n for value in options.get('partition', []) for n in value.split(',') if n)
+            constraint = (options.get('constraint') or [''])[-1]
+            features = (frozenset(constraint.split('&')) if re.fullmatch(r'[\w.-]+(&[\w.-]+)*', constraint)
+                        else None)
             if named or features:
-                found[f'{system.get("name")}:{part.get("name")}'] = (named and named.group(1), features)
+                found[f'{system.get("name")}:{part.get("name")}'] = (named, features)
+    return found
+
+
+# the options of `access` read here, as sbatch reads them: long with = or a word after, short
+# with the value joined or a word after (issue 48's third security pass, F5: a regex read
+# `--cpus-per-task=2` as the partition `er-task`)
+ACCESS_OPTIONS = {'--partition': 'partition', '-p': 'partition', '--constraint': 'constraint', '-C': 'constraint'}
+
+
+def access_options(access):
+    """{'partition': [X, ...], 'constraint': [...]} of a ReFrame partition's `access` list: each
+    entry split into words as a shell does (an entry that does not split is read as no option)."""
+    words = []
+    for entry in access:
+        try:
+            words += shlex.split(str(entry))
+        except ValueError:
+            continue
+    found = {}
+    for i, word in enumerate(words):
+        name, eq, value = word.partition('=')
+        if name.startswith('--') and name in ACCESS_OPTIONS:
+            value = value if eq else (words[i + 1] if i + 1 < len(words) else '')
+        elif word[:2] in ACCESS_OPTIONS and not word.startswith('--'):
+            name, value = word[:2], word[2:] or (words[i + 1] if i + 1 < len(words) else '')
+        else:
+            continue
+        found.setdefault(ACCESS_OPTIONS[name], []).append(value)
     return found

@@ -179,7 +179,14 @@ def vet(args):
                      'nodes are unknown, so no node is resumed and the exit status is not 0')
     # an unreadable record whose node is unknown (a garbled line, a failed pair run) may be any
     # node's failure: no node is resumed (issue 48's security re-check, N2: its nodes were)
-    unknown = unlisted or sweep.unknown_nodes or any(node is None for _, node, _ in unreadable)
+    unknown = unlisted or sweep.unknown_nodes or any(
+        u[1] is None for u in unreadable if tuple(u) + (None,) * (4 - len(u)) not in sweep.unreadable_history)
+    if sweep.unreadable_history:
+        notes.append(f'{len(sweep.unreadable_history)} unreadable record(s) of an earlier sweep (they ended '
+                     'before the latest sweeps began, by more than --sweep-gap) read as history only: '
+                     'they withhold no RESUME line (' + '; '.join(f'{at}: {why}' for at, _, why, _ in
+                                                                sweep.unreadable_history[:3])
+                     + (', ...' if len(sweep.unreadable_history) > 3 else '') + ')')
     plan = slurm_states.resume_plan([] if unknown else sweep.healthy, states, why_unread, resume_reason)
     if known is None:     # no node list to check names against: no line Slurm reads
         plan.resume, plan.no_lines = [], (f'Slurm cannot be read here ({why_unread}) and no '
@@ -263,9 +270,12 @@ def listed_in_slurm(found, members, configured=None, features=None):
     expected, said, unknown = set(), [], False
     for partition, ran in sorted(swept.items()):
         holding = {name for name, of in members.items() if ran <= of}
-        slurm_name, needs = (configured or {}).get(partition, (None, None))
-        named = [name for name in (slurm_name, partition.rpartition(':')[2]) if name in holding]
-        pool = members[named[0]] if named else everyone if needs else set()
+        slurm_names, needs = (configured or {}).get(partition, ((), None))
+        # access may name several (--partition=gpu,sim): a job runs on any of them
+        listed = [name for name in slurm_names if name in members]
+        named = ([','.join(listed)] if listed and ran <= set().union(*(members[n] for n in listed)) else
+                 [name for name in (partition.rpartition(':')[2],) if name in holding])
+        pool = set().union(*(members[n] for n in named[0].split(','))) if named else everyone if needs else set()
         chosen = {node for node in pool if not needs or needs <= (features or {}).get(node, set())}
         if ran <= chosen:
             expected |= chosen

@@ -304,12 +304,17 @@ def compare_and_report(args):
                                  for ss in (ran_before, ran_after))
         if not ran_before and not ran_after:
             raise InputError(f'no test named like {" or ".join(map(repr, args.name))} in either selection')
+    if ran_before and _records(ran_before) == _records(ran_after):
+        # `mlcheck-report X latest` where X is the newest: a session against itself says nothing
+        raise InputError(f'before ({args.before!r}) and after ({args.after!r}) select the same records '
+                         f'({_listed(sorted({s.source for s in ran_before}))}): nothing to compare; '
+                         'name an older session or perf log as before')
     ran, filled = recorded_settings.with_defaults(ran_before + ran_after, RECORDED_DEFAULTS)
     ran_before, ran_after = ran[:len(ran_before)], ran[len(ran_before):]
     ran_before, trials = trial_runs.without_trial_runs(ran_before, ran_after)
     # the rows, the exit status and the likely cause, all from one table of the runs
     table = EvidenceTable.of(ran_before, ran_after, rule,
-                             {name for name, _ in slurm_partitions(args).values() if name})
+                             {name for names, _ in slurm_partitions(args).values() for name in names})
     comparisons = table.comparisons
     few = table.fewest_runs()
     if few and args.require_repeats and few[0] < args.require_repeats:
@@ -332,6 +337,15 @@ def compare_and_report(args):
 # ReFrame's exception for a session ended from a check's hook (harness.reframe_api.stop_session):
 # a -S name no check knows, before any job ran
 SETUP_STOP = 'ForceExitError'
+
+
+def _listed(names, shown=3):
+    return ', '.join(names[:shown] + ([f'{len(names) - shown} more'] if len(names) > shown else []))
+
+
+def _records(samples):
+    """What identifies the records a selection took (a NaN value is no use here: never equal)."""
+    return frozenset((s.source, s.partition, s.name, s.var, s.time, s.jobid, s.nodelist) for s in samples)
 
 
 def stopped_at_setup(load, selection, database):

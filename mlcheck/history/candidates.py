@@ -10,14 +10,16 @@ import collections
 import itertools
 from dataclasses import dataclass, field
 
+from mlcheck.history import hostlist
 from mlcheck.history.cells import BEYOND_IMAGE, BEYOND_NODES, BEYOND_OTHERS, INTERCONNECT, LOADER, RANK, SPEED
 
 MUST, MAY = 'must', 'may'
 
 
-def candidates(cells):
+def candidates(cells, nodes=None):
     """{name: (reach(cell) -> MUST, MAY or None, the node it is of or None)} of the candidates
-    the cells make possible."""
+    the cells make possible. `nodes`: {the name a node's candidates take: the node whose reach
+    they have} (node_groups), every node of a cell not unchanged by default."""
     found = {'host stack': (_host, None)}
     images = sorted({c.image for c in cells if c.aspect == SPEED})
     for image in images:
@@ -27,19 +29,66 @@ def candidates(cells):
         for image in images:
             if any(c.num_nodes > 1 and c.image == image for c in cells):
                 found[network_layer(image)] = (lambda c, image=image: _image_network(c, image), None)
-    worse_nodes = sorted(set().union(*(c.used or () for c in cells if c.status != 'same')))
+    if nodes is None:
+        nodes = {node: node for node in sorted(worse_nodes(cells))}
     has_rank = any(c.aspect == RANK for c in cells)
-    for node in worse_nodes:
-        found[f'node {node}'] = (lambda c, node=node: _node(c, node, gpu=False), node)
+    across = set().union(*(c.used or () for c in cells if c.num_nodes > 1))
+    for named, node in nodes.items():
+        found[f'node {named}'] = (lambda c, node=node: _node(c, node, gpu=False), node)
         if has_rank:
-            found[f'a GPU of {node}'] = (lambda c, node=node: _node(c, node, gpu=True), node)
-        if any(c.num_nodes > 1 and node in (c.used or ()) for c in cells):
-            found[f'the link of {node}'] = (lambda c, node=node: _link(c, node), node)
+            found[f'a GPU of {named}'] = (lambda c, node=node: _node(c, node, gpu=True), node)
+        if node in across:
+            found[f'the link of {named}'] = (lambda c, node=node: _link(c, node), node)
     if any(c.aspect == LOADER for c in cells):
         found['data path'] = (_data_path, None)
     if has_rank:
         found['binding'] = (_binding, None)
     return found
+
+
+def worse_nodes(cells):
+    """The nodes of the cells not unchanged: each a candidate."""
+    return set().union(*(c.used or () for c in cells if c.status != 'same'))
+
+
+NODES_APART = 64     # more nodes than this: those that reach the same cells alike are one candidate
+
+
+def node_groups(cells):
+    """{name: the node whose reach they share} of the candidate nodes, each alone where they are
+    NODES_APART or fewer; past that, the nodes that every cell (and the cell it is measured
+    against) holds alike are one candidate, named as a host list (`nid[00000-99999]`): they
+    predict the same of every cell, so trying them one by one, and in pairs, only repeats the work
+    (issue 48's third security pass, F3 and F6: 1,800 nodes in pairs took 13 s, one list of
+    100,000 nodes over 1,080 records 755 MB). Work in proportion to the distinct node sets' sizes."""
+    candidates = worse_nodes(cells)
+    if len(candidates) <= NODES_APART:
+        return {node: node for node in sorted(candidates)}
+    # partition refinement: a node's group is split by each distinct set it is in or not in
+    sets = {}
+    for c in cells:
+        for of in (c, c.other) if c.other is not None else (c,):
+            for nodes in (of.used, of.always):
+                if nodes:
+                    sets.setdefault(frozenset(nodes), None)
+    group = dict.fromkeys(candidates, 0)
+    count = 1
+    for nodes in sets:
+        split = {}
+        for node in nodes:
+            if node in group:
+                old = group[node]
+                if old not in split:
+                    split[old], count = count, count + 1
+                group[node] = split[old]
+    members = {}
+    for node, g in group.items():
+        members.setdefault(g, []).append(node)
+    found = {}
+    for of in members.values():
+        of.sort()
+        found[hostlist.compress(of) if len(of) > 1 else of[0]] = of[0]
+    return dict(sorted(found.items()))
 
 
 def _host(c):
@@ -136,6 +185,10 @@ def _binding(c):
     return MUST if c.aspect == RANK else MAY if c.aspect in (SPEED, LOADER, BEYOND_NODES) else None
 
 
+# more candidates than this are not tried in pairs (their pairs grow with the square): the line
+# says so instead (issue 48's third security pass, F3)
+PAIRED = 200
+
 # --- elimination --------------------------------------------------------------------------------
 
 @dataclass
@@ -147,6 +200,7 @@ class Evidence:
     unclear: frozenset = field(default_factory=frozenset)
     must: dict = field(default_factory=dict)
     reach: dict = field(default_factory=dict)      # MUST or MAY
+    untried: int = 0       # the candidates, where too many to try in pairs (standing())
 
     @classmethod
     def of(cls, cells):
@@ -154,13 +208,21 @@ class Evidence:
         by = lambda status: frozenset(i for i, c in enumerate(cells) if c.status == status)
         ev.worse, ev.same, ev.unclear = by('worse'), by('same'), by('unclear')
         # a node's candidates reach only the cells whose runs used it (or not recorded where)
+        nodes = node_groups(cells)
+        tried = set(nodes.values())
         on = collections.defaultdict(list)
+        by_set = {}
         for i, c in enumerate(cells):
-            for node in c.used if c.used is not None else ():
-                on[node].append(i)
+            if c.used is not None:
+                by_set.setdefault(c.used, []).append(i)
+        for used, of in by_set.items():
+            for node in (used & tried if len(used) > len(tried) else tried & used):
+                on[node] += of
+        for node in on:
+            on[node].sort()
         unknown = [i for i, c in enumerate(cells) if c.used is None]
         everywhere = range(len(cells))
-        for name, (reach, node) in candidates(cells).items():
+        for name, (reach, node) in candidates(cells, nodes).items():
             marks = [(i, reach(cells[i])) for i in (everywhere if node is None else on[node] + unknown)]
             ev.must[name] = frozenset(i for i, m in marks if m == MUST)
             ev.reach[name] = frozenset(i for i, m in marks if m)
@@ -180,14 +242,19 @@ class Evidence:
         the pairs that a cause hidden in its unclear cells would make of it."""
         names = list(self.reach)
         left = [(n,) for n in names if self.stands((n,))]
-        if not left:
+        paired = len(names) <= PAIRED
+        if not left and paired:
             left = [pair for pair in itertools.combinations(names, 2) if self.stands(pair)
                     and not any(self.stands((n,)) for n in pair)]
             left = [_ordered(pair, self) for pair in left]
+        elif not left:
+            self.untried = len(names)
         more = []
         for h in left:
             hidden = self.hidden(h)
-            if hidden and len(h) == 1:
+            if hidden and len(h) == 1 and not paired:
+                more.append(h + ('another cause',))
+            elif hidden and len(h) == 1:
                 more += [_ordered(h + (n,), self) for n in names if n not in h
                          and self.reach[n] & hidden and self.stands(h + (n,))]
             elif hidden:

@@ -15,7 +15,8 @@ import shlex
 from dataclasses import dataclass
 
 from mlcheck.figures import stack
-from mlcheck.history import compare, node_names
+from mlcheck.errors import InputError
+from mlcheck.history import compare, hostlist, node_names
 from mlcheck.history.candidates import Evidence, network_layer
 from mlcheck.history.recorded_defaults import RECORDED_DEFAULTS
 from mlcheck.history.cells import INTERCONNECT, LOADER, LOADER_VAR, RANK, RANK_VAR, SPEED, Z, cells_of
@@ -284,6 +285,10 @@ def diagnose(cells, stacks=None, partitions=()):
         # none fits every cell: those that explain the losses, though some cell they predict
         # worse is not (one model of an image spared, a second cause that hides the first)
         covering = tuple((n,) for n in ev.reach if ev.worse <= ev.reach[n])
+        if ev.untried:
+            return Verdict('cannot tell', covering, f'{what}; none of these also leaves unchanged what it '
+                           f'should slow, and {ev.untried} candidates (nodes that ran differently) are '
+                           'too many to try in pairs', separating(covering, cells, (), partitions))
         return Verdict('cannot tell', covering,
                        f'{what}; none of these also leaves unchanged what it should slow, nor does a '
                        'pair' + ('' if covering else ': more than two causes at once, or one that is '
@@ -390,7 +395,7 @@ def separating(hypotheses, cells, runs=(), partitions=()):
     so that a site's node-name check (mlcheck-nodes) can wrap it. `partitions`: the records'
     partition names, which no node passed on may have."""
     names = {n for h in hypotheses for n in h}
-    refusal = functools.partial(node_names.refusal, partitions=partitions)
+    refusal = functools.partial(_refusal, partitions=partitions)
     refused = list(filter(None, map(refusal, _nodes_named(names))))
     run = _separating_run(names, cells, runs, refusal)
     if refused and not run:
@@ -398,6 +403,28 @@ def separating(hypotheses, cells, runs=(), partitions=()):
     if refused and '(refused: ' not in run:
         return f'{run} (refused: {"; ".join(refused)})'
     return run
+
+
+def _refusal(name, partitions=()):
+    """node_names.refusal of a candidate's node, or of each node of a candidate named as a host
+    list (candidates.node_groups: nodes that reach the cells alike): a name refused among them
+    refuses the list."""
+    if not GROUPED.search(name):
+        return node_names.refusal(name, partitions)
+    try:
+        return next(filter(None, (node_names.refusal(n, partitions) for n in hostlist.expand(name))), '')
+    except InputError as e:
+        return str(e)
+
+
+def _members(name):
+    try:
+        return hostlist.expand(name) if GROUPED.search(name) else [name]
+    except InputError:
+        return []
+
+
+GROUPED = re.compile(r'[\[,]')     # what no one node's name holds (hostlist.checked)
 
 
 def _nodes_named(names):
@@ -420,7 +447,7 @@ def _separating_run(names, cells, runs, refusal):
         return _more_repetitions(cells)
     seen = sorted(set().union(*(c.used or () for c in cells), *(r.nodes for r in runs)))
     named = _nodes_named(names)
-    free = sorted(set(seen) - set(named))
+    free = sorted(set(seen) - {n for name in named for n in _members(name)})
     # a name from data that Slurm reads as many nodes (ALL, a partition's) never reaches --exclude
     refused = list(filter(None, map(refusal, named)))
     named = [n for n in named if not refusal(n)]
@@ -464,6 +491,8 @@ def _pinned_run(names, cells, runs, refusal=node_names.refusal):
     if not names or not all(n.startswith(NODE_KINDS) for n in names):
         return None
     named = [n for n in _nodes_named(names) if not refusal(n)]
+    if any(GROUPED.search(n) for n in named):
+        return None     # a run on one node of a group tells nothing of its others
     seen = sorted(set().union(*(c.used or () for c in cells), *(r.nodes for r in runs)))
     return _pinned(named, [n for n in seen if n not in named], names, _cheapest_lost(cells, runs)) if named else None
 

@@ -147,7 +147,20 @@ def _used(runs):
     sets = [_nodes(s.nodelist, s.num_nodes) for s in runs]
     if not all(sets):
         return None, None
-    return frozenset().union(*sets), frozenset.intersection(*sets)
+    return union_of(sets), common_to(sets)
+
+
+def union_of(sets):
+    """The nodes of any of `sets`, each distinct set taken once: 1,080 records of one list of
+    100,000 nodes are one set (the third security pass, F6: 108 million names otherwise)."""
+    distinct = set(sets)
+    return next(iter(distinct)) if len(distinct) == 1 else frozenset().union(*distinct)
+
+
+def common_to(sets):
+    """The nodes of every one of `sets` (at least one), each distinct set taken once."""
+    distinct = set(sets)
+    return next(iter(distinct)) if len(distinct) == 1 else frozenset.intersection(*distinct)
 
 
 def _figure(c, runs, noise, rule, before):
@@ -248,8 +261,7 @@ def _beyond_others(cells, rule):
         spread = math.hypot(a.spread, math.sqrt(sum(b.spread ** 2 for b in others)) / len(others))
         if _status(a.loss - loss, spread, rule) == 'worse':
             other = Cell(a.test, a.check, a.image, a.num_nodes, a.aspect, 'same', loss, spread,
-                         frozenset().union(*(b.used for b in others)),
-                         frozenset.intersection(*(b.always for b in others)))
+                         union_of(b.used for b in others), common_to(b.always for b in others))
             found.append(Cell(a.test, a.check, a.image, a.num_nodes, BEYOND_OTHERS, 'worse', a.loss - loss,
                               spread, a.used, a.always, other=other, runs=a.runs))
     return found
@@ -272,43 +284,65 @@ def _beyond_others_on_nodes(cells, rule):
         best = None
         for across in (False, True):
             of = [c for c in speed if (c.num_nodes > 1) == across and not c.used & explained]
-            # a node pools only over two tests or more: the others are not tried (2,000 jobs of
-            # one test on their own 50 nodes each took minutes: issue 48's security re-check, R2)
-            tests_of = {}
+            # the cells of each node, indexed once: the work is the cells' sizes together, not
+            # nodes times cells (issue 48's security re-checks: 2,000 jobs of one test on their own
+            # 50 nodes each took minutes, R2; the same jobs given to two tests, F4). A node pools
+            # only over two tests or more: the others are not tried.
+            totals = {test: _sums(cs) for test, cs in group(of, lambda c: c.test).items()}
+            # nodes in the same node sets have the same cells, pooled once (one list of 100,000
+            # nodes in every record: the third security pass, F6)
+            by_set = {}
             for c in of:
-                for node in c.used - explained:
-                    tests_of.setdefault(node, set()).add(c.test)
-            for node in sorted(n for n, tests in tests_of.items() if len(tests) > 1):
-                pooled = _pooled_beyond(of, node, rule)
-                if pooled and (best is None or pooled[0] / pooled[1] > best[0].loss / best[0].spread):
-                    cell, tests = pooled[2], pooled[3]
-                    best = (Cell(f'the runs on {node}', '', None, 2 if across else 1, BEYOND_OTHERS, 'worse',
-                                 pooled[0], pooled[1], frozenset([node]), frozenset([node]),
-                                 other=Cell('', '', None, cell.num_nodes, SPEED, 'same',
-                                            used=frozenset().union(*(c.used for c in of if node not in c.used))),
-                                 runs=cell.runs, pooled=tests), node)
+                by_set.setdefault(c.used, []).append(c)
+            sets, in_sets = list(by_set.values()), {}
+            for i, used in enumerate(by_set):
+                for node in used:
+                    in_sets.setdefault(node, []).append(i)
+            pooled_of = {}
+            for node in sorted(in_sets):
+                key = tuple(in_sets[node])
+                if key not in pooled_of:
+                    on = [c for i in key for c in sets[i]]
+                    pooled_of[key] = _pooled_beyond(on, totals, rule) if len({c.test for c in on}) > 1 else None
+                pooled = pooled_of[key]
+                if pooled and (best is None or pooled[0] / pooled[1] > best[0][0] / best[0][1]):
+                    best = (pooled, node, across, of)
         if best is None:
             return found
-        found.append(best[0])
-        explained.add(best[1])
+        (loss, spread, cell, tests), node, across, of = best
+        found.append(Cell(f'the runs on {node}', '', None, 2 if across else 1, BEYOND_OTHERS, 'worse',
+                          loss, spread, frozenset([node]), frozenset([node]),
+                          other=Cell('', '', None, cell.num_nodes, SPEED, 'same',
+                                     used=union_of(c.used for c in of if node not in c.used)),
+                          runs=cell.runs, pooled=tests))
+        explained.add(node)
 
 
-def _pooled_beyond(cells, node, rule):
-    """(loss, spread, a cell, tests) of the runs on `node` beyond the same tests' runs elsewhere,
-    pooled over the tests, where clear with each test left out too; else None. A run's spread is
-    measured here, among each test's runs about their group's mean (on the node, elsewhere), its
-    1 % upper bound, never under the cells' (a robust spread of five runs falls short of it)."""
+def _sums(cells):
+    """(cells, runs, runs x loss, runs x loss squared, the largest run noise) of one test's cells."""
+    return (len(cells), sum(c.runs for c in cells), math.fsum(c.runs * c.loss for c in cells),
+            math.fsum(c.runs * c.loss ** 2 for c in cells), max(c.run_noise for c in cells))
+
+
+def _pooled_beyond(on_node, totals, rule):
+    """(loss, spread, a cell, tests) of the runs on a node (`on_node`: its cells) beyond the same
+    tests' runs elsewhere (`totals`: _sums of each test's cells), pooled over the tests, where
+    clear with each test left out too; else None. A run's spread is measured here, among each
+    test's runs about their group's mean (on the node, elsewhere), its 1 % upper bound, never under
+    the cells' (a robust spread of five runs falls short of it)."""
     terms, squares = [], []
-    for _, of in group(cells, lambda c: c.test).items():
-        on = [c for c in of if node in c.used]
-        off = [c for c in of if node not in c.used]
-        if not on or not off:
-            continue
-        runs = [sum(c.runs for c in cs) for cs in (on, off)]
-        means = [sum(c.runs * c.loss for c in cs) / n for cs, n in zip((on, off), runs)]
-        squares.append((sum(runs) - 2, sum(c.runs * (c.loss - m) ** 2 for cs, m in zip((on, off), means)
-                                           for c in cs), max(c.run_noise for c in of)))
-        terms.append((means[0] - means[1], 1 / runs[0] + 1 / runs[1], on))
+    order = {test: i for i, test in enumerate(totals)}
+    for test, cs in sorted(group(on_node, lambda c: c.test).items(), key=lambda kv: order[kv[0]]):
+        count, runs_all, s1, s2, noise = totals[test]
+        if len(cs) == count:
+            continue        # no run of it elsewhere
+        on = _sums(cs)
+        runs = [on[1], runs_all - on[1]]
+        means = [on[2] / runs[0], (s1 - on[2]) / runs[1]]
+        # each side's sum of squares about its mean, from the sums (the others' without listing them)
+        square = max(0.0, on[3] - runs[0] * means[0] ** 2) + max(0.0, (s2 - on[3]) - runs[1] * means[1] ** 2)
+        squares.append((sum(runs) - 2, square, noise))
+        terms.append((means[0] - means[1], 1 / runs[0] + 1 / runs[1], cs))
     if len(terms) < 2:
         return None
     dof = sum(n for n, _, _ in squares)

@@ -84,7 +84,13 @@ def node_of(sample):
     node that is not a host name."""
     param = NODE_PARAMETER.search(sample.name)
     if param:
-        return hostlist.checked(param.group(1), where(sample) + ' (its %.nid)')
+        node = hostlist.checked(param.group(1), where(sample) + ' (its %.nid)')
+        if sample.nodelist and node not in nodes_of(sample):
+            # a job pinned to its node runs nowhere else: which of them it ran on is unknown
+            # (issue 48's third security pass, N2y: the %.nid node was drained, the listed resumed)
+            raise InputError(f'{where(sample)}: its %.nid {node!r} is not in its job_nodelist '
+                             f'{sample.nodelist[:80]!r}: which node ran it is unknown')
+        return node
     if sample.num_nodes != 1 or not sample.nodelist:
         return None
     names = nodes_of(sample)

@@ -106,6 +106,8 @@ class Sweep:
     sweeps: list = field(default_factory=list)       # [sentence]: which sweep of each test
     unknown_nodes: int = 0     # records left out naming no node of the partition: none resumed
     unreadable: list = field(default_factory=list)   # [sentence]: records left out, unreadable
+    # [(where, node, why, time)]: unreadable records of an earlier sweep, history only
+    unreadable_history: list = field(default_factory=list)
     outside: int = 0                   # nodes that ran outside --expect: peers only
     # {node: Slurm's reason}: to drain, but drained already for another reason (an admin's
     # ticket): no DRAIN line overwrites it
@@ -157,6 +159,13 @@ def judge(found, rule=Rule(), expected=(), variables=(), gap=SWEEP_GAP, known=No
         check(node, '--expect')
     sizes = partition_sizes(placed, expected, members or {})
     placed, history_of = latest_sweeps(placed, gap, sizes)
+    # an unreadable record whose time reads, ended a pause before every latest sweep began: of an
+    # earlier sweep, history, withholding nothing (the third security pass, N2x); one of no known
+    # time, or within the latest sweeps, may be a failure of them
+    began = min((s.time for _, s in placed), default=None)
+    unreadable = [tuple(u) + (None,) * (4 - len(u)) for u in unreadable]
+    earlier = [u for u in unreadable if u[3] is not None and began is not None and u[3] < began - gap]
+    unreadable = [u for u in unreadable if u not in earlier]
     # a record naming a node Slurm would read as many (ALL, a partition's or a NodeSet's name) or
     # one outside the partition is named and left out, never printed in a command, and no node
     # is resumed (its real node is unknown); the others are judged: one such record stopped
@@ -223,9 +232,10 @@ def judge(found, rule=Rule(), expected=(), variables=(), gap=SWEEP_GAP, known=No
     in_expected = lambda node: node and (not expected or node in expected)   # --expect: no other
     sweep.unknown_nodes = len(refused)
     sweep.unreadable = sorted({f'{at}: {why}' + (f' (node {node}: not judged)' if in_expected(node)
-                                                 else '') for at, node, why in list(unreadable) + refused})
+                                                 else '') for at, node, why, *_ in unreadable + refused})
+    sweep.unreadable_history = earlier
     for node, lines in history.group([u for u in unreadable if u[1]], lambda u: u[1]).items():
-        at, _, why = lines[0]
+        at, _, why, _ = lines[0]
         multi.not_judged.setdefault(node, []).append(
             f'{len(lines)} record(s) of its left out as unreadable (first {at}: {why}): it may '
             'have failed')

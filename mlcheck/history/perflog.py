@@ -215,7 +215,8 @@ def read_perflog(path, period=None, with_failed=False, left_out=None, budget=Non
         except BadLine as err:
             print(f'{shown}:{number}: {err}; line left out', file=sys.stderr)
             if left_out is not None:
-                left_out.append((f'{shown}:{number}', _node_named(columns, line), str(err)))
+                left_out.append((f'{shown}:{number}', _node_named(columns, line), str(err),
+                                 _time_read(columns, line)))
             continue
         if sample:
             samples.append(sample)
@@ -224,12 +225,28 @@ def read_perflog(path, period=None, with_failed=False, left_out=None, budget=Non
 
 def _node_named(columns, line):
     """The one node an unreadable line names (its %.nid=, else its job_nodelist), None where it
-    names none or not one host name."""
+    names none or not one host name, or its %.nid and its one-node job_nodelist disagree (which
+    ran where is unknown)."""
     values = line.split('|')
     row = dict(zip(columns, values)) if len(values) == len(columns) else {}
     nid = NODE_PARAMETER.search(line)
-    node = nid.group(1) if nid else row.get('job_nodelist', '')
+    listed = row.get('job_nodelist', '')
+    node = nid.group(1) if nid else listed
+    if nid and HOST_NAME.fullmatch(listed) and listed != node:
+        return None
     return node if HOST_NAME.fullmatch(node) else None
+
+
+def _time_read(columns, line):
+    """An unreadable line's completion time where that field reads, else None (mlcheck-nodes:
+    a line of an earlier sweep is history; one of no known time may be of the latest)."""
+    values = line.split('|')
+    if len(values) != len(columns):
+        return None
+    try:
+        return _timestamp(dict(zip(columns, values))['job_completion_time'])
+    except BadLine:
+        return None
 
 
 def _sample(columns, values, period, with_failed, path):

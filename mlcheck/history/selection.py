@@ -112,5 +112,18 @@ def load(selection, database=None, with_failed=False, left_out=None):
                   file=sys.stderr)
     if not samples:
         raise InputError(f'selection {selection.spec!r} holds no performance values ({where})')
-    hostlist.within_budget((s.nodelist for s in samples if s.nodelist), f'selection {selection.spec!r} ({where})')
+    past = hostlist.past_budget(s.nodelist for s in samples if s.nodelist)
+    if past:
+        dropped = sum(s.nodelist in past for s in samples)
+        longest = max(past, key=past.get)
+        why = (f'{dropped} record(s) of {len(past)} node list(s) naming {sum(past.values()):,} hosts left '
+               f'out (the longest {visible(longest[:80])!r}, {past[longest]:,} hosts): the node lists of the records '
+               f'together are past {hostlist.TOTAL_HOSTS:,} hosts, more than any real '
+               'partition\'s runs, and the longest go; their nodes are unknown')
+        print(f'selection {visible(selection.spec)!r} ({where}): {why}', file=sys.stderr)
+        if left_out is not None:
+            left_out.append((f'selection {visible(selection.spec)!r} ({where})', None, why, None))
+        samples = [s for s in samples if s.nodelist not in past]
+        if not samples:
+            raise InputError(f'selection {selection.spec!r} ({where}): {why}; none left')
     return samples
