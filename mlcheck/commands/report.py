@@ -50,6 +50,9 @@ def parse_args(argv):
                         help='relative change that matters: 5%% or 0.05 (default: %(default)s)')
     parser.add_argument('--noise-factor', type=float, default=Rule.noise_factor,
                         help='a change must also exceed this many times the noise (default: %(default)s)')
+    parser.add_argument('--false-alarm', default=f'{100 * Rule.false_alarm:g}%',
+                        help='the share of unchanged sessions whose report may judge any figure changed: '
+                             'each change is judged at this level over the report\'s figures (default: %(default)s)')
     parser.add_argument('--min-repeats', type=int, default=Rule.min_repeats,
                         help='repetitions a side needs for its own spread; a side with fewer is '
                              "judged against the other side's (default: %(default)s)")
@@ -289,7 +292,7 @@ def main(argv=None):
 
 def compare_and_report(args):
     rule = Rule(parse_fraction(args.threshold, '--threshold'), args.noise_factor,
-                args.min_repeats)
+                args.min_repeats, parse_fraction(args.false_alarm, '--false-alarm'))
     selections = [parse_selection(args.before), parse_selection(args.after)]
     database = open_database(args, selections)
     # test cases without values count: a selection whose tests all failed names them
