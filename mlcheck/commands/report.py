@@ -6,8 +6,9 @@ BEFORE and AFTER are each a session UUID, a period START:END (ReFrame's syntax, 
 now-1d:now), 'latest', or a perf log file or directory with an optional @START:END. Every test
 and performance variable is compared by the mean of its repetitions (reframe --repeat N). A
 change is a regression only when it is worse than both --threshold and --noise-factor times the
-noise: the standard deviation of the repetitions, pooled over both sides (or of the one side with
-repetitions, see docs/performance-history.md). It starts with the likely cause, one line per
+noise (the standard deviation of the repetitions, pooled over both sides, or of the one side with
+repetitions) and the report, judged as a whole, holds it beyond chance at --false-alarm (see
+docs/performance-history.md). It starts with the likely cause, one line per
 cause (mlcheck.history.causes: what the evidence leaves, or `cannot tell` and the run that
 separates what it cannot). With -o DIR it writes
 DIR/report.md and PNG plots.
