@@ -57,8 +57,9 @@ def test_case_1_a_slow_node_on_a_busy_partition_fails_the_gate(tmp_path, capsys)
     code, out = report_of(tmp_path, capsys, before, after)
     assert first_line(out).startswith('likely cause: ') and 'nid006' in first_line(out)
     assert code == 1, out
-    regressions = int(re.search(r'^(\d+) regression\(s\)', out, re.MULTILINE).group(1))
-    assert regressions > 0, out
+    # the rows judge each test's runs against their own spread, at the whole report's level: a
+    # minority of runs on one slow node is the cause line's to see, pooled over the tests it ran
+    assert 'within noise' in out and 'fails the gate' not in first_line(out), out
 
 
 def test_case_1_a_healthy_busy_partition_passes(tmp_path, capsys):
@@ -159,8 +160,8 @@ def test_repetitions_are_advised_for_a_loss_near_its_threshold():
     """One run a side at 4 % noise, one image 9 % slower: the cells sit near the threshold, and
     more repetitions are what would decide."""
     for seed in range(20):
-        before, after = build(random.Random(seed), [Fault('image', 'torch-2.9.1', 0.09)],
-                              noise=0.04, repetitions=(2, 1), mode='spread')
+        before, after = build(random.Random(seed), [Fault('image', 'torch-2.9.1', 0.15)],
+                              noise=0.04, repetitions=(3, 3), mode='spread')
         for v in verdicts(before, after):
             if '--repeat' in v.separating:
                 return
@@ -259,16 +260,17 @@ def test_the_gate_says_and_can_refuse_fewer_repetitions_than_it_is_measured_at(t
 def test_a_long_cannot_tell_line_lists_each_candidate_once_and_reads_back():
     """Issue 49 (new-user trial): a 614-character line said 'a GPU of nid001' four times."""
     from layer_sessions import listed_candidates
-    for seed in range(3):
-        before, after = build(random.Random(seed), [Fault('image', 'torch-2.9.1', 0.09)], noise=0.04,
-                              repetitions=(2, 1), mode='spread')
+    for seed in range(6):
+        before, after = build(random.Random(seed), [Fault('image', 'torch-2.9.1', 0.15)], noise=0.04,
+                              repetitions=(3, 3), mode='spread')
         for v in verdicts(before, after):
             first = v.line().splitlines()[0]
             singles = {h[0] for h in v.hypotheses if len(h) == 1}
             if v.kind == 'cannot tell' and len(singles) > 4:
                 assert first.startswith('likely cause: cannot tell: one of ')
                 assert sorted(listed_candidates(first)) == sorted(singles), first
-                assert first.count('a GPU of') <= 1 and first.count('nid001') == 1, first
+                nodes = {name.split()[-1] for name in singles if name.startswith(causes.NODE_KINDS)}
+                assert first.count('a GPU of') <= 1 and all(first.count(n) == 1 for n in nodes), first
                 return
     raise AssertionError('no long cannot-tell line drawn')
 
@@ -469,3 +471,80 @@ def test_rt3_idle_the_run_that_separates_is_not_more_repetitions_on_the_same_nod
             v = verdicts(before, after)[0]
             assert v.kind == 'cannot tell' and (kind,) in v.hypotheses, v.line()
             assert '--repeat' not in v.separating and '-J exclude=nid001' in v.separating, (kind, seed, v.line())
+
+
+# --- a whole report judged at once: the false alarms of healthy upgrades (third red-team: n13, c29) -----
+
+# Each figure against twice its own spread of 3-5 repetitions a side made one of a report's hundred
+# figures fail by chance in 15-35 % of healthy upgrades at --repeat 5 and 50-75 % at --repeat 3
+# (20fee69, docs/performance-history.md). Sized so that a healthy run of this test fails at most
+# once in a thousand: a batch of HEALTHY sessions may hold ALARMS_ALLOWED exits 1; were the rate
+# per report the 1 % the rule is built for (measured: under 1 %, docs), 7 or more of 100 is
+# binomially 8e-5, and three batches 2.4e-4. At 20fee69's rates every batch fails.
+HEALTHY, ALARMS_ALLOWED = 100, 6
+
+
+@st.composite
+def healthy_partitions(draw):
+    """The matrix of a site (24 tests: 3 checks x 2 images x 1, 2, 4 and 8 nodes) on 16 nodes,
+    busy or idle, --repeat 3 or 5, runs spreading 3-8 % (after's up to twice before's: a busier
+    partition after maintenance) and 0-6 % of them interfered (2-4 spreads slower); nothing
+    changed."""
+    noise = draw(st.floats(0.03, 0.08))
+    return dict(seed=draw(st.integers(0, 2 ** 32)), mode=draw(st.sampled_from(('slurm', 'busy'))),
+                repetitions=(draw(st.sampled_from((3, 5))),) * 2, tail=draw(st.floats(0, 0.06)),
+                noise=(noise, noise * draw(st.floats(1, 2))))
+
+
+@settings(max_examples=3, deadline=None)
+@given(healthy_partitions())
+def test_a_healthy_upgrade_fails_the_gate_at_most_one_time_in_a_hundred(shape):
+    rng = random.Random(shape.pop('seed'))
+    alarms = []
+    for _ in range(HEALTHY):
+        before, after = build(rng, [], nodes=partition(16), before_images=IMAGES[:2], after_images=IMAGES[:2],
+                              before_counts=(1, 2, 4, 8), after_counts=(1, 2, 4, 8), **shape)
+        table = EvidenceTable.of(before, after)
+        if table.exit_status():
+            alarms.append(table.cause_lines()[0])
+    assert len(alarms) <= ALARMS_ALLOWED, (shape, len(alarms), alarms[:2])
+
+
+def test_rt3_c46_one_run_whose_slowest_rank_fell_is_a_transient_or_that_gpu():
+    """c46: one GPU of nid012 a quarter slower, a busy partition running 1-node tests only, one
+    run after landed on it: its slowest rank's fraction fell from 0.98 to 0.73. At 20fee69 `no
+    likely cause: nothing got slower or failed`, exit 0: a loss on one run is a job beside another
+    (interference), and made unclear. A job beside another slows every rank, which all wait at
+    each step; one rank three thresholds under its peers is a GPU's, though one run cannot rule
+    out a transient: `cannot tell`, and the run on that node again."""
+    for seed in range(40):
+        before, after = build(random.Random(seed), [Fault('gpu', 'nid012', 0.25)], mode='busy', noise=0.03,
+                              nodes=partition(16), before_counts=(1,), after_counts=(1,))
+        if len({s.jobid + s.name for s in on_node(after, 'nid012')}) == 1:
+            break
+    [found] = verdicts(before, after)
+    assert found.kind == 'cannot tell' and {causes.TRANSIENT, 'a GPU of nid012'} <= found.named, found.line()
+    assert '-J nodelist=nid012' in found.separating and '--repeat' in found.separating, found.separating
+
+
+def test_rt3_w9c_two_interfered_runs_on_no_common_node_are_said_not_blamed():
+    """w9c: a healthy busy partition, two of five runs of one test 30 % slower on nodes with none
+    in common (each shared its nodes with another job). At 20fee69 a REGRESSION row and `cannot
+    tell: one of fabric, the network layer of image ..., nid001/.../nid016 (its link)`, exit 1:
+    every link of the partition, as if something that every run crosses broke. Judged on every
+    run's spread the change is within the report's noise: the gate passes, and the line after
+    the first says which runs, that it is interference or a fault of the image that strikes now
+    and then, and the run that tells them apart."""
+    run = ('CIFAR100ResNetCheck', IMAGES[0], 2)
+    for seed in range(40):
+        faults = [Fault('transient slow', None, 0.3, run + (r,)) for r in (1, 3)]
+        before, after = build(random.Random(seed), faults, mode='busy', noise=0.03, nodes=partition(16))
+        slow = [set(s.nodelist.split(',')) for s in after if s.name == f'{run[0]} %image={run[1]} %num_nodes=2'
+                and s.jobid in ('after1', 'after3') and s.var == 'images_per_s']
+        if not slow[0] & slow[1]:
+            break
+    table = EvidenceTable.of(before, after)
+    lines = table.cause_lines()
+    assert table.exit_status() == 0 and lines[0] == NOTHING_SAID, lines
+    assert '2 of 5 runs of CIFAR100ResNetCheck' in lines[1] and 'no node in common' in lines[1], lines
+    assert '--repeat 5' in lines[1], lines

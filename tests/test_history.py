@@ -155,8 +155,12 @@ def test_one_repetition_is_judged_against_the_other_sides_spread():
     """Once 'too few repetitions', not judged and exit 0 (issue 18.3): now the side with
     repetitions gives the spread; with one repetition on both sides nothing does."""
     one = [s for s in samples(SLOWED) if s.jobid == samples(SLOWED)[0].jobid]
-    [found] = [c for c in compare.compare(samples(BASELINE), one) if c.key[2] == 'samples_per_s']
-    assert found.verdict == compare.REGRESSION and found.noise_of == 'before' and found.change < 0
+    found = {c.key[2]: c for c in compare.compare(samples(BASELINE), one)}
+    assert all(c.noise_of == 'before' for c in found.values())
+    # judged at the report's level (compare.judge_together): the rate, -52 % against before's
+    # 20 % on 4 degrees of freedom, is a chance of 3 %; the time, +106 % against 15 %, of 0.1 %
+    assert found['samples_per_s'].change < 0 and found['samples_per_s'].verdict == compare.WITHIN_NOISE
+    assert found['train_time'].verdict == compare.REGRESSION
     lines = report.summary(compare.compare(samples(BASELINE), one), Rule())
     assert lines[1].startswith("1 test(s) with too few repetitions on one side, judged against the other side's spread")
     first = [s for s in samples(BASELINE) if s.jobid == samples(BASELINE)[0].jobid]

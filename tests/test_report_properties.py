@@ -79,7 +79,11 @@ def test_a_change_beyond_threshold_and_noise_is_never_unchanged(found):
         if abs(change) > RULE.threshold and abs(change) > RULE.noise_factor * spread:
             assert c.verdict != compare.UNCHANGED, c
             # one run after, judged against the spread before as a mean of one is expected to fall
-            if len(after) == 1 and abs(change) > RULE.noise_factor * spread * math.sqrt(1 + 1 / len(before)):
+            # ... and it is judged changed where its chance under the noise alone is under the
+            # report's false-alarm rate over its figures (compare.judge_together)
+            figures = sum(other.p is not None for other in compared(found))
+            if len(after) == 1 and abs(change) > RULE.noise_factor * spread * math.sqrt(1 + 1 / len(before)) \
+                    and c.p <= RULE.false_alarm / figures:
                 assert c.verdict in (compare.REGRESSION, compare.IMPROVED), c
 
 

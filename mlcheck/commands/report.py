@@ -6,8 +6,9 @@ BEFORE and AFTER are each a session UUID, a period START:END (ReFrame's syntax, 
 now-1d:now), 'latest', or a perf log file or directory with an optional @START:END. Every test
 and performance variable is compared by the mean of its repetitions (reframe --repeat N). A
 change is a regression only when it is worse than both --threshold and --noise-factor times the
-noise: the standard deviation of the repetitions, pooled over both sides (or of the one side with
-repetitions, see docs/performance-history.md). It starts with the likely cause, one line per
+noise (the standard deviation of the repetitions, pooled over both sides, or of the one side with
+repetitions) and the report, judged as a whole, holds it beyond chance at --false-alarm (see
+docs/performance-history.md). It starts with the likely cause, one line per
 cause (mlcheck.history.causes: what the evidence leaves, or `cannot tell` and the run that
 separates what it cannot). With -o DIR it writes
 DIR/report.md and PNG plots.
@@ -50,6 +51,9 @@ def parse_args(argv):
                         help='relative change that matters: 5%% or 0.05 (default: %(default)s)')
     parser.add_argument('--noise-factor', type=float, default=Rule.noise_factor,
                         help='a change must also exceed this many times the noise (default: %(default)s)')
+    parser.add_argument('--false-alarm', default=f'{100 * Rule.false_alarm:g}%',
+                        help='the share of unchanged sessions whose report may judge any figure changed: '
+                             'each change is judged at this level over the report\'s figures (default: %(default)s)')
     parser.add_argument('--min-repeats', type=int, default=Rule.min_repeats,
                         help='repetitions a side needs for its own spread; a side with fewer is '
                              "judged against the other side's (default: %(default)s)")
@@ -289,7 +293,7 @@ def main(argv=None):
 
 def compare_and_report(args):
     rule = Rule(parse_fraction(args.threshold, '--threshold'), args.noise_factor,
-                args.min_repeats)
+                args.min_repeats, parse_fraction(args.false_alarm, '--false-alarm'))
     selections = [parse_selection(args.before), parse_selection(args.after)]
     database = open_database(args, selections)
     # test cases without values count: a selection whose tests all failed names them

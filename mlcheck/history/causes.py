@@ -12,10 +12,12 @@ each predicts of the cells and which stand, mlcheck.history.candidates.
 import functools
 import re
 import shlex
+import statistics
 from dataclasses import dataclass
 
 from mlcheck.figures import stack
 from mlcheck.errors import InputError
+from mlcheck.figures.directions import LOWER, better
 from mlcheck.history import compare, hostlist, node_names
 from mlcheck.history.candidates import Evidence, network_layer
 from mlcheck.history.recorded_defaults import RECORDED_DEFAULTS
@@ -167,7 +169,50 @@ def _of_partition(judged, before, after, rule, partitions=()):
     if not any(c.status == 'worse' for c in cells) and not any(
             c.verdict in compare.FAILING and c.key in {s.key for s in after} for c in rest):
         return found
+    if not any(c.status == 'worse' for c in cells):
+        far = scattered(rest, after, rule, compare.FAILING)
+        failing = {c.key[1] for c in rest if c.verdict in compare.FAILING and c.key in {s.key for s in after}}
+        if far and failing == {c.key[1] for c, _, _ in far}:
+            c = far[0][0]
+            image = f'image {c.image}'
+            return found + [Verdict('cannot tell', ((TRANSIENT,), (image,)), far_said(far), _command(
+                [('-n', c.key[1].split()[0])], c.image, c.num_nodes, ['--repeat', str(REPEAT)],
+                'that test again: interference seldom strikes as often twice'))]
     return found + [diagnose(cells, _stack_changes(before, after), partitions)]
+
+
+def scattered(judged, after, rule, verdicts):
+    """[(comparison, its far runs after, the values of the others)], one per test with a figure of
+    `verdicts` worse after whose runs hold a few far from the others (compare.like_runs) on
+    nodes with none in common: a job beside another on their nodes (interference), or a fault
+    of the image that strikes now and then; no node, link nor layer that every run goes
+    through. (w9c: 2 of 5 runs 30 % slower on nid006,nid013
+    and nid005,nid008, a healthy partition: `cannot tell: one of fabric, ... nid001/.../nid016
+    (its link)` at 20fee69.)"""
+    runs = group(after, lambda s: s.key)
+    worse = [c for c in judged if c.verdict in verdicts and c.worse and c.worse > 0 and c.key in runs]
+    far = {}
+    for c in worse:
+        values = [s.value for s in runs[c.key] if s.value is not None]
+        alike = compare.like_runs(values, rule.threshold)
+        slow = [s for s in runs[c.key] if s.value not in alike]
+        # none set aside, or the far runs share a node: the cells' to judge
+        if len(alike) < len(values) and not set.intersection(*(set(s.nodelist.split(',')) for s in slow)):
+            far.setdefault(c.key[1], (c, slow, alike))
+    return [far[test] for test in sorted(far)]
+
+
+def far_said(far):
+    """'2 of 5 runs of TEST 30 % slower than its other runs, on A and B, with no node in common:
+    ...' of scattered()'s first test."""
+    c, slow, alike = far[0]
+    change = statistics.fmean(s.value for s in slow) / statistics.fmean(alike) - 1
+    # as the share of speed lost: a time +43 % is a rate -30 %
+    lost = change / (1 + change) if better(c.key[2], c.unit) == LOWER else -change
+    return (f'{len(slow)} of {len(slow) + len(alike)} runs of {c.key[1]} {100 * lost:.0f} % slower than its '
+            f'other runs, on {" and ".join(s.nodelist for s in slow)}, with no node in common: a job '
+            f'beside another on their nodes (interference), or a fault of image {c.image} that strikes '
+            'now and then' + (f'; {len(far) - 1} other test(s) alike' if len(far) > 1 else ''))
 
 
 # --- failed runs, located by the runs they were -------------------------------------------------------
@@ -274,10 +319,15 @@ def diagnose(cells, stacks=None, partitions=()):
         # moment, reads as that run's node or image; only running it again tells
         named = ((TRANSIENT,),) + tuple(dict.fromkeys(tuple(left) + tuple(more) + tuple(
             (n,) for n in ev.reach if ev.worse <= ev.reach[n])))
+        # on the same nodes: on a busy partition a repetition lands wherever nodes are free, and
+        # one on other nodes passes under a slow node as under a transient
+        nodes = sorted(alone.used or ())
+        pinned = ['-J', f'nodelist={",".join(nodes)}'] if nodes and not any(
+            node_names.refusal(n, partitions) for n in nodes) else []
         return Verdict('cannot tell', named, f'{what}; one run alone, on '
-                       f'{",".join(sorted(alone.used or ())) or "nodes not recorded"}',
-                       _command([('-n', alone.check)], alone.image, alone.num_nodes, ['--repeat', '3'],
-                                'that test again: a transient passes'))
+                       f'{",".join(nodes) or "nodes not recorded"}',
+                       _command([('-n', alone.check)], alone.image, alone.num_nodes, ['--repeat', '3'] + pinned,
+                                f'that test again{" on its nodes" if pinned else ""}: a transient passes'))
     if worse and len(left) == 1 and not more:
         return Verdict('cause', left, f'{what}; {_support(left[0], ev, stacks)}')
     hypotheses = tuple(left + more)

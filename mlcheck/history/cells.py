@@ -106,7 +106,10 @@ def _uncorroborated(cells, ran):
     slower on a busy partition) is one such run; every cause a candidate stands for repeats its
     loss (a node on its other runs, a layer on the test's other runs)."""
     worse = [c for c in cells if c.status == 'worse' and c.loss < FAILED]
-    single = [c for c in worse if 2 * c.runs < ran.get(c.test, 0) and c.used]
+    # ... but not the slowest rank's fraction: a job beside another slows every rank of it, which
+    # all wait at each step, while a fall of one rank against its peers by three thresholds is a
+    # GPU's (c46: nid012's one run, its fraction 0.73 against 0.97, read 'nothing got slower')
+    single = [c for c in worse if 2 * c.runs < ran.get(c.test, 0) and c.used and c.aspect != RANK]
     if not single:
         return cells
     runs = {(o.test, o.used) for o in worse}

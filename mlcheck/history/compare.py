@@ -45,6 +45,10 @@ class Rule:
     threshold: float = 0.05    # relative change that matters
     noise_factor: float = 2.0  # a change must also exceed this many times the noise
     min_repeats: int = 2       # repetitions a side needs for a noise estimate
+    # the chance that an unchanged session has any figure judged changed: a report judges some
+    # hundred figures, each on a spread of 3-5 repetitions, so each one's level is this over
+    # how many were judged (judge_together)
+    false_alarm: float = 0.01
 
     def __post_init__(self):
         # a standard deviation needs two values on a side; a bound of 1 or more is no bound
@@ -53,6 +57,9 @@ class Rule:
                              'least 2 repetitions on each side')
         if self.noise_factor < 0:
             raise InputError(f'--noise-factor {self.noise_factor:g}: expected 0 or more')
+        if not 0 < self.false_alarm < 1:
+            raise InputError(f'--false-alarm {self.false_alarm:g}: expected a fraction above 0 '
+                             'and under 1 (1% or 0.01)')
 
 
 @dataclass
@@ -70,7 +77,8 @@ class Comparison:
     noise_of: str = ''      # 'both' sides pooled, or the one side ('before', 'after') that has it
     failed_after: int = 0   # test case runs after that ended without a value
     failed_before: int = 0  # ... and before (a baseline's failed repetition: said, not gated)
-    set_aside: int = 0      # runs far from their side's others, left out of the noise (like_runs)
+    dof: int = 0            # the degrees of freedom of the noise
+    p: float = None         # the chance of a change this far (this way) from the noise alone
     units_after: set = field(default_factory=set)   # after's units that are not before's
 
     @property
@@ -101,16 +109,15 @@ LIKE_FROM = 4      # fewer runs on a side cannot tell a far run from a wide spre
 def like_runs(values, threshold):
     """The runs of one side that are alike: all of them, less a minority of two or more that lie
     more than FAR robust spreads (1.4826 x the median absolute deviation) and more than the
-    threshold from the side's median. On a busy partition a test's repetitions land on whatever nodes are free; the
-    runs of a minority on one slow node must not widen the spread that judges them (the change
-    of the mean still counts them)."""
+    threshold from the side's median: runs on a slow node (the cause line's cells see them), or
+    on nodes with none in common (interference: mlcheck.history.causes.scattered). The rows'
+    noise counts every run (judge)."""
     if len(values) < LIKE_FROM:
         return values
     middle = statistics.median(values)
     spread = 1.4826 * statistics.median(abs(v - middle) for v in values)
     alike = [v for v in values if abs(v - middle) <= max(FAR * spread, threshold * abs(middle))]
-    # one far run stays: a single stray repetition widens the spread more than it moves the
-    # mean, so it cannot make a regression on its own (see judge)
+    # one far run stays: one stray repetition is the cells' to judge (one run alone)
     return alike if len(values) - len(alike) >= 2 and 2 * len(alike) > len(values) else values
 
 
@@ -154,24 +161,130 @@ def judge(comparison, rule):
     enough = [name for name, side in (('before', c.before), ('after', c.after))
               if len(side) >= rule.min_repeats]
     if len(enough) == 2:
-        before, after = like_runs(c.before, rule.threshold), like_runs(c.after, rule.threshold)
-        c.set_aside = len(c.before) + len(c.after) - len(before) - len(after)
-        # the spread among like runs, about their own side's mean, relative to before's mean
-        c.noise = relative_noise(before, after) * statistics.fmean(before) / c.mean_before
-        c.noise_of = 'both'
+        # the spread of every run: a far run is a draw of the noise too where nothing changed (a
+        # job beside another), and left out (like_runs) it made one healthy report in 50 fail; a
+        # slow node's few runs are the cause line's to see, pooled over the tests it ran
+        c.noise = relative_noise(c.before, c.after)
+        c.noise_of, c.dof = 'both', len(c.before) + len(c.after) - 2
+        # the spread of the change of the means, in noises
+        error = math.sqrt(1 / len(c.before) + 1 / len(c.after))
     elif enough == ['before']:
         c.noise, c.noise_of = one_sided_noise(c.before, c.after, c.mean_before), 'before'
+        c.dof, error = len(c.before) - 1, 1.0
     elif enough == ['after']:
         c.noise, c.noise_of = one_sided_noise(c.after, c.before, c.mean_before), 'after'
+        c.dof, error = len(c.after) - 1, 1.0
     else:
         c.verdict = TOO_FEW_WORSE if c.worse is not None and c.worse > rule.threshold else TOO_FEW
         return c
+    c.p = _one_sided_p(c.change, c.noise * error, c.dof)
     beyond = abs(c.change) > rule.threshold
     if beyond and abs(c.change) > rule.noise_factor * c.noise:
         c.verdict = CHANGED if c.worse is None else REGRESSION if c.worse > 0 else IMPROVED
     else:
         c.verdict = WITHIN_NOISE if beyond else UNCHANGED
     return c
+
+
+def _one_sided_p(change, error, dof):
+    """Student's t: the chance that the noise alone moves a mean this far, this way (only a
+    change to the worse fails the gate: its false alarms are one-sided)."""
+    from scipy.stats import t      # here: a look that judges nothing imports no more than it needs
+    if error == 0:
+        return 0.0 if change else 0.5
+    return float(t.sf(abs(change) / error, dof))
+
+
+# two figures of one test whose runs move together this closely are one measurement in two
+# units (samples/s, per GPU, train time): the runs' figures share one draw of the noise
+SAME_MEASUREMENT = 0.999
+
+
+def judge_together(judged, rule):
+    """The verdicts of a whole report at once: a change counts (REGRESSION, improved, changed)
+    only where its chance under the noise alone, p, stays under the Benjamini-Hochberg bound of
+    the measurements judged (the figures of a test that are one measurement in other units count
+    once): an unchanged session has any figure judged changed at most `rule.false_alarm` of the
+    time, where each figure against twice its own spread of 3-5 repetitions a side made one of a
+    hundred fail by chance in a quarter of unchanged sessions (docs/performance-history.md); a
+    real fault moves many figures at once, and their p-values raise the bound."""
+    measured = [c for c in judged if c.p is not None]
+    groups = _measurements(measured)
+    firsts = [min(c.p for c in of) for of in groups]
+    m = len(firsts)
+    # half the rate for the figures one by one, half for the layers where some layer ran two
+    # tests or more (slower_layers), else all of it for the figures
+    layers = _layers(groups)
+    level = rule.false_alarm / (2 if layers else 1)
+    bound = max((p for k, p in enumerate(sorted(firsts), 1) if p <= k * level / m), default=-1.0)
+    slower = _slower_layers(layers, level)
+    # one measurement, one verdict: a rate and its time are judged by the clearer of the two
+    # (a time's relative spread is not its rate's: +106 % at 15 % beside -52 % at 20 %)
+    clearest = {id(c): min(o.p for o in of) for of in groups for c in of}
+    for c in measured:
+        if c.verdict in (REGRESSION, IMPROVED, CHANGED) and clearest[id(c)] > bound and not (
+                c.verdict == REGRESSION and {(c.key[0], c.image), (c.key[0], None)} & slower):
+            c.verdict = WITHIN_NOISE
+    return judged
+
+
+def _layers(groups):
+    """{(partition, image) or (partition, None): [normal score of each test's slowing]} of the
+    layers that ran two tests or more. Each test counts by its speed: the measurement of the
+    most figures (a rate, per GPU, its time); its score is its one-sided chance as a normal one,
+    signed by the change (slower: positive)."""
+    from scipy.stats import norm
+    speed = {}
+    for of in groups:
+        c = of[0]
+        test = (c.key[0], c.key[1], c.key[3])
+        if c.worse is not None and len(of) > len(speed.get(test, ())):
+            speed[test] = of
+    scores = {}
+    for of in speed.values():
+        c = of[0]
+        z = float(norm.isf(c.p)) * (1 if c.worse > 0 else -1)
+        for layer in ((c.key[0], c.image), (c.key[0], None)):
+            scores.setdefault(layer, []).append(z)
+    return {layer: zs for layer, zs in scores.items() if len(zs) > 1}
+
+
+def _slower_layers(layers, level):
+    """{layer} of `layers` (_layers) whose tests together are slower beyond the noise at `level`,
+    split over them (Stouffer's sum of the tests' normal scores): an image 10 % slower at 5 %
+    noise moves each test's rate by some 3 standard errors, which no one figure among a hundred
+    shows at a report's level, while its tests together show it far beyond."""
+    from scipy.stats import norm
+    return {layer for layer, zs in layers.items()
+            if norm.sf(sum(zs) / math.sqrt(len(zs))) <= level / len(layers)}
+
+
+def _measurements(judged):
+    """[[Comparison]]: each test's figures, those that are one measurement together (their runs'
+    logarithms correlate past SAME_MEASUREMENT on both sides: a rate, the rate per GPU, the time)."""
+    found = []
+    for _, of in group(judged, lambda c: (c.key[0], c.key[1], c.key[3])).items():
+        groups = []
+        for c in of:
+            same = next((g for g in groups if _together(g[0], c)), None)
+            if same is None:
+                groups.append([c])
+            else:
+                same.append(c)
+        found += groups
+    return found
+
+
+def _together(a, b):
+    if len(a.before) != len(b.before) or len(a.after) != len(b.after) or len(a.before) + len(a.after) < 4:
+        return False
+    try:
+        # about each side's own mean: a change between the sides would tie any two figures
+        xs, ys = ([x - statistics.fmean(side) for side in sides for x in side]
+                  for sides in ([[math.log(v) for v in s] for s in (c.before, c.after)] for c in (a, b)))
+        return abs(statistics.correlation(xs, ys)) > SAME_MEASUREMENT
+    except (ValueError, statistics.StatisticsError):
+        return False      # a value of 0 or less, or one that never moves
 
 
 def in_unit(value, unit, wanted):
@@ -201,8 +314,8 @@ def compare(before, after, rule=Rule()):
                 entry.failed_after += 1
             else:
                 entry.failed_before += 1
-    judged = [judge(table[key], rule) for key in sorted(table)
-              if table[key].before or table[key].after or table[key].units_after]
+    judged = judge_together([judge(table[key], rule) for key in sorted(table)
+                             if table[key].before or table[key].after or table[key].units_after], rule)
     _shares_of_faster_jobs(judged)
     settings_after = {test_of(c.key) for c in judged if c.after}
     tests_after = {c.key[:2] for c in judged if c.after}

@@ -87,11 +87,15 @@ class EvidenceTable:
         if not worse:
             return []
         c = max(worse, key=lambda c: c.worse)
+        far = causes.scattered(self.comparisons, self.samples[1], self.rule, (compare.WITHIN_NOISE,))
         return [f'within the noise: {len(worse)} figure(s) worse past the threshold but within '
-                f'{self.rule.noise_factor:g} x their repetitions\' spread (most: {c.key[1]} {c.key[2]} '
-                f'{100 * c.change:+.1f} %, noise {100 * c.noise:.1f} %): not judged slower; the rule '
-                'judges against the spread itself: more repetitions measure it better, a quieter '
-                'partition narrows it']
+                f'{self.rule.noise_factor:g} x their repetitions\' spread, or within the chance of '
+                f'{100 * self.rule.false_alarm:g} % that a report of as many figures holds one so far '
+                f'(most: {c.key[1]} {c.key[2]} {100 * c.change:+.1f} %, noise {100 * c.noise:.1f} %): '
+                'not judged slower; the rule judges against the spread itself: more repetitions '
+                'measure it better, a quieter partition narrows it'
+                + (f'; {causes.far_said(far)}: the test again with --repeat {causes.REPEAT} tells them '
+                   'apart' if far else '')]
 
     def runs_note(self, comparison):
         """'1 of 3 failed after' (and before) of one comparison's test, or ''."""
