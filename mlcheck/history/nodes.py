@@ -374,6 +374,11 @@ def _full(records, size):
     return covered >= 2 and 2 * covered >= size
 
 
+def _pause_before(records, i):
+    """Seconds between the ends of time-ordered records i - 1 and i."""
+    return records[i][1].time - records[i - 1][1].time
+
+
 def _sweep_starts(records, gap, size=0, activity=()):
     """The indexes of `records` (in order of their ends) where a sweep starts. Their bursts are
     split by pauses longer than BURST_GAP (or `gap`, where shorter) and grouped (_groups); the
@@ -389,7 +394,6 @@ def _sweep_starts(records, gap, size=0, activity=()):
     repetition trickling over a busy partition a node at a time covers it and does (the fifth's
     c01b), and a repetition stalled after a few nodes while another test ran stays one sweep (the
     eighth's c09 and m06c). Earlier sweeps are split at `gap`, as before."""
-    pause = lambda i: records[i][1].time - records[i - 1][1].time
     groups = _groups(records, gap, size)
     bounds = groups + [len(records)]
     oldest = records[([0] + _burst_starts(records, gap))[-1]][1].time - SPAN_GAPS * gap
@@ -403,7 +407,7 @@ def _sweep_starts(records, gap, size=0, activity=()):
         if _full(records[groups[k]:bounds[k + 1]], size):
             anchor = records[groups[k]][1].time
     first = groups[k]
-    return [i for i in range(1, first) if pause(i) > gap] + ([first] if first else [])
+    return [i for i in range(1, first) if _pause_before(records, i) > gap] + ([first] if first else [])
 
 
 def _groups(records, gap, size):
@@ -414,7 +418,7 @@ def _groups(records, gap, size):
     starts, small_before = [], False
     for begin, end in zip(bursts, bursts[1:] + [len(records)]):
         small = not _full(records[begin:end], size)
-        if not (small and small_before and records[begin][1].time - records[begin - 1][1].time <= gap):
+        if not (small and small_before and _pause_before(records, begin) <= gap):
             starts.append(begin)
         small_before = small
     return starts
@@ -424,7 +428,7 @@ def _burst_starts(records, gap):
     """The indexes of `records` (in order of their ends) where a burst of runs starts: after a
     pause longer than BURST_GAP, or than `gap` where shorter."""
     return [i for i in range(1, len(records))
-            if records[i][1].time - records[i - 1][1].time > min(gap, BURST_GAP)]
+            if _pause_before(records, i) > min(gap, BURST_GAP)]
 
 
 def _fixed_rerun(records):
@@ -438,7 +442,7 @@ def _fixed_rerun(records):
     every = {node for node, _ in records}
     if prefix in (0, len(records)) or len(every) < MIN_PEERS:
         return None
-    pause = lambda i: records[i][1].time - records[i - 1][1].time
+    pause = functools.partial(_pause_before, records)
     seen, candidates = set(), []
     for i in range(1, prefix + 1):
         seen.add(records[i - 1][0])
@@ -500,7 +504,7 @@ def latest_sweeps(placed, gap, sizes=None):
             hint = ('; it failed on every node, then passed in a re-run after a pause longer '
                     'than any within its runs: the re-run counts')
         elif fixed:
-            pause = records[first + fixed[0]][1].time - records[first + fixed[0] - 1][1].time
+            pause = _pause_before(records, first + fixed[0])
             past.mixed[run] = (
                 f'{label} failed on every node in its runs ended up to '
                 f'{stamp(records[first + fixed[0] - 1][1].time)} and passed on some in later '
@@ -510,12 +514,11 @@ def latest_sweeps(placed, gap, sizes=None):
         latest, earlier = records[first:], records[:first]
         latest_of[run] = (label, latest, earlier, starts)
         if earlier and 2 * len({n for n, _ in latest}) < len({n for n, _ in records[:first]}):
-            pause = latest[0][1].time - earlier[-1][1].time
+            pause = _pause_before(records, first)
             hint += (f'; the latest covers {len({n for n, _ in latest})} node(s): if its runs '
                      'belong to the sweep before (a node held by users that ran late), give '
                      f'--sweep-gap longer than the pause ({pause / 3600:.1f}h)')
         latest_of[run] += (hint,)
-    ends_of = past.ends
     full_since = {}
     for run, (_, latest, _, _, _) in latest_of.items():
         if _full(latest, (sizes or {}).get(run[0], 0)):
@@ -525,7 +528,8 @@ def latest_sweeps(placed, gap, sizes=None):
         one_node = all(node is not None for node, _ in latest)   # pair sweeps: multi_node's
         # a pause of the whole partition, not a test's age: one test's sweep of 1,024 nodes can
         # take a day and another be re-run hours after it, in the same maintenance
-        long_ago = since is not None and _quiet(ends_of.get(run[0], []) + [ended, since], ended, since) > STALE_AFTER
+        long_ago = since is not None and _quiet(past.ends.get(run[0], []) + [ended, since],
+                                                ended, since) > STALE_AFTER
         stale = one_node and since is not None and ended < since and (
             not _full(latest, sizes.get(run[0], 0)) or long_ago)
         said = (f'{label}: the latest sweep counts: {len(latest)} record(s), runs ended '
