@@ -60,3 +60,25 @@ def test_g2_stale_partitions_reads_each_partition_s_run_ends_a_few_times_not_onc
     past = nodes.History(ends={'sim:cluster': CountedEnds((1.79e9 + i for i in range(n)), 10 * n)})
     left, _ = nodes._stale_partitions(kept, past)
     assert len(left) == n
+
+
+@pytest.mark.parametrize('spell', [
+    lambda d: ('pl/x.log', './pl/x.log'),
+    lambda d: ('pl/x.log', str(d / 'pl' / 'x.log')),
+    lambda d: ('pl', 'pl/.'),
+    lambda d: ('pl/x.log', 'link.log'),
+], ids=['dot-slash', 'absolute', 'dir-dot', 'hard-link'])
+def test_one_perf_log_spelled_twice_is_refused_as_the_same_records(tmp_path, capsys, monkeypatch, spell):
+    """S2/S3/S8: pl/x.log against ./pl/x.log, its absolute path, a hard link, or d1 against d1/. compared the
+    file with itself: '1 unchanged', exit 0."""
+    import random
+    from command_line import one_line_error
+    from mlcheck.commands import report
+    from perflogs import write_perflog
+    from scenario_bank import build
+    (tmp_path / 'pl').mkdir()
+    write_perflog(tmp_path / 'pl' / 'x.log', build(random.Random(1), [], noise=0.01)[1])
+    (tmp_path / 'link.log').hardlink_to(tmp_path / 'pl' / 'x.log')
+    monkeypatch.chdir(tmp_path)
+    err = one_line_error(capsys, report.main, *spell(tmp_path))
+    assert 'select the same records' in err, err

@@ -19,6 +19,7 @@ few repetitions to judge, or an after session whose every test case failed; 2 ba
 internal error (one line on stderr for either).
 """
 
+import os
 import sys
 from datetime import datetime
 
@@ -348,8 +349,20 @@ def _listed(names, shown=3):
 
 
 def _records(samples):
-    """What identifies the records a selection took (a NaN value is no use here: never equal)."""
-    return frozenset((s.source, s.partition, s.name, s.var, s.time, s.jobid, s.nodelist) for s in samples)
+    """What identifies the records a selection took (a NaN value is no use here: never equal): a
+    perf log by its file, however spelled (pl/x.log, ./pl/x.log, its absolute path, a link or d1/.:
+    the fourth security pass compared them with themselves), a stored session by its id."""
+    files = {source: _file_of(source) for source in {s.source for s in samples}}
+    return frozenset((files[s.source], s.partition, s.name, s.var, s.time, s.jobid, s.nodelist) for s in samples)
+
+
+def _file_of(source):
+    """(device, inode) of the perf log file `source` names; else `source` (a session's id)."""
+    try:
+        found = os.stat(source)
+    except (OSError, ValueError):
+        return source
+    return (found.st_dev, found.st_ino)
 
 
 def stopped_at_setup(load, selection, database):
