@@ -82,3 +82,84 @@ def test_one_perf_log_spelled_twice_is_refused_as_the_same_records(tmp_path, cap
     monkeypatch.chdir(tmp_path)
     err = one_line_error(capsys, report.main, *spell(tmp_path))
     assert 'select the same records' in err, err
+
+
+# --- the node-list budget's leave-out (G1) -------------------------------------------------------
+
+HEADER = ('job_completion_time|reframe version|system:partition|name|image|num_nodes|num_tasks|jobid|'
+          'job_nodelist|perf_var|perf_value|perf_unit|perf_ref|perf_lower_thres|perf_upper_thres|'
+          'perf_result|run_settings|software_stack|machine_speed')
+
+
+def _log(path, day, jobs):
+    """A perf log of `jobs` [(check, nodes, node list, busbw)], each run once at 5 repetitions'
+    times (pl/b16-*.log of the fourth pass, mk4.py)."""
+    lines = [HEADER]
+    for n, (check, nodes, nodelist, value) in enumerate(jobs):
+        lines.append(f'2001-09-{day:02d}T{n // 60 % 24:02d}:{n % 60:02d}:00+00:00|reframe 4.10.4|sim:cluster|'
+                     f'{check} %image=torch-2.9.1 %num_nodes={nodes}|torch-2.9.1|{nodes}|{nodes}|{day}{n:06d}|'
+                     f'{nodelist}|busbw|{value}|GB/s|null|null|null||epochs=3||null')
+    path.write_text('\n'.join(lines) + '\n')
+    return str(path)
+
+
+def _real(factor, check='RealCheck', nodes=16):
+    values = (80.0, 81.0, 79.5, 80.5, 79.8)
+    return [(check, nodes, f'nid[0000-{nodes - 1:04d}]', v * factor) for v in values]
+
+
+def test_g1_planted_lists_shorter_than_a_real_job_s_do_not_make_its_regression_vanish(tmp_path, capsys, monkeypatch):
+    """B16-report-junk15: past the budget the longest lists went first, so planted 15-node lists
+    of new names left out the real 16-node job's records after, and its -30 % regression read
+    'NO RESULT AFTER ... leave its tests out with -n'. The planted lists (hosts the before side
+    never names) go first now; the budget is 1,000 here (300,000 in use) so that little expands."""
+    from mlcheck.commands import report
+    from mlcheck.history import hostlist
+    from command_line import run_main
+    monkeypatch.setattr(hostlist, 'TOTAL_HOSTS', 1_000)
+    before = _log(tmp_path / 'before.log', 9, _real(1.0))
+    junk = [('JunkCheck', 15, f'j{i:05d}n[00-14]', 80.0) for i in range(70)]
+    after = _log(tmp_path / 'after.log', 10, _real(0.7) + junk)
+    code, out, err = run_main(capsys, report.main, before, after)
+    assert code == 1 and 'REGRESSION' in out and 'NO RESULT AFTER' not in out and ' -n' not in out, out
+    assert 'NOT JUDGED: JunkCheck' in out and 'j000' in err, (out, err)
+
+
+def test_g1_a_test_that_lost_records_to_the_budget_is_not_judged_never_a_pass(tmp_path, capsys, monkeypatch):
+    """A real test whose records the budget takes (its list the longest of those the other side
+    names too) was dropped from the report without a word on stdout, exit 0: NOT JUDGED now, on
+    both sides, no advice to leave it out, and never exit 0."""
+    from mlcheck.commands import report
+    from mlcheck.history import hostlist
+    from command_line import run_main
+    monkeypatch.setattr(hostlist, 'TOTAL_HOSTS', 10)
+    before = _log(tmp_path / 'before.log', 9, _real(1.0) + _real(1.0, 'SmallCheck', 4))
+    after = _log(tmp_path / 'after.log', 10, _real(0.7) + _real(1.0, 'SmallCheck', 4))
+    code, out, err = run_main(capsys, report.main, before, after)
+    assert code != 0 and 'NOT JUDGED: RealCheck' in out, (code, out, err)
+    assert 'NO RESULT' not in out and ' -n' not in out and 'SmallCheck' in out, out
+
+
+def test_g1_mlcheck_nodes_leaves_out_records_of_unexpected_nodes_first(tmp_path, capsys, monkeypatch):
+    """B-nodes-300001z: 300,001 planted one-name records (zz000000...) past the budget made every
+    real node's records the ones left out (ties by text: 'nid...' < 'zz...'): no DRAIN line for
+    the slow nid00005. The lists of nodes --expect names are kept first; a node whose own records
+    go is named not judged. The budget is 12 hosts here, 300,000 in use."""
+    import random
+    from mlcheck.commands import nodes as command
+    from mlcheck.history import hostlist
+    from command_line import run_main
+    from node_sessions import session
+    from perflogs import write_perflog
+    monkeypatch.setattr(hostlist, 'TOTAL_HOSTS', 12)
+    found = session(8, 0.01, {'nid00005': 0.25}, random.Random(7), partition='sim:cluster', time=1.79e9)
+    import dataclasses
+    planted = [dataclasses.replace(found[0], nodelist=f'zz{i:06d}', jobid=str(900 + i)) for i in range(10)]
+    log = write_perflog(tmp_path / 'shared.log', found + planted)
+    code, out, err = run_main(capsys, command.main, log, '--expect', 'nid[00000-00007]')
+    assert code == 1 and 'NodeName=nid00005 State=DRAIN' in out and 'State=RESUME' not in out, (out, err)
+    # a budget smaller than the partition: its own nodes' records go, and those nodes are not judged
+    monkeypatch.setattr(hostlist, 'TOTAL_HOSTS', 4)
+    code, out, err = run_main(capsys, command.main, log, '--expect', 'nid[00000-00007]')
+    assert code == 1 and 'State=RESUME' not in out, (out, err)
+    assert 'node nid00000: not judged' in out and 'healthy (4)' not in out, out
