@@ -3,6 +3,7 @@ mlcheck-nodes quadratic in records (G2), the `access` parser's abbreviations (A1
 spelled twice as both selections; each fed the pass's hostile input, built here."""
 
 import argparse
+import dataclasses
 import pytest
 
 from mlcheck.commands.common import slurm_partitions
@@ -153,7 +154,6 @@ def test_g1_mlcheck_nodes_leaves_out_records_of_unexpected_nodes_first(tmp_path,
     from perflogs import write_perflog
     monkeypatch.setattr(hostlist, 'TOTAL_HOSTS', 12)
     found = session(8, 0.01, {'nid00005': 0.25}, random.Random(7), partition='sim:cluster', time=1.79e9)
-    import dataclasses
     planted = [dataclasses.replace(found[0], nodelist=f'zz{i:06d}', jobid=str(900 + i)) for i in range(10)]
     log = write_perflog(tmp_path / 'shared.log', found + planted)
     code, out, err = run_main(capsys, command.main, log, '--expect', 'nid[00000-00007]')
