@@ -177,29 +177,45 @@ def slurm_partitions(args):
     return found
 
 
-# the options of `access` read here, as sbatch reads them: long with = or a word after, short
-# with the value joined or a word after (issue 48's third security pass, F5: a regex read
-# `--cpus-per-task=2` as the partition `er-task`)
-ACCESS_OPTIONS = {'--partition': 'partition', '-p': 'partition', '--constraint': 'constraint', '-C': 'constraint'}
+# the options of `access` read here, as sbatch reads them with getopt_long: long with = or a word
+# after, by any prefix no other sbatch option shares (--part: --parsable shares --par; --cons:
+# --container, --contiguous share --con; Slurm's sbatch(1)), short with the value joined or a word
+# after, after a run of grouped flags that take no value (-Qpsim: -Q, then -p sim). Issue 48's
+# third security pass, F5 (a regex read `--cpus-per-task=2` as the partition `er-task`), and the
+# fourth, A1 (`--part=sim`, `-Qpsim`).
+ACCESS_LONG = {'partition': ('partition', len('part')), 'constraint': ('constraint', len('cons'))}
+ACCESS_SHORT = {'p': 'partition', 'C': 'constraint'}
+# sbatch's short options that take no value (-h -H -O -Q -s -u -v -V -W), and -I and -k, whose
+# value is optional and joined: read as flags, so that more is read as a partition (the safe side)
+FLAGS = set('hHIkOQsuvVW')
 
 
 def access_options(access):
     """{'partition': [X, ...], 'constraint': [...]} of a ReFrame partition's `access` list: each
-    entry split into words as a shell does (an entry that does not split is read as no option)."""
-    words = []
+    entry split into words as a shell does. An entry that does not split (an unbalanced quote,
+    whose characters Slurm's #SBATCH reader drops) names, as far as is known, each of its words
+    as a partition (the fourth security pass, A1): more names to refuse, never fewer."""
+    words, found = [], {}
     for entry in access:
         try:
             words += shlex.split(str(entry))
         except ValueError:
-            continue
-    found = {}
+            unquoted = re.sub('[\'"]', '', str(entry))
+            found.setdefault('partition', []).extend(re.split(r'[\s=]+', unquoted))
+            words += unquoted.split()
     for i, word in enumerate(words):
-        name, eq, value = word.partition('=')
-        if name.startswith('--') and name in ACCESS_OPTIONS:
-            value = value if eq else (words[i + 1] if i + 1 < len(words) else '')
-        elif word[:2] in ACCESS_OPTIONS and not word.startswith('--'):
-            name, value = word[:2], word[2:] or (words[i + 1] if i + 1 < len(words) else '')
-        else:
-            continue
-        found.setdefault(ACCESS_OPTIONS[name], []).append(value)
+        following = words[i + 1] if i + 1 < len(words) else ''
+        if word.startswith('--'):
+            name, eq, value = word[2:].partition('=')
+            option = next((key for full, (key, shortest) in ACCESS_LONG.items()
+                           if len(name) >= shortest and full.startswith(name)), None)
+            if option:
+                found.setdefault(option, []).append(value if eq else following)
+        elif word.startswith('-'):
+            for at, letter in enumerate(word[1:], 1):
+                if letter in ACCESS_SHORT:
+                    found.setdefault(ACCESS_SHORT[letter], []).append(word[at + 1:] or following)
+                    break
+                if letter not in FLAGS:
+                    break       # an option that takes a value: the rest of the word is it
     return found

@@ -122,13 +122,17 @@ def vet(args):
     partitions = set(members)
     selection = parse_selection(args.selection)
     unreadable = []     # perf log lines that cannot be read: their nodes are judged not
+    # the node-list budget keeps the partition's nodes' records before any other's (the fourth
+    # security pass, G1: 300,001 planted one-name records made every real node's the ones to go)
+    partition_nodes = frozenset(expected) or frozenset(known or ())
     found, unlisted = node_records.readable(load(selection, open_database(args, [selection]), with_failed=True,
-                                                 left_out=unreadable))
+                                                 left_out=unreadable, budget=partition_nodes))
     if selection.kind == 'perflog' and selection.period:
         # the runs before @START, read again (quietly: their unreadable lines were not selected),
         # may be of the sweep it cuts (split_sweep)
         with contextlib.redirect_stderr(io.StringIO()):
-            whole = node_records.readable(load(dataclasses.replace(selection, period=None), with_failed=True))[0]
+            whole = node_records.readable(load(dataclasses.replace(selection, period=None), with_failed=True,
+                                               budget=partition_nodes))[0]
         split_sweep(whole, *selection.period, gap, f"{args.selection}'s @START:END")
     notes = [f'{unlisted} record(s) left out: their node lists cannot be read (named on stderr); '
              'their nodes are unknown, so no node is resumed and the exit status is not 0'] if unlisted else []

@@ -19,6 +19,7 @@ few repetitions to judge, or an after session whose every test case failed; 2 ba
 internal error (one line on stderr for either).
 """
 
+import os
 import sys
 from datetime import datetime
 
@@ -27,8 +28,8 @@ from mlcheck.commands.common import (add_source_arguments, argument_parser, one_
 from mlcheck.commands.common import EXIT_BAD_INPUT, EXIT_INTERNAL, EXIT_REGRESSION  # noqa: F401 - its documented codes
 from mlcheck.errors import InputError
 from mlcheck.files import Directory
-from mlcheck.visible import write_escaped
-from mlcheck.history import compare
+from mlcheck.visible import visible, write_escaped
+from mlcheck.history import compare, hostlist
 from mlcheck.history.causes import REPEAT
 from mlcheck.history.evidence import EvidenceTable
 from mlcheck.figures import stack
@@ -36,7 +37,7 @@ from mlcheck.history import settings as recorded_settings, trial_runs
 from mlcheck.history.recorded_defaults import RECORDED_DEFAULTS
 from mlcheck.history.compare import Rule
 from mlcheck.history.samples import NOT_RECORDED, file_name, group, listed, test_of_sample, valued
-from mlcheck.history.selection import AllFailed, load, parse_selection
+from mlcheck.history.selection import AllFailed, load, parse_selection, within_budget
 
 COLUMNS = ('partition', 'test', 'variable', 'n before', 'n after', 'mean before', 'mean after',
            'change', 'noise', 'verdict')
@@ -314,6 +315,10 @@ def compare_and_report(args):
         raise InputError(f'before ({args.before!r}) and after ({args.after!r}) select the same records '
                          f'({_listed(sorted({s.source for s in ran_before}))}): nothing to compare; '
                          'name an older session or perf log as before')
+    ran_before, ran_after, not_judged = _within_budget(selections, ran_before, ran_after)
+    if not ran_before and not ran_after:
+        print('\n'.join(not_judged))
+        return EXIT_BAD_INPUT
     ran, filled = recorded_settings.with_defaults(ran_before + ran_after, RECORDED_DEFAULTS)
     ran_before, ran_after = ran[:len(ran_before)], ran[len(ran_before):]
     ran_before, trials = trial_runs.without_trial_runs(ran_before, ran_after)
@@ -327,17 +332,40 @@ def compare_and_report(args):
                          f'{few[2]}; run both sides with --repeat {args.require_repeats}')
     before, after = valued(ran_before), valued(ran_after)
     likely = table.cause_lines()
-    text = ['\n'.join(likely), '', text_table(COLUMNS, rows(comparisons, table)), '',
+    text = ['\n'.join(not_judged + likely), '', text_table(COLUMNS, rows(comparisons, table)), '',
             '\n'.join(summary(comparisons, rule) + table.failed_lines() + repeats_note(few)
                       + defaults_note(filled)
                       + trial_runs.left_out_lines(trials) + notes(after))]
     text += [f'stack of {image} on {partition}: {line}' for partition, image, line in stack_changes(before, after)]
     # the report's files first: a reader that stops reading (| head) must not cost them
     if args.output:
-        text.append(f'report: {write_report(args.output, args, before, after, table, likely)}')
+        text.append(f'report: {write_report(args.output, args, before, after, table, not_judged + likely)}')
     print('\n'.join(text))     # a closed pipe ends only the output (common.one_line_errors)
-    return table.exit_status()
+    # a test not judged may be the regression: never a pass
+    return table.exit_status() or (EXIT_BAD_INPUT if not_judged else 0)
 
+
+def _within_budget(selections, before, after):
+    """(before, after, [line]) less every record of a test that lost any to the node-list budget,
+    each such test named NOT JUDGED: left with the records it kept, it read as NO RESULT AFTER, a
+    retired test to leave out (the fourth security pass, G1). Each side keeps first the node lists
+    whose hosts the other side names, which a planted list of new names cannot undercut."""
+    sides, lost = [], {}
+    for selection, own, other in ((selections[0], before, after), (selections[1], after, before)):
+        known = frozenset(hostlist.names_of(s.nodelist for s in other if s.nodelist))
+        kept, dropped = within_budget(own, f'selection {visible(selection.spec)!r}', known)
+        sides.append(kept)
+        for s in dropped:
+            lost[test_of_sample(s)] = lost.get(test_of_sample(s), 0) + 1
+    if not lost:
+        return before, after, []
+    before, after = ([s for s in side if test_of_sample(s) not in lost] for side in sides)
+    return before, after, [f'{NOT_JUDGED}: {name} on {partition}: {count} record(s) left out by the node-list '
+                           'budget (named on stderr); neither side of it is compared'
+                           for (partition, name, _), count in sorted(lost.items())]
+
+
+NOT_JUDGED = 'NOT JUDGED'
 
 # ReFrame's exception for a session ended from a check's hook (harness.reframe_api.stop_session):
 # a -S name no check knows, before any job ran
@@ -349,15 +377,27 @@ def _listed(names, shown=3):
 
 
 def _records(samples):
-    """What identifies the records a selection took (a NaN value is no use here: never equal)."""
-    return frozenset((s.source, s.partition, s.name, s.var, s.time, s.jobid, s.nodelist) for s in samples)
+    """What identifies the records a selection took (a NaN value is no use here: never equal): a
+    perf log by its file, however spelled (pl/x.log, ./pl/x.log, its absolute path, a link or d1/.:
+    the fourth security pass compared them with themselves), a stored session by its id."""
+    files = {source: _file_of(source) for source in {s.source for s in samples}}
+    return frozenset((files[s.source], s.partition, s.name, s.var, s.time, s.jobid, s.nodelist) for s in samples)
+
+
+def _file_of(source):
+    """(device, inode) of the perf log file `source` names; else `source` (a session's id)."""
+    try:
+        found = os.stat(source)
+    except (OSError, ValueError):
+        return source
+    return (found.st_dev, found.st_ino)
 
 
 def stopped_at_setup(load, selection, database):
     """The selection's samples; a session that stopped on a config error before any job ran
     (a mistyped -S) is bad input, not a regression: nothing of the upgrade ran."""
     try:
-        return load(selection, database, with_failed=True)
+        return load(selection, database, with_failed=True, budget=None)     # _within_budget
     except AllFailed as failed:
         if SETUP_STOP not in str(failed):
             raise

@@ -69,30 +69,80 @@ def expand(text, limit=MAX_HOSTS, whose=''):
     return list(names)
 
 
-def past_budget(nodelists):
+def past_budget(nodelists, known=frozenset()):
     """The distinct node lists of a selection's records to leave out so that those left name at
-    most TOTAL_HOSTS hosts together, the longest first, counted without expanding them (each
-    list alone is bounded by MAX_HOSTS and its job's num_nodes; 20 records of a different 100,000
-    nodes each, num_nodes claiming so, ran mlcheck-report out of memory: issue 48's security
-    re-check, R2). The longest go: a real partition's jobs name its nodes, a planted record names
-    more; leaving them out, not the selection, keeps every other record's verdict (11 such records
-    in a shared perf log stopped every report and DRAIN line: the third security pass)."""
+    most TOTAL_HOSTS hosts together, counted without expanding them (each list alone is bounded by
+    MAX_HOSTS and its job's num_nodes; 20 records of a different 100,000 nodes each, num_nodes
+    claiming so, ran mlcheck-report out of memory: issue 48's security re-check, R2). Leaving them
+    out, not the selection, keeps every other record's verdict (11 such records in a shared perf
+    log stopped every report and DRAIN line: the third security pass). Which go first is not the
+    longest alone, which a planted list a little shorter than a real job's undercuts (the fourth
+    pass, G1): the lists naming a host outside `known` (the partition's nodes, or those the other
+    selection names) go first, then the longest, ties by text."""
     sizes = {}
     for text in set(nodelists):
-        listed = text
-        if text[:2] in ("['", '["'):      # a list as Python prints it, as the node reader takes it
-            listed = ','.join(name.strip("'\" ") for name in text[1:-1].split(','))
         try:
-            sizes[text] = sum(_count(part, listed) for part in _split_top_level(listed.strip()))
+            sizes[text] = sum(_count(part, text) for part in _split_top_level(_listed(text).strip()))
         except InputError:
             continue            # unreadable: named and left out where it is read
-    total, past = sum(sizes.values()), set()
-    for text in sorted(sizes, key=lambda t: (-sizes[t], t)):
+    total = sum(sizes.values())
+    if total <= TOTAL_HOSTS:
+        return {}
+    inside = _within(sizes, known)
+    past = set()
+    for text in sorted(sizes, key=lambda t: (t in inside, -sizes[t], t)):
         if total <= TOTAL_HOSTS:
             break
         past.add(text)
         total -= sizes[text]
     return {text: sizes[text] for text in past}
+
+
+def names_of(nodelists, most=None):
+    """The host names of the distinct `nodelists`, the shortest lists first, at most `most` of
+    them (bounded memory); unreadable lists skipped."""
+    names, most = set(), most or TOTAL_HOSTS
+    for text in sorted(set(nodelists), key=lambda t: (len(t), t)):
+        try:
+            found = expand(_listed(text), limit=most - len(names))
+        except InputError:
+            continue
+        names.update(found)
+        if len(names) >= most:
+            break
+    return names
+
+
+def _listed(text):
+    """A host list of `text`, which may be a list as Python prints it ('['a', 'b']', as the node
+    reader takes it)."""
+    if text[:2] in ("['", '["'):
+        return ','.join(name.strip("'\" ") for name in text[1:-1].split(','))
+    return text
+
+
+def _within(sizes, known):
+    """The lists of `sizes` whose every host is in `known`, checked the shortest first, each
+    stopping at its first host outside; past `most` names read, the rest count as outside (time
+    bounded: a list naming hosts outside costs a part, one inside its length; TOTAL_HOSTS read late)."""
+    inside, read, most = set(), 0, 3 * TOTAL_HOSTS
+    if not known:
+        return inside
+    for text in sorted(sizes, key=lambda t: (sizes[t], t)):
+        if sizes[text] > len(known) or read + sizes[text] > most:
+            continue            # more hosts than are known: one is outside
+        listed = _listed(text)
+        try:
+            for part in _split_top_level(listed.strip()):
+                names = _expand_one(part, listed)
+                read += len(names)
+                if not known.issuperset(names):
+                    break
+            else:
+                inside.add(text)
+        except InputError:
+            continue
+    return inside
 
 
 def _count(part, whole):

@@ -578,7 +578,8 @@ def _stale_partitions(kept, past):
     # the partitions' full sweeps, not a nightly smoke run or pair job, say when each was last
     # swept (the ninth red-team's n04c and n04g: a week-old sweep kept current by them)
     newest = every[-1]
-    last = {s.partition: max(past.ends.get(s.partition, [0])) for _, s in kept}
+    # each partition's latest end once, not once per record (quadratic: the fourth security pass, G2)
+    last = {p: max(past.ends.get(p, [0])) for p in {s.partition for _, s in kept}}
     stale = {p for p, ended in last.items() if _quiet(every + [ended, newest], ended, newest) >= STALE_AFTER}
     for node, s in kept:
         if s.partition in stale and node is not None:

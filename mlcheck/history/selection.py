@@ -81,12 +81,13 @@ def failed_before_any_value(cases):
             for case in cases if case.get('result') == 'fail' or case.get('fail_phase')]
 
 
-def load(selection, database=None, with_failed=False, left_out=None):
+def load(selection, database=None, with_failed=False, left_out=None, budget=frozenset()):
     """The samples of a selection; an InputError when it holds none. With `with_failed` the
     test cases that ran without a value (value None) count too: a selection whose every test
     failed still names them, and only one that names no test case at all is an error.
     `left_out`: a list to which the perf log lines that cannot be read are appended (file:line,
-    the node the line names or None, why)."""
+    the node the line names or None, why). `budget`: the host names known to be the partition's,
+    whose node lists the node-list budget keeps first (within_budget); None: the caller applies it."""
     if selection.stored:
         if database is None:
             raise InputError(f'selection {selection.spec!r} needs the results database')
@@ -112,18 +113,33 @@ def load(selection, database=None, with_failed=False, left_out=None):
                   file=sys.stderr)
     if not samples:
         raise InputError(f'selection {selection.spec!r} holds no performance values ({where})')
-    past = hostlist.past_budget(s.nodelist for s in samples if s.nodelist)
-    if past:
-        dropped = sum(s.nodelist in past for s in samples)
-        longest = max(past, key=past.get)
-        why = (f'{dropped} record(s) of {len(past)} node list(s) naming {sum(past.values()):,} hosts left '
-               f'out (the longest {visible(longest[:80])!r}, {past[longest]:,} hosts): the node lists of the records '
-               f'together are past {hostlist.TOTAL_HOSTS:,} hosts, more than any real '
-               'partition\'s runs, and the longest go; their nodes are unknown')
-        print(f'selection {visible(selection.spec)!r} ({where}): {why}', file=sys.stderr)
-        if left_out is not None:
-            left_out.append((f'selection {visible(selection.spec)!r} ({where})', None, why, None))
-        samples = [s for s in samples if s.nodelist not in past]
-        if not samples:
-            raise InputError(f'selection {selection.spec!r} ({where}): {why}; none left')
-    return samples
+    if budget is None:
+        return samples
+    label = f'selection {visible(selection.spec)!r} ({where})'
+    kept, _ = within_budget(samples, label, budget, left_out)
+    if not kept:
+        raise InputError(f'{label}: every record left out by the node-list budget; none left')
+    return kept
+
+
+def within_budget(samples, label, known=frozenset(), left_out=None):
+    """(kept, left out) of a selection's samples, those of the node lists hostlist.past_budget
+    leaves out named on stderr and, each record's node where its list is one known host, in
+    `left_out` (at, node, why, None): a node whose records went is not judged (the fourth
+    security pass, G1)."""
+    past = hostlist.past_budget((s.nodelist for s in samples if s.nodelist), known)
+    if not past:
+        return samples, []
+    dropped = [s for s in samples if s.nodelist in past]
+    longest = max(past, key=past.get)
+    why = (f'{len(dropped)} record(s) of {len(past)} node list(s) naming {sum(past.values()):,} hosts left '
+           f'out (the longest {visible(longest[:80])!r}, {past[longest]:,} hosts): the node lists of the records '
+           f'together are past {hostlist.TOTAL_HOSTS:,} hosts, more than any real partition\'s runs; '
+           'those naming a host outside the partition (or the other selection) go first, then the longest; '
+           'their tests and nodes are not judged')
+    print(f'{label}: {why}', file=sys.stderr)
+    if left_out is not None:
+        left_out.append((label, None, why, None))
+        left_out += [(label, s.nodelist, 'left out by the node-list budget', None) for s in dropped
+                     if s.nodelist in known]
+    return [s for s in samples if s.nodelist not in past], dropped
