@@ -163,3 +163,27 @@ def test_g1_mlcheck_nodes_leaves_out_records_of_unexpected_nodes_first(tmp_path,
     code, out, err = run_main(capsys, command.main, log, '--expect', 'nid[00000-00007]')
     assert code == 1 and 'State=RESUME' not in out, (out, err)
     assert 'node nid00000: not judged' in out and 'healthy (4)' not in out, out
+
+
+def test_h1_baseline_writes_no_reference_from_records_the_budget_chose(tmp_path, capsys, monkeypatch):
+    """The fifth security pass's H1 (pl/c10-good+junk.log): past the budget the longest lists went
+    first, so planted lists left out the real job's three runs at 80 GB/s and mlcheck-baseline
+    wrote 60 from its other two, exit 0, with `-n` too: a later run 25 % slower then passed. A
+    test that lost any record writes no reference now: refused in one line, nothing written."""
+    from mlcheck.commands import baseline
+    from mlcheck.history import hostlist
+    from command_line import one_line_error, run_main
+    monkeypatch.setattr(hostlist, 'TOTAL_HOSTS', 1_000)
+    real = ([('InterconnectCheck', 16, 'nid[0000-0015]', v) for v in (80.0, 80.5, 79.5)]
+            + [('InterconnectCheck', 16, 'nid[0016-0031]', v) for v in (60.0, 60.2)])
+    junk = [('MNISTDistributedCheck', 16, f'z{i:05d}n[00-15]', 1.0) for i in range(70)]
+    refs = tmp_path / 'refs'
+    log = _log(tmp_path / 'good+junk.log', 9, real + junk)
+    err = one_line_error(capsys, baseline.main, log, '--references-dir', str(refs))
+    assert 'InterconnectCheck' in err and 'node-list budget' in err and '-n' in err, err
+    assert not refs.exists()
+    # -n before the budget: the planted records of another test are not this selection's, and the
+    # reference is the median of all five runs, as without them
+    for selected in (['-n', 'InterconnectCheck', log], [_log(tmp_path / 'good.log', 9, real)]):
+        code, out, _ = run_main(capsys, baseline.main, '--dry-run', *selected, '--references-dir', str(refs))
+        assert code == 0 and 'busbw: [79.5' in out, out
