@@ -96,7 +96,7 @@ def rows(comparisons, table=None):
         if len({other.key[3] for other in tests[c.key[:3]]}) > 1:
             name = f'{name} [{settings or NOT_RECORDED}]'
         noise = '' if c.noise is None else f'{100 * c.noise:.1f}%' + (
-            f' ({c.noise_of} only)' if c.noise_of != 'both' else '')
+            f' ({c.noise_of} only)' if c.noise_of != 'both' else ' (like cells)' if c.pooled else '')
         failed = table.runs_note(c) if table else ''
         out.append((partition, name, var, str(len(c.before)), str(len(c.after)),
                     _figure(c.mean_before, c.unit), _figure(c.mean_after, c.unit),
