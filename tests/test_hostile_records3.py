@@ -180,7 +180,7 @@ def test_h1_baseline_writes_no_reference_from_records_the_budget_chose(tmp_path,
     refs = tmp_path / 'refs'
     log = _log(tmp_path / 'good+junk.log', 9, real + junk)
     err = one_line_error(capsys, baseline.main, log, '--references-dir', str(refs))
-    assert 'InterconnectCheck' in err and 'node-list budget' in err and '-n' in err, err
+    assert 'MNISTDistributedCheck' in err and 'node-list budget' in err and '-n, a period' in err, err
     assert not refs.exists()
     # -n before the budget: the planted records of another test are not this selection's, and the
     # reference is the median of all five runs, as without them

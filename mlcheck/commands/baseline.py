@@ -17,6 +17,7 @@ import os
 import re
 import statistics
 import sys
+from collections import Counter
 from dataclasses import dataclass, field
 from datetime import datetime
 
@@ -375,12 +376,13 @@ def record(args):
     # its other two): a test that lost any record writes none
     past = hostlist.past_budget((s.nodelist for s in samples if s.nodelist), frozenset())
     if past:
-        tests = sorted({s.name for s in samples if s.nodelist in past})
+        tests = Counter(s.name for s in samples)     # the test of most records first: a flood's
+        tests = sorted(tests, key=lambda name: -tests[name])
         raise InputError(f'selection {visible(args.selection)!r}: the node lists of its records name more '
-                         f'than {hostlist.TOTAL_HOSTS:,} hosts together, so the node-list budget would '
-                         f'leave out records of {visible(tests[0])!r}'
-                         + (f' and {len(tests) - 1} more test(s)' if len(tests) > 1 else '')
-                         + ': no references written (name the tests to record with -n)')
+                         f'than {hostlist.TOTAL_HOSTS:,} hosts together ({len(samples):,} records, the most '
+                         f'of {visible(tests[0][:80])!r}), so the node-list budget would leave some out: '
+                         'no references written; select only the runs to record: -n, a period '
+                         'START:END or a stored session\'s id')
     refuse_failed(samples, args)
     samples = [s for s in samples if s.value is not None]
     unknown = sorted(set(args.var) - {s.var for s in samples})
