@@ -5,6 +5,7 @@ Every session here appends to one perf log directory and one results database, a
 of a support team do; the last test checks that what the first session stored is still there.
 """
 
+import contextlib
 import os
 import re
 import signal
@@ -159,8 +160,13 @@ def crash_node(node):
     stepds = {int(pid) for line in sockets if f'{SIMSLURM_DIR}/spool/{node}/' in line
               for pid in re.findall(r'pid=(\d+)', line)}
     victims = {slurmd} | stepds | descendants(stepds)
-    for pid in victims:
-        os.kill(pid, signal.SIGKILL)
+    # the whole node at one instant, as a crash: every victim stopped before any is killed, so no
+    # slurmstepd outlives its ranks to tell srun `tasks 2-3: Killed` (then srun ended the step
+    # before Slurm saw the node fail, and the job read as nid001's ranks' lost peers: CI, 07:52)
+    for sig in (signal.SIGSTOP, signal.SIGKILL):
+        for pid in victims:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, sig)
     return victims
 
 
