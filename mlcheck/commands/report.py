@@ -313,7 +313,7 @@ def compare_and_report(args):
     if ran_before and _records(ran_before) == _records(ran_after):
         # `mlcheck-report X latest` where X is the newest: a session against itself says nothing
         raise InputError(f'before ({args.before!r}) and after ({args.after!r}) select the same records '
-                         f'({_listed(sorted({s.source for s in ran_before}))}): nothing to compare; '
+                         f'({listed(sorted({s.source for s in ran_before}))}): nothing to compare; '
                          'name an older session or perf log as before')
     ran_before, ran_after, not_judged = _within_budget(selections, ran_before, ran_after)
     if not ran_before and not ran_after:
@@ -370,10 +370,6 @@ NOT_JUDGED = 'NOT JUDGED'
 # ReFrame's exception for a session ended from a check's hook (harness.reframe_api.stop_session):
 # a -S name no check knows, before any job ran
 SETUP_STOP = 'ForceExitError'
-
-
-def _listed(names, shown=3):
-    return ', '.join(names[:shown] + ([f'{len(names) - shown} more'] if len(names) > shown else []))
 
 
 def _records(samples):
