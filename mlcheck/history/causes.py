@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from mlcheck.figures import stack
 from mlcheck.errors import InputError
 from mlcheck.figures.directions import LOWER, better
-from mlcheck.history import compare, hostlist, node_names
+from mlcheck.history import compare, hostlist, node_contrast, node_names
 from mlcheck.history.candidates import Evidence, network_layer
 from mlcheck.history.recorded_defaults import RECORDED_DEFAULTS
 from mlcheck.history.cells import INTERCONNECT, LOADER, LOADER_VAR, RANK, RANK_VAR, SPEED, Z, cells_of
@@ -168,7 +168,8 @@ def _of_partition(judged, before, after, rule, partitions=()):
     # noise to single out a cause, not "nothing got slower"
     if not any(c.status == 'worse' for c in cells) and not any(
             c.verdict in compare.FAILING and c.key in {s.key for s in after} for c in rest):
-        return found
+        # no cell nor row sees it; a node's runs over many tests may (a busy partition's)
+        return found + node_contrast.verdicts(before, after, rule, partitions)
     if not any(c.status == 'worse' for c in cells):
         far = scattered(rest, after, rule, compare.FAILING)
         failing = {c.key[1] for c in rest if c.verdict in compare.FAILING and c.key in {s.key for s in after}}
