@@ -169,7 +169,7 @@ def _of_partition(judged, before, after, rule, partitions=()):
     if not any(c.status == 'worse' for c in cells) and not any(
             c.verdict in compare.FAILING and c.key in {s.key for s in after} for c in rest):
         # no cell nor row sees it; a node's runs over many tests may (a busy partition's)
-        return found + node_contrast.verdicts(before, after, rule, partitions)
+        return found + _slow_nodes(before, after, rule, partitions)
     if not any(c.status == 'worse' for c in cells):
         far = scattered(rest, after, rule, compare.FAILING)
         failing = {c.key[1] for c in rest if c.verdict in compare.FAILING and c.key in {s.key for s in after}}
@@ -180,6 +180,31 @@ def _of_partition(judged, before, after, rule, partitions=()):
                 [('-n', c.key[1].split()[0])], c.image, c.num_nodes, ['--repeat', str(REPEAT)],
                 'that test again: interference seldom strikes as often twice'))]
     return found + [diagnose(cells, _stack_changes(before, after), partitions)]
+
+
+def _slow_nodes(before, after, rule, partitions=()):
+    """[Verdict] naming each slow node of one partition's samples (node_contrast.slow_nodes, at
+    its LEVEL_SHARE of the rule's false alarm): `node X` where its runs within one node lost
+    too (no link slows those), else `cannot tell: the link of X or node X` and the run that
+    separates them (the interconnect between X and a node not named)."""
+    found = []
+    for slow in node_contrast.slow_nodes(before, after, rule.threshold,
+                                         node_contrast.LEVEL_SHARE * rule.false_alarm):
+        node = slow.nodes[0]
+        within, lost = node_contrast.within_loss(before, after, node) if len(slow.nodes) == 1 else (0, None)
+        said = (f'the {slow.runs} {slow.kind} after that used {"/".join(slow.nodes)} were '
+                f'{100 * slow.beyond_others:.0f} % slower than the same tests\' runs on other nodes '
+                f'({slow.others} runs) and {100 * slow.loss:.0f} % slower than its {slow.runs_before} such runs '
+                f'before ({slow.slower} of {slow.runs} by more than {100 * rule.threshold:g} %; rank tests: p '
+                f'{slow.p:.1g} and {slow.p_before:.1g}); no one test\'s rows see it beyond their noise')
+        if lost is not None and lost > rule.threshold:
+            found.append(Verdict('cause', ((f'node {node}',),), f'{said}; its {within} runs within one node '
+                                 f'lost {100 * lost:.0f} % too, which no link slows'))
+            continue
+        hypotheses = tuple((f'{what}{n}',) for n in slow.nodes for what in ('the link of ', 'node '))
+        found.append(Verdict('cannot tell', hypotheses, said,
+                             separating(hypotheses, [], runs_of(after, 'after'), partitions)))
+    return found
 
 
 def scattered(judged, after, rule, verdicts):

@@ -133,31 +133,6 @@ def within_loss(before, after, node):
     return len(sides[0]), -math.expm1(statistics.median(sides[0]) - statistics.median(sides[1]))
 
 
-def verdicts(before, after, rule, partitions=()):
-    """[causes.Verdict] naming each slow node (slow_nodes) of one partition's samples, at
-    LEVEL_SHARE of the rule's false alarm: `likely cause: node X` where its runs within one node
-    lost too (no link slows those), else `cannot tell: the link of X or node X` and the run that
-    separates them (the interconnect between X and a node not named)."""
-    from mlcheck.history import causes       # the line's words are the cause line's (causes imports this)
-    found = []
-    for slow in slow_nodes(before, after, rule.threshold, LEVEL_SHARE * rule.false_alarm):
-        node = slow.nodes[0]
-        within, lost = within_loss(before, after, node) if len(slow.nodes) == 1 else (0, None)
-        said = (f'the {slow.runs} {slow.kind} runs after that used {"/".join(slow.nodes)} were '
-                f'{100 * slow.beyond_others:.0f} % slower than the same tests\' runs on other nodes '
-                f'({slow.others} runs) and {100 * slow.loss:.0f} % slower than its {slow.runs_before} such runs before '
-                f'({slow.slower} of {slow.runs} by more than {100 * rule.threshold:g} %; rank tests: p '
-                f'{slow.p:.1g} and {slow.p_before:.1g}); no one test\'s rows see it beyond their noise')
-        if lost is not None and lost > rule.threshold:
-            found.append(causes.Verdict('cause', ((f'node {node}',),), f'{said}; its {within} runs within '
-                                        f'one node lost {100 * lost:.0f} % too, which no link slows'))
-            continue
-        hypotheses = tuple((f'{what}{n}',) for n in slow.nodes for what in ('the link of ', 'node '))
-        found.append(causes.Verdict('cannot tell', hypotheses, said, causes.separating(
-            hypotheses, [], runs_of(after, 'after'), partitions)))
-    return found
-
-
 def _slower(runs, than):
     """The one-sided chance that `runs` rank this far below `than` under no change (Mann-Whitney:
     exact where no two tie and the table is small, else its normal approximation)."""
