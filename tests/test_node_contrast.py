@@ -149,3 +149,25 @@ def test_a_node_as_slow_before_as_after_is_not_named():
     trials = [t for t in node_contrast._trials(sides, set(), 0.05) if t.nodes == (node,)]
     assert min(t.p for t in trials) < 1e-4          # slower than the others after: the first test alone would name it
     assert named(before, slow[1]) == []
+
+
+def test_the_work_is_bounded_by_the_records_sizes():
+    """Issue 48's hostile shapes, through the node contrast: 1,080 jobs of one 100,000-node list
+    (F6: one set of nodes, gathered once), 2,100 jobs each on its own 50 nodes (R2), and 2,100 jobs
+    on any 4 of 400 nodes (each node ranked against the rest in one pass over them, not a list
+    and a table anew: 14 s at first)."""
+    import time
+    from mlcheck.history import node_contrast
+    rng = random.Random(1)
+
+    def side(name, jobs, nodelist, num_nodes):
+        return [Sample('sim:cluster', f'MNISTDistributedCheck %image={image} %num_nodes={num_nodes}', image, num_nodes,
+                       'samples_per_s', 100 * (1 + rng.gauss(0, 0.03)), 'samples/s', time=1e9 + k + (name == 'a') * 1e6,
+                       jobid=f'{name}{image}{k}', nodelist=nodelist(k))
+                for k in range(jobs) for image in ('a', 'b', 'c')]
+    for jobs, nodelist, num_nodes in ((360, lambda k: 'h[00000-99999]', 100_000), (700, lambda k: f'm{k}x[00-49]', 50),
+                                      (700, lambda k: ','.join(f'n{x:03d}' for x in sorted(rng.sample(range(400), 4))), 4)):
+        before, after = side('b', jobs, nodelist, num_nodes), side('a', jobs, nodelist, num_nodes)
+        start = time.process_time()
+        assert node_contrast.slow_nodes(before, after, 0.05, 0.005) == []
+        assert time.process_time() - start < 3, (jobs, num_nodes)      # 0.3-0.7 s here

@@ -17,11 +17,13 @@ that computes slower slows each one, within a node and across) and its runs acro
 link that sends slower slows only those, the interconnect's most).
 """
 
+import bisect
+import functools
 import math
 import statistics
 from dataclasses import dataclass
 
-from mlcheck.history.cells import INTERCONNECT, LOADER_VAR
+from mlcheck.history.cells import INTERCONNECT, LOADER_VAR, common_to
 from mlcheck.history.runs import runs_of
 from mlcheck.history.samples import group
 
@@ -95,32 +97,42 @@ def slow_nodes(before, after, threshold, level, confirm=CONFIRM):
 def _trials(sides, explained, threshold):
     """[SlowNode] of every node (nodes of the same runs once) and kind with the runs to test."""
     kept = {side: [r for r in runs if not r.nodes & explained] for side, runs in sides.items()}
-    # the runs of each node, gathered in one pass (a record of 100,000 nodes is one set: issue 48)
-    on = {side: {} for side in kept}
-    for side, runs in kept.items():
-        for i, r in enumerate(runs):
-            for node in r.nodes:
-                on[side].setdefault(node, []).append(i)
-    same = group(sorted(on['after']), lambda n: (tuple(on['after'][n]), tuple(on['before'].get(n, ()))))
+    # the runs of each node, gathered by distinct node set (1,080 records of one list of 100,000
+    # nodes are one set: issue 48's third security pass, F6), nodes of the same sets tried once
+    on = {side: _by_node(runs) for side, runs in kept.items()}
+    same = group(sorted(on['after'][1]), lambda n: tuple(tuple(on[side][1].get(n, ())) for side in ('after', 'before')))
+    # each kind's runs after in the order of their speed, once: the rest of a node's keep it
+    ordered = {kind: sorted((r for r in kept['after'] if kind in r.kind), key=lambda r: r.z) for kind in (TRAINING, ACROSS)}
     trials = []
-    for nodes in same.values():
+    for of_sets, nodes in same.items():
         node = nodes[0]
         for kind in (TRAINING, ACROSS):
-            after, before = ([r for r in (kept[side][i] for i in on[side].get(node, ()))
-                              if kind in r.kind and node not in r.always] for side in ('after', 'before'))
+            after, before = ([r for k in sets for r in on[side][0][k] if kind in r.kind and node not in r.always]
+                             for side, sets in zip(('after', 'before'), of_sets))
             if min(len(after), len(before)) < MIN_RUNS:
                 continue
-            others = [r for r in kept['after'] if kind in r.kind and node not in r.nodes]
-            if len(others) < MIN_RUNS:
+            rest = [r for r in ordered[kind] if node not in r.nodes]
+            if len(rest) < MIN_RUNS:
                 continue
-            p, p_before = (_slower([r.z for r in after], [r.z for r in than]) for than in (others, before))
-            middle = [statistics.median(r.residual for r in runs) for runs in (after, before, others)]
+            p = _slower([r.z for r in after], [r.z for r in rest], ordered=True)
+            p_before = _slower([r.z for r in after], [r.z for r in before])
+            middle = [statistics.median(r.residual for r in runs) for runs in (after, before, rest)]
             trials.append(SlowNode(tuple(nodes), kind, len(after),
                                    sum(r.residual - middle[1] < math.log1p(-threshold) for r in after),
                                    -math.expm1(middle[0] - middle[1]), -math.expm1(middle[1]),
-                                   -math.expm1(middle[0] - middle[2]), len(before), len(others),
+                                   -math.expm1(middle[0] - middle[2]), len(before), len(rest),
                                    p, p_before))
     return trials
+
+
+def _by_node(runs):
+    """([[Scored] of each distinct node set], {node: [index of its sets]})."""
+    sets = list(group(runs, lambda r: r.nodes).values())
+    members = {}
+    for k, of in enumerate(sets):
+        for node in of[0].nodes:
+            members.setdefault(node, []).append(k)
+    return sets, members
 
 
 def within_loss(before, after, node):
@@ -133,12 +145,44 @@ def within_loss(before, after, node):
     return len(sides[0]), -math.expm1(statistics.median(sides[0]) - statistics.median(sides[1]))
 
 
-def _slower(runs, than):
+# past this many pairs, Mann-Whitney's statistic is judged by its normal approximation (with its
+# continuity correction, as scipy's), under it by its exact distribution
+EXACT_PAIRS = 10_000
+
+
+def _slower(runs, than, ordered=False):
     """The one-sided chance that `runs` rank this far below `than` under no change (Mann-Whitney:
-    exact where no two tie and the table is small, else its normal approximation)."""
-    from scipy.stats import mannwhitneyu      # here: a report with no node to try imports none
-    exact = len(set(runs) | set(than)) == len(runs) + len(than) and len(runs) * len(than) <= 10_000
-    return float(mannwhitneyu(runs, than, alternative='less', method='exact' if exact else 'asymptotic').pvalue)
+    exact where no two tie and the pairs are few, else the normal approximation of its statistic),
+    its statistic counted in one pass over `than` sorted (`ordered`: it already is)."""
+    than = than if ordered else sorted(than)
+    # the pairs where the run is the faster, ties half: few where the runs are the slower
+    u = sum(bisect.bisect_left(than, z) + (bisect.bisect_right(than, z) - bisect.bisect_left(than, z)) / 2
+            for z in runs)
+    pairs = len(runs) * len(than)
+    if pairs <= EXACT_PAIRS and len(set(runs) | set(than)) == len(runs) + len(than):
+        return _exact(len(runs), len(than))[int(u)]
+    z = (u + 0.5 - pairs / 2) / math.sqrt(pairs * (len(runs) + len(than) + 1) / 12)
+    return 0.5 * math.erfc(-z / math.sqrt(2))
+
+
+@functools.lru_cache(maxsize=256)
+def _exact(n, m):
+    """[P(U <= u)] of Mann-Whitney's statistic U for samples of n and m under no change: the
+    coefficients of the Gaussian binomial (n + m choose n) in q, over (n + m choose n)."""
+    n, m = min(n, m), max(n, m)
+    counts = [1]
+    for i in range(1, n + 1):
+        # (m + i choose i): times (1 - q^(m + i)), over (1 - q^i), to its degree i x m
+        counts = counts + [0] * m
+        counts = [c - (counts[j - m - i] if j >= m + i else 0) for j, c in enumerate(counts)]
+        for j in range(i, len(counts)):
+            counts[j] += counts[j - i]
+    total = math.comb(n + m, n)
+    cumulative, running = [], 0
+    for c in counts:
+        running += c
+        cumulative.append(running / total)
+    return cumulative
 
 
 def _scored(samples, side):
@@ -158,8 +202,7 @@ def _scored(samples, side):
             residuals[(i, (runs[i].test.split()[0], var, unit, runs[i].num_nodes))] = residual
     spread = {figure: 1.4826 * statistics.median(abs(v) for _, v in of)
               for figure, of in group(list(residuals.items()), lambda kv: kv[0][1]).items()}
-    always = {key: frozenset.intersection(*(r.nodes for r in of))
-              for key, of in group(runs, lambda r: r.test_key).items()}
+    always = {key: common_to([r.nodes for r in of]) for key, of in group(runs, lambda r: r.test_key).items()}
     scored = []
     for i, of in group([(i, figure, v) for (i, figure), v in residuals.items() if spread[figure] > 0],
                        lambda f: f[0]).items():
