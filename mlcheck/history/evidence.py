@@ -75,7 +75,7 @@ class EvidenceTable:
             return [f'no cause located: {len(tests)} test(s) fail the gate with no run after to locate '
                     f'it ({", ".join(sorted({c.verdict for c in failing}))}: {listed(tests)}); a retired '
                     'image or node count: leave its tests out with -n']
-        return self.within_noise_line()
+        return self.pass_lines()
 
     def not_run_after(self):
         """The tests with values before and no run at all after (NO RESULT AFTER, and no failed
@@ -84,7 +84,7 @@ class EvidenceTable:
         return sorted({c.key[1] for c in self.comparisons if c.verdict == compare.NO_RESULT
                        and test_of(c.key) not in ran})
 
-    def within_noise_line(self):
+    def pass_lines(self):
         """The first line of a report that passes: NOTHING, or, where figures got worse past the
         threshold but within the noise, that (the largest named) and how many runs a side would
         tell a change of its size from the spread measured (compare.repetitions_to_tell)."""
