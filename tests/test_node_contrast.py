@@ -174,3 +174,14 @@ def test_the_work_is_bounded_by_the_records_sizes():
         start = time.process_time()
         assert node_contrast.slow_nodes(before, after, 0.05, 0.005) == []
         assert time.process_time() - start < 3, (jobs, num_nodes)      # 0.3-0.7 s here
+
+
+def test_a_slow_gpu_is_not_named_a_slow_node():
+    """One GPU of nid006 slowed slows every run on nid006, within one node too, as a slow node
+    does: the line lists both (the bank's `gpu` family read a confident `node nid006` at
+    0a81d7d), with the run that tells them apart, a training check on nid006 alone."""
+    from mlcheck.history import causes
+    before, after = busy(random.Random(1), [Fault('gpu', 'nid006', 0.3)], 0.03, (5, 5), 0.0)     # 2 runs within one node a side
+    [found] = causes._slow_nodes(before, after, compare.Rule())
+    assert found.kind == 'cannot tell' and {'a GPU of nid006', 'node nid006'} <= found.named, found.line()
+    assert '-J nodelist=nid006 ' in found.separating and 'slowest_rank_fraction' in found.separating, found.line()

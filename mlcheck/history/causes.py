@@ -184,9 +184,11 @@ def _of_partition(judged, before, after, rule, partitions=()):
 
 def _slow_nodes(before, after, rule, partitions=()):
     """[Verdict] naming each slow node of one partition's samples (node_contrast.slow_nodes, at
-    its LEVEL_SHARE of the rule's false alarm): `node X` where its runs within one node lost
-    too (no link slows those), else `cannot tell: the link of X or node X` and the run that
-    separates them (the interconnect between X and a node not named)."""
+    its LEVEL_SHARE of the rule's false alarm): `cannot tell: node X or a GPU of X` where its runs
+    within one node lost too (no link slows those), with the run that tells them apart (a
+    training check on X alone: a GPU of X lowers its slowest rank's fraction, a whole node does
+    not); else `cannot tell: the link of X or node X or a GPU of X` and the interconnect between
+    X and a node not named (its link slows it, the others do not)."""
     found = []
     for slow in node_contrast.slow_nodes(before, after, rule.threshold,
                                          node_contrast.LEVEL_SHARE * rule.false_alarm):
@@ -197,13 +199,20 @@ def _slow_nodes(before, after, rule, partitions=()):
                 f'({slow.others} runs) and {100 * slow.loss:.0f} % slower than its {slow.runs_before} such runs '
                 f'before ({slow.slower} of {slow.runs} by more than {100 * rule.threshold:g} %; rank tests: p '
                 f'{slow.p:.1g} and {slow.p_before:.1g}); no one test\'s rows see it beyond their noise')
-        if lost is not None and lost > rule.threshold:
-            found.append(Verdict('cause', ((f'node {node}',),), f'{said}; its {within} runs within one node '
-                                 f'lost {100 * lost:.0f} % too, which no link slows'))
-            continue
-        hypotheses = tuple((f'{what}{n}',) for n in slow.nodes for what in ('the link of ', 'node '))
-        found.append(Verdict('cannot tell', hypotheses, said,
-                             separating(hypotheses, [], runs_of(after, 'after'), partitions)))
+        runs = runs_of(after, 'after')
+        kinds = ('node ', 'a GPU of ') if lost is not None and lost > rule.threshold else (
+            'the link of ', 'node ', 'a GPU of ')
+        hypotheses = tuple((f'{kind}{n}',) for n in slow.nodes for kind in kinds)
+        if 'the link of ' in kinds:
+            separates = separating(hypotheses, [], runs, partitions)
+        else:
+            said += f'; its {within} runs within one node lost {100 * lost:.0f} % too, which no link slows'
+            trained = [r for r in runs if node in r.nodes and not r.failed and r.test.split()[0] != INTERCONNECT]
+            check = min(trained, key=lambda r: (r.num_nodes, r.test))
+            refused = _refusal(node, partitions)
+            separates = f'no command printed: {refused}' if refused else _pinned(
+                [node], [], {h[0] for h in hypotheses}, ([('-n', check.test.split()[0])], check.image))
+        found.append(Verdict('cannot tell', hypotheses, said, separates))
     return found
 
 
