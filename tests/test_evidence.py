@@ -14,7 +14,7 @@ from hypothesis import HealthCheck, given, settings, strategies as st
 import scenario_bank
 from command_line import run_report
 from mlcheck.history import causes, compare
-from mlcheck.history.evidence import NOTHING as NOTHING_SAID, EvidenceTable
+from mlcheck.history.evidence import NOTHING as NOTHING_SAID, WITHIN_NOISE as WITHIN_NOISE_SAID, EvidenceTable
 from perflogs import write_perflog
 from scenario_bank import IMAGES, Fault, build, partition
 
@@ -208,8 +208,15 @@ def test_the_exit_status_is_1_iff_the_report_names_a_regression_a_failed_run_or_
              or lines[0].startswith('likely cause: '))
     assert code in (0, 1)
     assert (code == 1) == named, (code, out)
-    # exit 0 says "nothing got slower or failed", and the first line says the same
-    assert (code == 0) == (lines[0] == 'no likely cause: nothing got slower or failed'), out
+    # exit 0 says nothing failed nor got slower beyond the noise, and the first line says the
+    # same: never "nothing got slower" where a row got worse past the threshold within the noise
+    # (the red-team's d06: -20 % at 3 runs a side read so)
+    assert (code == 0) == lines[0].startswith('no likely cause: '), out
+    moved = any(c.verdict == compare.WITHIN_NOISE and c.worse and c.worse > 0 for c in compare.compare(*sides))
+    if code == 0:
+        assert lines[0] == (WITHIN_NOISE_SAID if moved else NOTHING_SAID) or (
+            moved and lines[0].startswith(WITHIN_NOISE_SAID + ': ')), out
+        assert ('nothing got slower' in lines[0]) == (not moved), out
 
 
 # --- the bank's families of issue 49 ------------------------------------------------------------------
@@ -228,15 +235,18 @@ def test_the_bank_s_new_families_are_never_confidently_wrong():
     assert sum(found == "right" for *_, found, _ in results) > 0.05 * len(results)
 
 
-def test_a_pass_with_a_change_within_the_noise_says_so_after_the_first_line(tmp_path, capsys):
-    """Issue 49 (new-user trial): -14 % within noise read only "nothing got slower or failed"."""
+def test_a_pass_with_a_change_within_the_noise_says_so_in_the_first_line(tmp_path, capsys):
+    """Issue 49 (new-user trial): -14 % within noise read only "nothing got slower or failed".
+    The first line says a change within the noise, the largest, and what would decide: here the
+    change is within 2 x the spread of one run, which no number of runs moves past."""
     before, after = build(random.Random(7), [Fault('image', 'torch-2.9.1', 0.14)], noise=0.1,
                           repetitions=(3, 3), checks=('MNISTDistributedCheck',), before_counts=(1,),
                           after_counts=(1,), mode='spread')
     code, out = report_of(tmp_path, capsys, before, after)
     lines = out.splitlines()
-    assert code == 0 and lines[0] == 'no likely cause: nothing got slower or failed', out
-    assert lines[1].startswith('within the noise: ') and 'torch-2.9.1' in lines[1], out
+    assert code == 0 and lines[0].startswith(WITHIN_NOISE_SAID + ': 4 figure(s) worse past the 5 % threshold'), out
+    assert 'the largest MNISTDistributedCheck %image=torch-2.9.1' in lines[0] and 'nothing got slower' not in lines[0], out
+    assert 'within 2 x the spread of one run' in lines[0], out
 
 
 def test_the_gate_says_and_can_refuse_fewer_repetitions_than_it_is_measured_at(tmp_path, capsys):
@@ -545,6 +555,6 @@ def test_rt3_w9c_two_interfered_runs_on_no_common_node_are_said_not_blamed():
             break
     table = EvidenceTable.of(before, after)
     lines = table.cause_lines()
-    assert table.exit_status() == 0 and lines[0] == NOTHING_SAID, lines
+    assert table.exit_status() == 0 and lines[0].startswith(WITHIN_NOISE_SAID), lines
     assert '2 of 5 runs of CIFAR100ResNetCheck' in lines[1] and 'no node in common' in lines[1], lines
     assert '--repeat 5' in lines[1], lines

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from mlcheck.figures import stack
 from mlcheck.errors import InputError
 from mlcheck.figures.directions import LOWER, better
-from mlcheck.history import compare, hostlist, node_names
+from mlcheck.history import compare, hostlist, node_contrast, node_names
 from mlcheck.history.candidates import Evidence, network_layer
 from mlcheck.history.recorded_defaults import RECORDED_DEFAULTS
 from mlcheck.history.cells import INTERCONNECT, LOADER, LOADER_VAR, RANK, RANK_VAR, SPEED, Z, cells_of
@@ -168,7 +168,8 @@ def _of_partition(judged, before, after, rule, partitions=()):
     # noise to single out a cause, not "nothing got slower"
     if not any(c.status == 'worse' for c in cells) and not any(
             c.verdict in compare.FAILING and c.key in {s.key for s in after} for c in rest):
-        return found
+        # no cell nor row sees it; a node's runs over many tests may (a busy partition's)
+        return found + _slow_nodes(before, after, rule, partitions)
     if not any(c.status == 'worse' for c in cells):
         far = scattered(rest, after, rule, compare.FAILING)
         failing = {c.key[1] for c in rest if c.verdict in compare.FAILING and c.key in {s.key for s in after}}
@@ -179,6 +180,40 @@ def _of_partition(judged, before, after, rule, partitions=()):
                 [('-n', c.key[1].split()[0])], c.image, c.num_nodes, ['--repeat', str(REPEAT)],
                 'that test again: interference seldom strikes as often twice'))]
     return found + [diagnose(cells, _stack_changes(before, after), partitions)]
+
+
+def _slow_nodes(before, after, rule, partitions=()):
+    """[Verdict] naming each slow node of one partition's samples (node_contrast.slow_nodes, at
+    its LEVEL_SHARE of the rule's false alarm): `cannot tell: node X or a GPU of X` where its runs
+    within one node lost too (no link slows those), with the run that tells them apart (a
+    training check on X alone: a GPU of X lowers its slowest rank's fraction, a whole node does
+    not); else `cannot tell: the link of X or node X or a GPU of X` and the interconnect between
+    X and a node not named (its link slows it, the others do not)."""
+    found = []
+    for slow in node_contrast.slow_nodes(before, after, rule.threshold,
+                                         node_contrast.LEVEL_SHARE * rule.false_alarm):
+        node = slow.nodes[0]
+        within, lost = node_contrast.within_loss(before, after, node) if len(slow.nodes) == 1 else (0, None)
+        said = (f'the {slow.runs} {slow.kind} after that used {"/".join(slow.nodes)} were '
+                f'{100 * slow.beyond_others:.0f} % slower than the same tests\' runs on other nodes '
+                f'({slow.others} runs) and {100 * slow.loss:.0f} % slower than its {slow.runs_before} such runs '
+                f'before ({slow.slower} of {slow.runs} by more than {100 * rule.threshold:g} %; rank tests: p '
+                f'{slow.p:.1g} and {slow.p_before:.1g}); no one test\'s rows see it beyond their noise')
+        runs = runs_of(after, 'after')
+        kinds = ('node ', 'a GPU of ') if lost is not None and lost > rule.threshold else (
+            'the link of ', 'node ', 'a GPU of ')
+        hypotheses = tuple((f'{kind}{n}',) for n in slow.nodes for kind in kinds)
+        if 'the link of ' in kinds:
+            separates = separating(hypotheses, [], runs, partitions)
+        else:
+            said += f'; its {within} runs within one node lost {100 * lost:.0f} % too, which no link slows'
+            trained = [r for r in runs if node in r.nodes and not r.failed and r.test.split()[0] != INTERCONNECT]
+            check = min(trained, key=lambda r: (r.num_nodes, r.test))
+            refused = _refusal(node, partitions)
+            separates = f'no command printed: {refused}' if refused else _pinned(
+                [node], [], {h[0] for h in hypotheses}, ([('-n', check.test.split()[0])], check.image))
+        found.append(Verdict('cannot tell', hypotheses, said, separates))
+    return found
 
 
 def scattered(judged, after, rule, verdicts):

@@ -80,6 +80,7 @@ class Comparison:
     dof: int = 0            # the degrees of freedom of the noise
     pooled: bool = False    # the noise is its like cells' (pool_noise), wider than its own runs'
     p: float = None         # the chance of a change this far (this way) from the noise alone
+    alone: float = None     # the p a change needs to fail the gate where it moves alone (judge_together)
     units_after: set = field(default_factory=set)   # after's units that are not before's
 
     @property
@@ -263,6 +264,8 @@ def judge_together(judged, rule):
     layers = _layers(groups)
     level = rule.false_alarm / (2 if layers else 1)
     bound = max((p for k, p in enumerate(sorted(firsts), 1) if p <= k * level / m), default=-1.0)
+    for c in measured:
+        c.alone = level / m
     slower = _slower_layers(layers, level)
     # one measurement, one verdict: a rate and its time are judged by the clearer of the two
     # (a time's relative spread is not its rate's: +106 % at 15 % beside -52 % at 20 %)
@@ -272,6 +275,31 @@ def judge_together(judged, rule):
                 c.verdict == REGRESSION and {(c.key[0], c.image), (c.key[0], None)} & slower):
             c.verdict = WITHIN_NOISE
     return judged
+
+
+# the most repetitions a side the report would advise: past it, a quieter partition is the way
+MOST_REPEATS = 30
+
+
+def repetitions_to_tell(c, rule):
+    """The fewest runs a side (above the comparison's own) that would tell a change of its size
+    from its measured spread by the gate's own test (_verdict and judge_together: worse than the
+    threshold and noise_factor x the spread, and a one-sided t's chance under c.alone, the level
+    of a measurement that moves alone); None where no number up to MOST_REPEATS does: a change
+    within noise_factor x the spread of one run stays within it however many runs measure it."""
+    from scipy.stats import t
+    if c.p is None or c.alone is None or c.noise_of != 'both' or not c.noise:
+        return None
+    change = abs(c.change)
+    if change <= rule.threshold or change <= rule.noise_factor * c.noise:
+        return None
+    runs = len(c.before) + len(c.after)
+    for n in range(max(len(c.before), len(c.after)) + 1, MOST_REPEATS + 1):
+        # a pooled spread's degrees of freedom grow with every cell's runs, as its own do
+        dof = c.dof * (2 * n - 2) / (runs - 2)
+        if t.sf(change / (c.noise * math.sqrt(2 / n)), dof) <= c.alone:
+            return n
+    return None
 
 
 def _layers(groups):

@@ -6,7 +6,9 @@ or its failure and reason, stack facts), the judged comparisons of their figures
 
 The contract of the exit status (docs/performance-history.md): 1 if and only if the report
 names a regression (a verdict that fails the gate), a failed run after, or a cause; 0 says
-nothing got slower or failed, and the first line says the same.
+nothing failed nor got slower beyond the noise, and the first line says the same: NOTHING
+where no figure got worse past the threshold, else WITHIN_NOISE with the largest such change
+and how many runs a side would tell it from the noise.
 """
 
 import functools
@@ -17,6 +19,8 @@ from mlcheck.history.runs import runs_of
 from mlcheck.history.samples import listed, test_of
 
 NOTHING = 'no likely cause: nothing got slower or failed'
+# where something got worse past the threshold within the noise: exit 0, and not NOTHING
+WITHIN_NOISE = 'no likely cause: nothing failed, and no change beyond the noise'
 
 
 @dataclass
@@ -71,7 +75,7 @@ class EvidenceTable:
             return [f'no cause located: {len(tests)} test(s) fail the gate with no run after to locate '
                     f'it ({", ".join(sorted({c.verdict for c in failing}))}: {listed(tests)}); a retired '
                     'image or node count: leave its tests out with -n']
-        return [NOTHING] + self.within_noise_line()
+        return self.pass_lines()
 
     def not_run_after(self):
         """The tests with values before and no run at all after (NO RESULT AFTER, and no failed
@@ -80,22 +84,36 @@ class EvidenceTable:
         return sorted({c.key[1] for c in self.comparisons if c.verdict == compare.NO_RESULT
                        and test_of(c.key) not in ran})
 
-    def within_noise_line(self):
-        """One line on the figures worse past the threshold but within the noise factor times
-        their repetitions' spread: not judged slower, and not nothing either."""
+    def pass_lines(self):
+        """The first line of a report that passes: NOTHING, or, where figures got worse past the
+        threshold but within the noise, that (the largest named) and how many runs a side would
+        tell a change of its size from the spread measured (compare.repetitions_to_tell)."""
         worse = [c for c in self.comparisons if c.verdict == compare.WITHIN_NOISE and c.worse and c.worse > 0]
         if not worse:
-            return []
+            return [NOTHING]
         c = max(worse, key=lambda c: c.worse)
         far = causes.scattered(self.comparisons, self.samples[1], self.rule, (compare.WITHIN_NOISE,))
-        return [f'within the noise: {len(worse)} figure(s) worse past the threshold but within '
-                f'{self.rule.noise_factor:g} x their repetitions\' spread, or within the chance of '
-                f'{100 * self.rule.false_alarm:g} % that a report of as many figures holds one so far '
-                f'(most: {c.key[1]} {c.key[2]} {100 * c.change:+.1f} %, noise {100 * c.noise:.1f} %): '
-                'not judged slower; the rule judges against the spread itself: more repetitions '
-                'measure it better, a quieter partition narrows it'
-                + (f'; {causes.far_said(far)}: the test again with --repeat {causes.REPEAT} tells them '
-                   'apart' if far else '')]
+        return [f'{WITHIN_NOISE}: {len(worse)} figure(s) worse past the {100 * self.rule.threshold:g} % '
+                f'threshold but within the noise, the largest {c.key[1]} {c.key[2]} {100 * c.change:+.1f} % '
+                f'(noise {100 * c.noise:.1f} %, {len(c.before)} runs before, {len(c.after)} after): '
+                f'{self._what_decides(c)}'] + (
+            [f'{causes.far_said(far)}: the test again with --repeat {causes.REPEAT} tells them apart'] if far else [])
+
+    def _what_decides(self, c):
+        """How many runs a side would tell the change of `c` from its noise, or why none would."""
+        rule = self.rule
+        if c.noise_of != 'both':
+            return (f'a side of fewer than {rule.min_repeats} runs has no spread of its own: run both '
+                    f'sides with --repeat {causes.REPEAT}')
+        n = compare.repetitions_to_tell(c, rule)
+        if n:
+            return (f'at this spread, {n} runs a side (--repeat {n}) would tell a change that size from '
+                    'the noise')
+        if abs(c.change) <= rule.noise_factor * c.noise:
+            return (f'within {rule.noise_factor:g} x the spread of one run, which more runs measure better '
+                    'but do not narrow: a quieter partition would')
+        return (f'more than {compare.MOST_REPEATS} runs a side would be needed at this spread: a '
+                'quieter partition narrows it')
 
     def runs_note(self, comparison):
         """'1 of 3 failed after' (and before) of one comparison's test, or ''."""
