@@ -157,11 +157,15 @@ def test_one_repetition_is_judged_against_the_other_sides_spread():
     one = [s for s in samples(SLOWED) if s.jobid == samples(SLOWED)[0].jobid]
     found = {c.key[2]: c for c in compare.compare(samples(BASELINE), one)}
     assert all(c.noise_of == 'before' for c in found.values())
-    # by the threshold and before's spread, as one run a side (TOO_FEW_WORSE) is, never demoted
-    # by the report's level (compare.judge_together): the rate, -52 % against before's 20 %,
-    # is a chance of 3 % on 4 degrees of freedom, and read `within noise` when it was
-    assert found['samples_per_s'].change < 0 and found['samples_per_s'].verdict == compare.REGRESSION
-    assert found['train_time'].verdict == compare.REGRESSION
+    # judged by Student's t on before's 4 degrees of freedom with the report's other figures
+    # (compare.judge_together): the rate, -52 % against before's 20 % a run, is a chance of 3 %,
+    # within the report's 1 %; by the threshold alone, as until the fifth red-team, a healthy
+    # upgrade run once after a --repeat 3 baseline failed the gate 49 times in 50
+    rate = found['samples_per_s']
+    assert rate.change < -0.5 and rate.dof == 4 and 0.01 < rate.p < 0.05 and rate.verdict == compare.WITHIN_NOISE
+    # judged alone, at a looser gate, it is the regression it was
+    [alone] = [c for c in compare.compare(samples(BASELINE), one, Rule(false_alarm=0.1)) if c.key[2] == 'samples_per_s']
+    assert alone.verdict == compare.REGRESSION
     lines = report.summary(compare.compare(samples(BASELINE), one), Rule())
     assert lines[1].startswith("1 test(s) with too few repetitions on one side, judged against the other side's spread")
     first = [s for s in samples(BASELINE) if s.jobid == samples(BASELINE)[0].jobid]

@@ -172,7 +172,7 @@ def repeats_note(few):
         return []
     return [f'gated on as few as {few[0]} run(s) a side ({few[1]}, {few[2]}): the gate is measured '
             f'at --repeat {REPEAT}; fewer see less (at 3 a side one test 15-20 % slower can read '
-            'within noise) and a side of one run is judged by the threshold alone, with more false '
+            'within noise) and a side of one run against two is judged by the threshold alone where no like cells pool its spread, with more false '
             f'alarms (docs/performance-history.md); --require-repeats {REPEAT} refuses such a gate']
 
 
