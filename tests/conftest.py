@@ -16,14 +16,25 @@ SIMSLURM = os.path.join(REPO, 'bin', 'simslurm')
 sys.path.insert(0, os.path.join(REPO, 'src', 'pytorch'))
 
 
+# the machine has one simulated cluster (one slurm.conf, one set of nodes): a test session that
+# restarts a node or resizes the partition fails the jobs of another session's tests (a fresh-clone
+# CI beside an engineer's cluster tests failed 2 such tests, 2026-11-29), so each session holds it
+# for all its tests, waiting up to a whole cluster tier for another's
+CLUSTER_LOCK, CLUSTER_WAIT_S = '/run/mlcheck-cluster-tests.lock', 3600
+
+
 @pytest.fixture(scope='session')
 def cluster():
-    """The simulated Slurm cluster, started if it is not running (it is never stopped here:
-    later tests and modules use it). Tests that use it are marked `cluster`."""
+    """The simulated Slurm cluster, held by this session and started if it is not running (it is
+    never stopped here: later tests and modules use it). Tests that use it are marked `cluster`."""
+    from mlcheck import locks
+    held = locks.hold(CLUSTER_LOCK, CLUSTER_WAIT_S, what="the test sessions' lock of the simulated cluster")
     # an enclosing job's SLURM_* variables (SLURM_JOB_ID, another SLURM_CONF) would redirect it
     env = {k: v for k, v in os.environ.items() if not k.startswith('SLURM_')}
     up = subprocess.run([SIMSLURM, 'up'], capture_output=True, text=True, timeout=180, env=env)
     assert up.returncode == 0, 'bin/simslurm up failed:\n' + up.stdout + up.stderr
+    yield
+    os.close(held)
 
 
 @pytest.fixture
