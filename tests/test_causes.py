@@ -123,6 +123,18 @@ def test_a_figure_no_test_repeated_is_judged_by_the_widest_spread_measured(ci_ru
                                           *LAYER_THRESHOLD), 'fabric')
 
 
+@pytest.mark.parametrize('fault', ['host stack', 'image torch-2.14.1', 'fabric'])
+def test_the_saved_layer_fault_runs_fail_the_gate_at_their_layer(fault):
+    """Every fault of CI run 314 of tests/test_layer_faults_sim.py (2026-11-28), replayed as the
+    cluster tier reads it: two unfaulted runs of the 1-node tests before, one run after. At
+    bb5aa12 the image's -62 % (one run after against two before) read `within noise` at the
+    report's level and `nothing got slower or failed`, exit 0, which only the cluster tier saw
+    (d9f1218: a side of fewer than the minimum runs is judged by the threshold)."""
+    logs = os.path.join(PERFLOGS, 'layer-faults-314')
+    never_confidently_wrong(*layer_causes(os.path.join(logs, 'none'), os.path.join(logs, fault.replace(' ', '-')),
+                                          fault, *LAYER_THRESHOLD), fault)
+
+
 def test_4_what_did_not_run_after_is_not_a_failure(tmp_path, capsys):
     before, after = scenario(Fault('image', 'torch-2.12.0', 0.3),
                              before_images=IMAGES + ('torch-2.8.0',), after_images=IMAGES + ('torch-2.15.0',))
