@@ -22,7 +22,8 @@ from mlcheck.figures.directions import LOWER, better
 from mlcheck.history import compare, hostlist, node_names
 from mlcheck.history.candidates import Evidence, fabric_from, fabric_size, network_layer
 from mlcheck.history.recorded_defaults import RECORDED_DEFAULTS
-from mlcheck.history.cells import FAILED, INTERCONNECT, BEYOND_IMAGE, beyond_image_pooled, LOADER, LOADER_VAR, RANK, RANK_VAR, SPEED, Z, cells_of
+from mlcheck.history.cells import (BEYOND_IMAGE, FAILED, INTERCONNECT, LOADER, LOADER_VAR, RANK, RANK_VAR, SPEED, Z,
+                                   beyond_image_pooled, cells_of)
 from mlcheck.history.runs import runs_of
 from mlcheck.history.samples import group, listed
 from mlcheck.judging.sanity import placement_said
@@ -471,10 +472,12 @@ REPEAT = 5      # the repetitions the gate is measured at (docs/performance-hist
 
 def separating(hypotheses, cells, runs=(), partitions=(), size=None):
     """The cheapest run that tells the hypotheses apart, as a command with what it runs in
-    brackets: the one check and image that lost, at the fewest nodes that can tell, on nodes
-    Slurm can give it; more repetitions only where a cell sits near its threshold; '' where no
-    run of these checks on these nodes can separate them (the line then says why). One function,
-    so that a site's node-name check (mlcheck-nodes) can wrap it. `partitions`: the records'
+    brackets: one check and image that lost (and a check whose figures moved), at the fewest
+    nodes that can tell (the job size of a fabric fault that shows only there), on nodes Slurm
+    can give it (the records' or, per the site config, the partition's); more repetitions only
+    where a cell sits near its threshold; '' where no run of these checks on these nodes can
+    separate them (the line then says why). One function, so that a site's node-name check
+    (mlcheck-nodes) can wrap it. `partitions`: the records'
     partition names, which no node passed on may have; `size`: the nodes the site config says the
     partition has at least (its max_nodes), None where it does not know the partition."""
     names = {n for h in hypotheses for n in h}
@@ -599,7 +602,10 @@ def _other_nodes(free, seen, named, size, fixed, needed):
         return ''
     if size is not None or not fixed:
         return None
-    return '; it needs nodes these runs did not use: if the partition has none, no run separates these'
+    return NEEDS_OTHERS
+
+
+NEEDS_OTHERS = '; it needs nodes these runs did not use: if the partition has none, no run separates these'
 
 
 def _and(names):
@@ -616,8 +622,9 @@ def _fixed_placement(cells, alike=lambda c: c.num_nodes):
 
 def _moved(cells, runs):
     """The checks whose figures moved (a worse cell of a test, or where none is, a cell past the
-    threshold too near the noise to be clear; a failed run after), cheapest first: a run that leaves them out cannot show their loss again (a red-team's d35: peak host
-    memory +40 % in every MNIST test, and the run proposed was of CIFAR-100 and the interconnect)."""
+    threshold too near the noise to be clear; a failed run after), cheapest first: a run that
+    leaves them out cannot show their loss again (a red-team's d35: peak host memory +40 % in
+    every MNIST test, and the run proposed was of CIFAR-100 and the interconnect)."""
     found = {c.check for c in cells if c.status == 'worse' and c.aspect in (SPEED, RANK, LOADER)} or {
         c.check for c in cells if c.status == 'unclear' and c.aspect == SPEED and c.loss > compare.Rule.threshold}
     found |= {r.test.split()[0] for r in runs if r.failed}
@@ -667,8 +674,9 @@ def _pinned(named, free, names, lost, moved=(), more=False):
         pinned = ['-J', f'nodelist={target},{free[0]}'] if free else ['-J', f'nodelist={target}'] + (
             ['-J', f'exclude={",".join(named[1:])}'] if named[1:] else [])
         checks = _with_moved([('-n', INTERCONNECT)], moved)
-        return _command(checks, lost[1] if len(checks) > 1 else None, 2, pinned, f'the interconnect between {target} and a node not named: the link of '
-                        f'{target} slows it, the others do not')
+        return _command(checks, lost[1] if len(checks) > 1 else None, 2, pinned,
+                        f'the interconnect between {target} and a node not named: the link of {target} '
+                        'slows it, the others do not' + ('' if free else NEEDS_OTHERS))
     checks, image = lost
     if not checks or checks[0][1] == INTERCONNECT:
         return ''
@@ -733,7 +741,8 @@ def _more_repetitions(cells, moved=()):
     near = sorted({c.check for c in cells if c.status == 'unclear' and c.aspect == SPEED})
     if not near:
         return ''
-    return _command(_with_moved([('-n', check) for check in near], moved, every=True), None, None, ['--repeat', str(REPEAT)],
+    return _command(_with_moved([('-n', check) for check in near], moved, every=True), None, None,
+                    ['--repeat', str(REPEAT)],
                     'more repetitions of the tests near their threshold and of those that moved')
 
 

@@ -430,7 +430,8 @@ def _pooled_image(image, terms, rule):
     across = any(a.num_nodes > 1 for _, _, (a, _) in terms)
     within = any(a.num_nodes == 1 for _, _, (a, _) in terms)
     loss, spread = _weighted(terms)
-    return Cell(f'the tests of image {image}' + ('' if across and within else ' across nodes' if across else ' at 1 node'),
+    where = '' if across and within else ' across nodes' if across else ' at 1 node'
+    return Cell(f'the tests of image {image}{where}',
                 '', image, 2 if across else 1, BEYOND_IMAGE, 'worse', loss, spread, needs, needs,
                 other=Cell('', '', '', 2 if across else 1, SPEED, 'same', used=union_of(b.used for b in others),
                            always=common_to(b.used for b in others)),
