@@ -555,12 +555,13 @@ def _separating_run(names, cells, runs, refusal, size=None):
         caveat = others(across)
         if caveat is None:
             return ''      # no nodes but these to send between
-        layers = [n for n in sorted(names) if not n.startswith(NODE_KINDS)]
-        slows = (f'{" or ".join(layers) or "another cause"} would slow it, {_and(named)} '
-                 f'{"do" if len(named) > 1 else "does"} not')
         checks = _with_moved([('-n', INTERCONNECT)], moved)
+        what, it = ('the interconnect', 'it') if len(checks) == 1 else ('these checks', 'them')
+        layers = [n for n in sorted(names) if not n.startswith(NODE_KINDS)]
+        slows = (f'{" or ".join(layers) or "another cause"} would slow {it}, {_and(named)} '
+                 f'{"do" if len(named) > 1 else "does"} not')
         return _command(checks, lost[1] if len(checks) > 1 else None, across, exclude,
-                        f'the interconnect at {across} nodes without {_and(named)}: {slows}{caveat}', said)
+                        f'{what} at {across} nodes without {_and(named)}: {slows}{caveat}', said)
     if named:
         caveat = others(1)
         if caveat is None:
@@ -622,11 +623,13 @@ def _fixed_placement(cells, alike=lambda c: c.num_nodes):
 
 def _moved(cells, runs):
     """The checks whose figures moved (a worse cell of a test, or where none is, a cell past the
-    threshold too near the noise to be clear; a failed run after), cheapest first: a run that
+    threshold too near the noise to be clear, a training check's before the interconnect's, whose
+    figures chance moves more; a failed run after), cheapest first: a run that
     leaves them out cannot show their loss again (a red-team's d35: peak host memory +40 % in
     every MNIST test, and the run proposed was of CIFAR-100 and the interconnect)."""
-    found = {c.check for c in cells if c.status == 'worse' and c.aspect in (SPEED, RANK, LOADER)} or {
-        c.check for c in cells if c.status == 'unclear' and c.aspect == SPEED and c.loss > compare.Rule.threshold}
+    near = [c for c in cells if c.status == 'unclear' and c.aspect == SPEED and c.loss > compare.Rule.threshold]
+    found = {c.check for c in cells if c.status == 'worse' and c.aspect in (SPEED, RANK, LOADER)} or (
+        {c.check for c in near if c.training} or {c.check for c in near})
     found |= {r.test.split()[0] for r in runs if r.failed}
     return sorted(found, key=lambda check: (check == INTERCONNECT, check))
 
