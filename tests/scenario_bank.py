@@ -49,7 +49,7 @@ SINGLE = ('node', 'gpu', 'link', 'fabric', 'host stack', 'image', 'image fails',
 PAIRS = (('host stack', 'image'), ('fabric', 'image'), ('node', 'image'), ('host stack', 'fabric'))
 # the families of issue 49, each drawn with its own shape of site and session (draw_physics)
 PHYSICS = ('one image, image', 'one image, fabric', 'image network', 'node fails', 'busy slow nic',
-           'transient failure', 'transient slowdown')
+           'transient failure', 'transient slowdown', 'fabric at one size', 'image, one run after')
 # what a rank says when its node's GPU driver did not load (judging.sanity's one-GPU promise)
 NO_GPU = "sanity: rank {rank} uses device 'cpu' and sees 0 GPU(s); expected exactly 1"
 TRANSIENT = 'sanity: rank 3 exited with status 1: NCCL watchdog timeout (collective ALLREDUCE)'
@@ -90,7 +90,8 @@ class Fault:
         return ({'node': f'node {self.target}', 'gpu': f'a GPU of {self.target}',
                  'link': f'the link of {self.target}', 'image': f'image {self.target}',
                  'image fails': f'image {self.target}', 'node fails': f'node {self.target}',
-                 'image net': f'image {self.target} (its network layer)'}.get(self.kind, self.kind),)
+                 'image net': f'image {self.target} (its network layer)',
+                 'fabric size': f'fabric at {self.target} nodes and above'}.get(self.kind, self.kind),)
 
     def failure(self, check, image, nodes, r):
         """Why the job failed ('' where it ran)."""
@@ -112,6 +113,9 @@ class Fault:
         if kind == 'gpu' and on:
             return 1 - e, 1 - e, 1.0
         if kind in ('link', 'fabric') and across and (on or kind == 'fabric'):
+            return 1 - e * comm, 1.0, 1.0
+        if kind == 'fabric size' and len(nodes) >= self.target:
+            # a global link or switch only jobs this large cross, or their routing
             return 1 - e * comm, 1.0, 1.0
         if kind == 'image net' and across and image == self.target:
             # sockets instead of the plugin: what crosses nodes, in that image only
@@ -190,6 +194,14 @@ def draw_physics(rng, family):
         # the documented --repeat 5 on a busy partition of 16; a NIC at half speed
         mode, nodes, reps = 'busy', partition(16), (5, 5)
         faults = [Fault('link', rng.choice(nodes), 0.5)]
+    elif family == 'fabric at one size':
+        # every 4-node job 30-50 % slower across nodes, the smaller ones not (a red-team's d11)
+        nodes, reps = partition(16), (5, rng.randint(3, 5))
+        faults = [Fault('fabric size', 4, rng.uniform(0.3, 0.5))]
+    elif family == 'image, one run after':
+        # the baseline at --repeat 5, the upgrade checked with one run of each test (d31)
+        mode, nodes, reps = 'busy', partition(16), (5, 1)
+        faults = [Fault('image', rng.choice(IMAGES), rng.uniform(0.2, 0.4))]
     else:
         reps = (reps[0], max(reps[1], 2))      # one run among others
         run = (rng.choice(tuple(FIGURES)), rng.choice(IMAGES), rng.choice(COUNTS), rng.randrange(reps[1]))

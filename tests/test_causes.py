@@ -123,6 +123,18 @@ def test_a_figure_no_test_repeated_is_judged_by_the_widest_spread_measured(ci_ru
                                           *LAYER_THRESHOLD), 'fabric')
 
 
+@pytest.mark.parametrize('fault', ['host stack', 'image torch-2.14.1', 'fabric'])
+def test_the_saved_layer_fault_runs_fail_the_gate_at_their_layer(fault):
+    """Every fault of CI run 314 of tests/test_layer_faults_sim.py (2026-11-28), replayed as the
+    cluster tier reads it: two unfaulted runs of the 1-node tests before, one run after. At
+    bb5aa12 the image's -62 % (one run after against two before) read `within noise` at the
+    report's level and `nothing got slower or failed`, exit 0, which only the cluster tier saw
+    (d9f1218: a side of fewer than the minimum runs is judged by the threshold)."""
+    logs = os.path.join(PERFLOGS, 'layer-faults-314')
+    never_confidently_wrong(*layer_causes(os.path.join(logs, 'none'), os.path.join(logs, fault.replace(' ', '-')),
+                                          fault, *LAYER_THRESHOLD), fault)
+
+
 def test_4_what_did_not_run_after_is_not_a_failure(tmp_path, capsys):
     before, after = scenario(Fault('image', 'torch-2.12.0', 0.3),
                              before_images=IMAGES + ('torch-2.8.0',), after_images=IMAGES + ('torch-2.15.0',))
@@ -159,10 +171,14 @@ def test_9_the_slowest_rank_s_fraction_names_a_gpu(tmp_path, capsys):
     code, out = report_of(tmp_path, capsys, before, after)
     [line] = likely(out)
     assert code == 1 and line.startswith('likely cause: cannot tell: a GPU of nid001 or binding')
-    # nid001 is the only node these runs used: a run elsewhere tells, if the partition has one
+    # nid001 is the only node these runs used: a run elsewhere tells, and the site config (the
+    # simulated partition's max_nodes: 2 or more) says the partition has another
     assert ('to separate them: reframe -c checks/ -r -n MNISTDistributedCheck -P image=torch-2.9.1 '
-            '-P num_nodes=1 -J exclude=nid001 (the same check on nodes these runs did not use: if the '
-            'partition has none, no run separates them)') in line
+            '-P num_nodes=1 -J exclude=nid001 (the same check on other nodes)') in line
+    # where no config knows the partition, the line says the run needs nodes the records never show
+    [v] = [v for v in verdicts(before, after) if v.kind == 'cannot tell']
+    assert v.separating.endswith('(the same check on other nodes; it needs nodes these runs did not use: '
+                                 'if the partition has none, no run separates these)'), v.separating
     assert 'second image' not in line
 
 
@@ -263,8 +279,10 @@ def test_every_separating_command_is_one_a_dry_run_accepts(tmp_path):
         _, _, before, after = scenario_bank.draw(random.Random(seed))
         for v in verdicts(before, after):
             if v.separating:
-                # the bank's images are not the simulated partition's: its host image stands in
+                # the bank's images are not the simulated partition's: its host image stands in,
+                # and its two nodes for the bank's four (a run at the fabric's larger job size)
                 command = re.sub(r'-P image=\S+', '-P image=host', v.separating.split(' (')[0])
+                command = re.sub(r'-P num_nodes=[3-9]\d*', '-P num_nodes=2', command)
                 forms.setdefault(re.sub(r'=\S+', '', command), command)    # one of each form
     forms['one image'] = causes.separating([('image torch-2.9.1',), ('host stack',)],
                                            cells.cells_of(*_one_image())).split(' (')[0]
@@ -272,7 +290,8 @@ def test_every_separating_command_is_one_a_dry_run_accepts(tmp_path):
         before, after = scenario_bank.build(random.Random(7), [scenario_bank.Fault(kind, 'nid003', 0.5)],
                                             noise=0.02)
         [v] = verdicts(before, after)
-        forms[f'pinned {kind}'] = re.sub(r'-P image=\S+', '-P image=host', v.separating.split(' (')[0])
+        forms[f'pinned {kind}'] = re.sub(r'-P num_nodes=4', '-P num_nodes=2', re.sub(
+            r'-P image=\S+', '-P image=host', v.separating.split(' (')[0]))
     assert len(forms) >= 6, forms     # a node's, a link's, noise's, one image's, two pinned at least
     running = {}
     for i, command in enumerate(forms.values()):     # side by side: each loads every check

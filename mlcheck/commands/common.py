@@ -177,6 +177,21 @@ def slurm_partitions(args):
     return found
 
 
+def partition_sizes(args):
+    """{ReFrame's system:partition: the nodes it has at least (extras.mlcheck.max_nodes, the most
+    one job may have)} of the site config the command reads; {} where it cannot be read. The
+    report's separating run goes to nodes the records never show only where these say the
+    partition has them (issue 49: a 16-node partition's idle runs show nid001-004 alone)."""
+    from mlcheck.history.database import site_configuration
+    try:
+        site = site_configuration(config_file(args))
+    except (InputError, OSError, ImportError):    # none to read: not known
+        return {}
+    return {f'{system.get("name")}:{part.get("name")}': part['extras']['mlcheck']['max_nodes']
+            for system in site.get('systems', []) for part in system.get('partitions', [])
+            if isinstance(((part.get('extras') or {}).get('mlcheck') or {}).get('max_nodes'), int)}
+
+
 # the options of `access` read here, as sbatch reads them with getopt_long: long with = or a word
 # after, by any prefix no other sbatch option shares (--part: --parsable shares --par; --cons:
 # --container, --contiguous share --con; Slurm's sbatch(1)), short with the value joined or a word

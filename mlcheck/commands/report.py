@@ -24,7 +24,7 @@ import sys
 from datetime import datetime
 
 from mlcheck.commands.common import (add_source_arguments, argument_parser, one_line_errors, open_database,
-                         parse_fraction, slurm_partitions, text_table)
+                         parse_fraction, partition_sizes, slurm_partitions, text_table)
 from mlcheck.commands.common import EXIT_BAD_INPUT, EXIT_INTERNAL, EXIT_REGRESSION  # noqa: F401 - its documented codes
 from mlcheck.errors import InputError
 from mlcheck.files import Directory
@@ -324,7 +324,8 @@ def compare_and_report(args):
     ran_before, trials = trial_runs.without_trial_runs(ran_before, ran_after)
     # the rows, the exit status and the likely cause, all from one table of the runs
     table = EvidenceTable.of(ran_before, ran_after, rule,
-                             {name for names, _ in slurm_partitions(args).values() for name in names})
+                             {name for names, _ in slurm_partitions(args).values() for name in names},
+                             partition_sizes(args))
     comparisons = table.comparisons
     few = table.fewest_runs()
     if few and args.require_repeats and few[0] < args.require_repeats:

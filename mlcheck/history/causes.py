@@ -10,6 +10,7 @@ each predicts of the cells and which stand, mlcheck.history.candidates.
 """
 
 import functools
+import math
 import re
 import shlex
 import statistics
@@ -19,9 +20,10 @@ from mlcheck.figures import stack
 from mlcheck.errors import InputError
 from mlcheck.figures.directions import LOWER, better
 from mlcheck.history import compare, hostlist, node_contrast, node_names
-from mlcheck.history.candidates import Evidence, network_layer
+from mlcheck.history.candidates import Evidence, fabric_from, fabric_size, network_layer
 from mlcheck.history.recorded_defaults import RECORDED_DEFAULTS
-from mlcheck.history.cells import INTERCONNECT, LOADER, LOADER_VAR, RANK, RANK_VAR, SPEED, Z, cells_of
+from mlcheck.history.cells import (BEYOND_IMAGE, FAILED, INTERCONNECT, LOADER, LOADER_VAR, RANK, RANK_VAR, SPEED, Z,
+                                   beyond_image_pooled, cells_of)
 from mlcheck.history.runs import runs_of
 from mlcheck.history.samples import group, listed
 from mlcheck.judging.sanity import placement_said
@@ -126,10 +128,11 @@ def _name(hypothesis):
     return hypothesis[0] if len(hypothesis) == 1 else f'{hypothesis[0]}, and {hypothesis[1]} beyond it'
 
 
-def likely_causes(comparisons, before=(), after=(), rule=compare.Rule(), slurm_partitions=()):
+def likely_causes(comparisons, before=(), after=(), rule=compare.Rule(), slurm_partitions=(), sizes=None):
     """[Verdict] of judged comparisons (mlcheck.history.compare.compare); `before` and `after`
     are their samples, failed ones included: their node lists, software stacks and, where the
-    record keeps it (the results database, not a perf log), why a test failed."""
+    record keeps it (the results database, not a perf log), why a test failed. `sizes`: {ReFrame's
+    system:partition: the nodes the site config says it has at least (its max_nodes)}."""
     found = []
     several = len({c.key[0] for c in comparisons}) > 1
     # the records' partition names and the site's Slurm partitions, which Slurm may read as all
@@ -140,18 +143,18 @@ def likely_causes(comparisons, before=(), after=(), rule=compare.Rule(), slurm_p
                   | {s.partition for s in (*before, *after)}} | set(slurm_partitions)
     for partition, judged in sorted(group(comparisons, lambda c: c.key[0]).items()):
         side = lambda samples: [s for s in samples if s.partition == partition]
-        for v in _of_partition(judged, side(before), side(after), rule, partitions):
+        for v in _of_partition(judged, side(before), side(after), rule, partitions, (sizes or {}).get(partition)):
             found.append(Verdict(v.kind, v.hypotheses,
                                  (f'on {partition}: ' if several else '') + v.evidence, v.separating))
     return found
 
 
-def _of_partition(judged, before, after, rule, partitions=()):
+def _of_partition(judged, before, after, rule, partitions=(), size=None):
     found = []
     # the runs, where some failed (most reports have none to locate)
     runs = runs_of(after, 'after') if any(s.value is None for s in after) else []
     failed = [r for r in runs if r.failed]
-    located = _located(failed, runs, partitions) if failed else None
+    located = _located(failed, runs, partitions, size) if failed else None
     if located:
         found.append(located)
         # the failures are accounted for: the runs that passed say whether anything got slower
@@ -169,7 +172,7 @@ def _of_partition(judged, before, after, rule, partitions=()):
     if not any(c.status == 'worse' for c in cells) and not any(
             c.verdict in compare.FAILING and c.key in {s.key for s in after} for c in rest):
         # no cell nor row sees it; a node's runs over many tests may (a busy partition's)
-        return found + _slow_nodes(before, after, rule, partitions)
+        return found + _slow_nodes(before, after, rule, partitions, size)
     if not any(c.status == 'worse' for c in cells):
         far = scattered(rest, after, rule, compare.FAILING)
         failing = {c.key[1] for c in rest if c.verdict in compare.FAILING and c.key in {s.key for s in after}}
@@ -179,10 +182,12 @@ def _of_partition(judged, before, after, rule, partitions=()):
             return found + [Verdict('cannot tell', ((TRANSIENT,), (image,)), far_said(far), _command(
                 [('-n', c.key[1].split()[0])], c.image, c.num_nodes, ['--repeat', str(REPEAT)],
                 'that test again: interference seldom strikes as often twice'))]
-    return found + [diagnose(cells, _stack_changes(before, after), partitions)]
+    # a loss that repeats over an image's tests, each too near its noise: for the diagnosis only,
+    # never the gate (a figure fails it, or a cell is clearly worse, before this is asked)
+    return found + [diagnose(cells + beyond_image_pooled(cells, rule), _stack_changes(before, after), partitions, size)]
 
 
-def _slow_nodes(before, after, rule, partitions=()):
+def _slow_nodes(before, after, rule, partitions=(), size=None):
     """[Verdict] naming each slow node of one partition's samples (node_contrast.slow_nodes, at
     its LEVEL_SHARE of the rule's false alarm): `cannot tell: node X or a GPU of X` where its runs
     within one node lost too (no link slows those), with the run that tells them apart (a
@@ -204,7 +209,7 @@ def _slow_nodes(before, after, rule, partitions=()):
             'the link of ', 'node ', 'a GPU of ')
         hypotheses = tuple((f'{kind}{n}',) for n in slow.nodes for kind in kinds)
         if 'the link of ' in kinds:
-            separates = separating(hypotheses, [], runs, partitions)
+            separates = separating(hypotheses, [], runs, partitions, size)
         else:
             said += f'; its {within} runs within one node lost {100 * lost:.0f} % too, which no link slows'
             trained = [r for r in runs if node in r.nodes and not r.failed and r.test.split()[0] != INTERCONNECT]
@@ -255,7 +260,7 @@ def far_said(far):
 TRANSIENT = 'a transient'
 
 
-def _located(failed, runs, partitions=()):
+def _located(failed, runs, partitions=(), size=None):
     """The Verdict on the failed runs after, where the candidates that would fail exactly those
     runs (a node: every run on it; the fabric: every run across nodes; an image, or its network
     layer; the host stack: every run) say where they are, or where one run alone failed (it may
@@ -304,7 +309,7 @@ def _located(failed, runs, partitions=()):
         return None
     hypotheses = tuple((n,) for n in exact)
     return Verdict('cannot tell', hypotheses, f'{what}; the failed runs fit each',
-                   separating(hypotheses, [], runs, partitions))
+                   separating(hypotheses, [], runs, partitions, size))
 
 
 def _scope(name):
@@ -332,9 +337,10 @@ def _failures_said(failed):
 
 # --- the verdict ----------------------------------------------------------------------------------
 
-def diagnose(cells, stacks=None, partitions=()):
+def diagnose(cells, stacks=None, partitions=(), size=None):
     """The Verdict of one partition's cells (at least one worse); `partitions`: the records'
-    partition names (no node named like one is passed on in a command)."""
+    partition names (no node named like one is passed on in a command); `size`: the nodes the
+    site config says the partition has at least (separating)."""
     ev = Evidence.of(cells)
     left, more = ev.standing()
     stacks = {} if stacks is None else stacks
@@ -348,7 +354,8 @@ def diagnose(cells, stacks=None, partitions=()):
     what = '; '.join(filter(None, [_what(worse, cells) if worse else '', *map(_on_node_said, on_nodes)])) or (
         'figures fail the gate, but no test is clearly worse than its noise on the nodes its runs '
         f'used (by {Z:g} spreads): too near the noise to single out a cause')
-    alone = _one_run(worse)
+    # a loss pooled over the tests of a node or an image is repeated, not one run alone
+    alone = _one_run(worse, cells) if not on_nodes else None
     if alone:
         # one run alone lost, the test's other runs did not: a job beside another, or one bad
         # moment, reads as that run's node or image; only running it again tells
@@ -373,11 +380,11 @@ def diagnose(cells, stacks=None, partitions=()):
         if ev.untried:
             return Verdict('cannot tell', covering, f'{what}; none of these also leaves unchanged what it '
                            f'should slow, and {ev.untried} candidates (nodes that ran differently) are '
-                           'too many to try in pairs', separating(covering, cells, (), partitions))
+                           'too many to try in pairs', separating(covering, cells, (), partitions, size))
         return Verdict('cannot tell', covering,
                        f'{what}; none of these also leaves unchanged what it should slow, nor does a '
                        'pair' + ('' if covering else ': more than two causes at once, or one that is '
-                                 'not a candidate'), separating(covering, cells, (), partitions))
+                                 'not a candidate'), separating(covering, cells, (), partitions, size))
     why = (f'{len(ev.unclear)} cell(s) too close to the noise to clear another cause; '
            if more else '') + ('the cells fit it' if len(left) == 1 else 'the cells fit each')
     stated = list(dict.fromkeys(part for h in left for part in
@@ -385,17 +392,39 @@ def diagnose(cells, stacks=None, partitions=()):
     # the run separates the single causes left; the pairs, a second cause hidden near the noise,
     # only where one is left ('to clear it')
     return Verdict('cannot tell', hypotheses, '; '.join([what, why] + stated),
-                   separating(tuple(left) if len(left) > 1 else hypotheses, cells, (), partitions))
+                   separating(tuple(left) if len(left) > 1 else hypotheses, cells, (), partitions, size))
 
 
-def _one_run(worse):
+def _one_run(worse, cells=()):
     """The cell of the one run that lost, where every worse cell is of that one run (one test,
-    one set of nodes, one run after); else None."""
+    one set of nodes, one run after) and no other run repeats its loss (_repeated); else None."""
     runs = {(c.test, c.used) for c in worse}
     if len(runs) != 1:
         return None
     speed = [c for c in worse if c.aspect == SPEED] or worse
-    return speed[0] if all(c.runs == 1 for c in worse) and speed[0].runs == 1 else None
+    alone = speed[0] if all(c.runs == 1 for c in worse) and speed[0].runs == 1 else None
+    return None if alone is None or any(_repeated(c, cells) for c in worse) else alone
+
+
+def _repeated(lone, cells, rule=compare.Rule()):
+    """Whether the other runs of `lone`'s image, or those on one of its nodes, lost clearly too,
+    pooled (each cell weighted by its precision) though each alone is too near its noise: a
+    fault, not one run. A red-team's d31 (one run a test after, image torch-2.9.1 20 % slower:
+    its six training cells 12-21 % each, one past 3.5 spreads) and d37 (nid006 power-capped 15
+    %: its runs' slowest rank's fraction -15 % in seven jobs, one just past three thresholds)
+    read `a transient ... one run alone`."""
+    like = [c for c in cells if c.aspect == lone.aspect and c.status == 'unclear' and c.loss < FAILED
+            and c.training == lone.training and c.spread > 0 and (c.test, c.used) != (lone.test, lone.used)]
+    groups = [[c for c in like if c.image == lone.image]] + [
+        [c for c in like if c.used and node in c.used] for node in sorted(lone.used or ())]
+    for of in groups:
+        if len(of) < 2:
+            continue
+        weights = [1 / c.spread ** 2 for c in of]
+        loss = sum(w * c.loss for w, c in zip(weights, of)) / sum(weights)
+        if loss > rule.threshold and loss > Z * math.sqrt(1 / sum(weights)):
+            return True
+    return False
 
 
 def _what(worse, cells):
@@ -411,7 +440,11 @@ def _what(worse, cells):
 
 def _on_node_said(cell):
     """'the runs on nid006 lost 21 % beyond the same tests' runs on other nodes (8 tests across
-    nodes, 9 runs)'."""
+    nodes, 9 runs)', or 'the tests of image X across nodes lost 17 % beyond the same tests in the
+    other images (4 tests, 4 runs)'."""
+    if cell.aspect == BEYOND_IMAGE:
+        return (f'{cell.test} lost {100 * cell.loss:.0f} % beyond the same tests in the other images '
+                f'({cell.pooled} tests, {cell.runs} runs)')
     where = 'across nodes' if cell.num_nodes > 1 else 'at 1 node'
     return (f'{cell.test} lost {100 * cell.loss:.0f} % beyond the same tests\' runs on other nodes '
             f'({cell.pooled} tests {where}, {cell.runs} runs)')
@@ -472,17 +505,20 @@ RUN = 'reframe -c checks/ -r'
 REPEAT = 5      # the repetitions the gate is measured at (docs/performance-history.md)
 
 
-def separating(hypotheses, cells, runs=(), partitions=()):
+def separating(hypotheses, cells, runs=(), partitions=(), size=None):
     """The cheapest run that tells the hypotheses apart, as a command with what it runs in
-    brackets: the one check and image that lost, at the fewest nodes that can tell, on nodes
-    Slurm can give it; more repetitions only where a cell sits near its threshold; '' where no
-    run of these checks on these nodes can separate them (the line then says why). One function,
-    so that a site's node-name check (mlcheck-nodes) can wrap it. `partitions`: the records'
-    partition names, which no node passed on may have."""
+    brackets: one check and image that lost (and a check whose figures moved), at the fewest
+    nodes that can tell (the job size of a fabric fault that shows only there), on nodes Slurm
+    can give it (the records' or, per the site config, the partition's); more repetitions only
+    where a cell sits near its threshold; '' where no run of these checks on these nodes can
+    separate them (the line then says why). One function, so that a site's node-name check
+    (mlcheck-nodes) can wrap it. `partitions`: the records'
+    partition names, which no node passed on may have; `size`: the nodes the site config says the
+    partition has at least (its max_nodes), None where it does not know the partition."""
     names = {n for h in hypotheses for n in h}
     refusal = functools.partial(_refusal, partitions=partitions)
     refused = list(filter(None, map(refusal, _nodes_named(names))))
-    run = _separating_run(names, cells, runs, refusal)
+    run = _separating_run(names, cells, runs, refusal, size)
     if refused and not run:
         return f'no command printed: {"; ".join(refused)}'
     if refused and '(refused: ' not in run:
@@ -517,9 +553,11 @@ def _nodes_named(names):
     return sorted({n.split()[-1] for n in names if n.startswith(NODE_KINDS)})
 
 
-def _separating_run(names, cells, runs, refusal):
-    """separating()'s run, for the hypotheses' `names`, no node refused by `refusal` in it."""
-    pinned = _pinned_run(names, cells, runs, refusal)
+def _separating_run(names, cells, runs, refusal, size=None):
+    """separating()'s run, for the hypotheses' `names`, no node refused by `refusal` in it;
+    `size`: the nodes the site config says the partition has at least (None: not known)."""
+    moved = _moved(cells, runs)
+    pinned = _pinned_run(names, cells, runs, refusal, moved, size)
     if pinned is not None:
         return pinned
     if EVERY_NETWORK in names:
@@ -527,12 +565,13 @@ def _separating_run(names, cells, runs, refusal):
         return ('the interconnect check across nodes in an image whose RCCL and network plugin are as '
                 'they were before the upgrade (none of these images): the fabric slows it, the images\' '
                 'network layer does not')
-    if len(names) > 3 and _more_repetitions(cells) and _repetitions_separate(names, cells):
+    if len(names) > 3 and _more_repetitions(cells, moved) and _repetitions_separate(names, cells):
         # many causes left beside cells near their threshold: the noise is what to clear first
-        return _more_repetitions(cells)
+        return _more_repetitions(cells, moved)
     seen = sorted(set().union(*(c.used or () for c in cells), *(r.nodes for r in runs)))
     named = _nodes_named(names)
-    free = sorted(set(seen) - {n for name in named for n in _members(name)})
+    members = {n for name in named for n in _members(name)}
+    free = sorted(set(seen) - members)
     # a name from data that Slurm reads as many nodes (ALL, a partition's) never reaches --exclude
     refused = list(filter(None, map(refusal, named)))
     named = [n for n in named if not refusal(n)]
@@ -542,34 +581,111 @@ def _separating_run(names, cells, runs, refusal):
     lost = _cheapest_lost(cells, runs)
     images = sorted({c.image for c in cells if c.aspect == SPEED} | {r.image for r in runs})
     counts = sorted({c.num_nodes for c in cells} | {r.num_nodes for r in runs})
-    if any(n.startswith('the link of ') for n in names):
-        if len(free) < 2:
-            return ''      # no two other nodes to send between
-        return _command([('-n', INTERCONNECT)], None, 2, exclude, 'the interconnect on other nodes', said)
+    # the job size of a run across nodes: that of the fabric as only jobs that large use it, where
+    # it is among the causes (a smaller job passes under it as under a node's link)
+    sizes = sorted(filter(None, map(fabric_size, names)))
+    across = sizes[-1] if sizes else 2
+    others = functools.partial(_other_nodes, free, len(seen), len(members), size, _fixed_placement(cells))
+    if named and (sizes or any(n.startswith('the link of ') for n in names)):
+        caveat = others(across)
+        if caveat is None:
+            return ''      # no nodes but these to send between
+        checks = _with_moved([('-n', INTERCONNECT)], moved)
+        what, it = ('the interconnect', 'it') if len(checks) == 1 else ('these checks', 'them')
+        layers = [n for n in sorted(names) if not n.startswith(NODE_KINDS)]
+        slows = (f'{" or ".join(layers) or "another cause"} would slow {it}, {_and(named)} '
+                 f'{"do" if len(named) > 1 else "does"} not')
+        return _command(checks, lost[1] if len(checks) > 1 else None, across, exclude,
+                        f'{what} at {across} nodes without {_and(named)}: {slows}{caveat}', said)
     if named:
-        where = 'other nodes' if free else f'nodes these runs did not use: if the partition has none, no run separates them'
-        return _command(lost[0], lost[1], 1, exclude, f'the same check on {where}', said)
+        caveat = others(1)
+        if caveat is None:
+            return ''
+        return _command(_with_moved(lost[0], moved), lost[1], 1, exclude,
+                        f'the same check on other nodes{caveat}', said)
     network = [n for n in names if n.endswith(NETWORK)]
     if network:
         image = network[0][len('image '):-len(NETWORK)]
         other = next((i for i in images if i != image), 'host')
-        return _command([('-n', INTERCONNECT)], other, min(n for n in counts if n > 1), [],
+        return _command(_with_moved([('-n', INTERCONNECT)], moved), other,
+                        across if sizes else min(n for n in counts if n > 1), [],
                         'another image across nodes: the fabric slows it too, the image\'s network '
                         'layer does not')
+    if sizes and 'fabric' in names:
+        return _command(_with_moved([('-n', INTERCONNECT)], moved), lost[1],
+                        max([n for n in counts if 1 < n < sizes[0]], default=2), [],
+                        f'smaller jobs across nodes: the fabric slows them, {fabric_from(sizes[0])} does not')
     if 'fabric' in names and 1 not in counts:
-        return _command(lost[0], lost[1], 1, [], 'within one node')
+        return _command(_with_moved(lost[0], moved), lost[1], 1, [], 'within one node')
     if 'data path' in names:
-        return _command([('-n', 'CIFAR100ResNetCheck')], None, None, [], f'it records {LOADER_VAR}')
+        return _command(_with_moved([('-n', 'CIFAR100ResNetCheck')], moved), None, None, [],
+                        f'it records {LOADER_VAR}')
     if any(n.startswith('image ') for n in names) and len(images) < 2:
-        return _command(lost[0], 'host', counts[0], [], 'the host\'s own Python beside the image')
-    return _more_repetitions(cells) if _repetitions_separate(names, cells) else ''
+        return _command(_with_moved(lost[0], moved), 'host', counts[0], [],
+                        'the host\'s own Python beside the image')
+    return _more_repetitions(cells, moved) if _repetitions_separate(names, cells) else ''
+
+
+def _other_nodes(free, seen, named, size, fixed, needed):
+    """Whether a run of `needed` nodes that leaves the `named` nodes out has nodes to go to: ''
+    where the records (`free`: the nodes they show but the named ones, of `seen` in all) or the
+    site config (`size`: the nodes the partition has at least, its max_nodes) know them; None
+    where they know it has no more (a 2-node partition whose two nodes are named: Slurm refuses
+    the run; a busy partition's records, placed wherever nodes were free, show its nodes); else,
+    where every job took the same nodes (`fixed`: an idle partition's lowest ones) and neither
+    knows the partition's size, the words that it needs them."""
+    if len(free) >= needed or size is not None and max(size, seen) - named >= needed:
+        return ''
+    if size is not None or not fixed:
+        return None
+    return NEEDS_OTHERS
+
+
+NEEDS_OTHERS = '; it needs nodes these runs did not use: if the partition has none, no run separates these'
+
+
+def _and(names):
+    return names[0] if len(names) == 1 else ', '.join(names[:-1]) + ' and ' + names[-1]
+
+
+def _fixed_placement(cells, alike=lambda c: c.num_nodes):
+    """Whether the jobs `alike` (of one node count; or of one test) all used one set of nodes (an
+    idle partition gives every job the lowest ones): their records show no other node (and a
+    test's repetitions land there again)."""
+    placed = group([c for c in cells if c.aspect == SPEED and c.used], alike)
+    return all(len({c.used for c in of}) == 1 for of in placed.values())
+
+
+def _moved(cells, runs):
+    """The checks whose figures moved (a worse cell of a test, or where none is, a cell past the
+    threshold too near the noise to be clear, a training check's before the interconnect's, whose
+    figures chance moves more; a failed run after), cheapest first: a run that
+    leaves them out cannot show their loss again (a red-team's d35: peak host memory +40 % in
+    every MNIST test, and the run proposed was of CIFAR-100 and the interconnect)."""
+    near = [c for c in cells if c.status == 'unclear' and c.aspect == SPEED and c.loss > compare.Rule.threshold]
+    found = {c.check for c in cells if c.status == 'worse' and c.aspect in (SPEED, RANK, LOADER)} or (
+        {c.check for c in near if c.training} or {c.check for c in near})
+    found |= {r.test.split()[0] for r in runs if r.failed}
+    return sorted(found, key=lambda check: (check == INTERCONNECT, check))
+
+
+def _with_moved(checks, moved, every=False):
+    """[('-n', CHECK)] of `checks`, and where none of them moved, the first of the `moved`
+    checks (the cheapest), or with `every`, each moved check not among them (repetitions
+    measure again what moved)."""
+    have = {check for _, check in checks}
+    if not every and (have & set(moved) or not moved):
+        return list(checks)
+    return list(checks) + [('-n', check) for check in (moved if every else moved[:1]) if check not in have]
 
 
 NETWORK = ' (its network layer)'
 NODE_KINDS = ('node ', 'a GPU of ', 'the link of ')
 
 
-def _pinned_run(names, cells, runs, refusal=node_names.refusal):
+# --- the run pinned to one node -----------------------------------------------------------------
+
+def _pinned_run(names, cells, runs, refusal=node_names.refusal, moved=(), size=None):
     """Where every hypothesis is of a named node, the run pinned to one of them (_pinned): a run
     that leaves them all out passes under each, and more repetitions of nodes that always ran
     together keep them together; None where some hypothesis is not of a node."""
@@ -579,24 +695,30 @@ def _pinned_run(names, cells, runs, refusal=node_names.refusal):
     if any(GROUPED.search(n) for n in named):
         return None     # a run on one node of a group tells nothing of its others
     seen = sorted(set().union(*(c.used or () for c in cells), *(r.nodes for r in runs)))
-    return _pinned(named, [n for n in seen if n not in named], names, _cheapest_lost(cells, runs)) if named else None
+    return _pinned(named, [n for n in seen if n not in named], names, _cheapest_lost(cells, runs), moved,
+                   size is None or max(size, len(seen)) > len(named)) if named else None
 
 
-def _pinned(named, free, names, lost):
+def _pinned(named, free, names, lost, moved=(), more=False):
     """The run on one named node that the hypotheses predict differently: the interconnect
     between it and a node not named where links are among them (its link slows that pair, the
     others' do not), else the lost check on it alone (a slow node or a GPU of it slows it, another
-    node does not; a GPU of it also lowers slowest_rank_fraction, a whole node does not)."""
+    node does not; a GPU of it also lowers slowest_rank_fraction, a whole node does not). `more`:
+    whether the partition may have nodes the records do not show (Slurm then adds one)."""
     target = named[0]
     links = [n for n in names if n.startswith('the link of ')]
-    if links and free:
-        return _command([('-n', INTERCONNECT)], None, 2, ['-J', f'nodelist={target},{free[0]}'],
-                        f'the interconnect between {target} and a node not named: the link of '
-                        f'{target} slows it, the others do not')
+    if links and (free or more):
+        # a node not named: one the records show, else one Slurm adds, the named ones excluded
+        pinned = ['-J', f'nodelist={target},{free[0]}'] if free else ['-J', f'nodelist={target}'] + (
+            ['-J', f'exclude={",".join(named[1:])}'] if named[1:] else [])
+        checks = _with_moved([('-n', INTERCONNECT)], moved)
+        return _command(checks, lost[1] if len(checks) > 1 else None, 2, pinned,
+                        f'the interconnect between {target} and a node not named: the link of {target} '
+                        'slows it, the others do not' + ('' if free else NEEDS_OTHERS))
     checks, image = lost
     if not checks or checks[0][1] == INTERCONNECT:
         return ''
-    return _command(checks, image, 1, ['-J', f'nodelist={target}'],
+    return _command(_with_moved(checks, moved), image, 1, ['-J', f'nodelist={target}'],
                     f'the same check on {target} alone: a slow {target} slows it, another node '
                     f'does not; a GPU of {target} also lowers {RANK_VAR}, a whole node does not')
 
@@ -647,20 +769,19 @@ def _repetitions_separate(names, cells):
     reach = [ev.reach[n] & ev.unclear for n in names if n in ev.reach]
     if len(names) > len(reach):
         return True
-    placed = group([c for c in cells if c.aspect == SPEED and c.used], lambda c: c.test)
-    fixed = all(len({c.used for c in of}) == 1 for of in placed.values())
-    return len(set(reach)) == len(reach) if fixed else len(set(reach)) > 1
+    return len(set(reach)) == len(reach) if _fixed_placement(cells, lambda c: c.test) else len(set(reach)) > 1
 
 
-def _more_repetitions(cells):
+def _more_repetitions(cells, moved=()):
     """More repetitions of the tests whose cells sit near their threshold (unclear: neither
-    clearly worse nor clearly unchanged), or '' where none does: repetitions cannot separate
-    losses that are already clear."""
+    clearly worse nor clearly unchanged), and of the checks that `moved`, or '' where no cell sits
+    near its threshold: repetitions cannot separate losses that are already clear."""
     near = sorted({c.check for c in cells if c.status == 'unclear' and c.aspect == SPEED})
     if not near:
         return ''
-    return _command([('-n', check) for check in near], None, None, ['--repeat', str(REPEAT)],
-                    'more repetitions of the tests near their threshold')
+    return _command(_with_moved([('-n', check) for check in near], moved, every=True), None, None,
+                    ['--repeat', str(REPEAT)],
+                    'more repetitions of the tests near their threshold and of those that moved')
 
 
 # --- helpers -------------------------------------------------------------------------------------

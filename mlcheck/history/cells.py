@@ -387,3 +387,52 @@ def _contrasts(cells, rule):
             found.append(Cell(a.test, a.check, a.image, a.num_nodes, aspect, status, beyond, spread,
                               a.used, a.always, other=b))
     return found
+
+
+def beyond_image_pooled(cells, rule=compare.Rule()):
+    """What the training tests of one image lost beyond the same tests (check and node count) in
+    the other images, pooled over its tests: within a node and across nodes apart (an image's
+    network layer slows only the second), or, where neither is clear alone, all of them (a cell
+    across nodes, which the network layer may explain). With one run a test each is too near its
+    noise (a red-team's d31a: after --repeat 1, torch-2.9.1 20 % slower, its six cells 13-21 %
+    each, read `no test is clearly worse` with every layer and node listed), while the loss
+    repeats over every test of the image. A cell only where clearly worse with any one test left
+    out too; its `used` are the nodes without whose runs it is no longer clear (a node that ran
+    one of the tests cannot be the cause of them all). Each test's difference is weighted by its
+    precision."""
+    speed = [c for c in cells if c.aspect == SPEED and c.training and c.loss < FAILED and c.spread > 0
+             and c.used]
+    found = []
+    for image in sorted({c.image for c in speed}):
+        terms = []
+        for a in speed:
+            others = [b for b in speed if (b.check, b.num_nodes) == (a.check, a.num_nodes) and b.image != image]
+            if a.image == image and others:
+                base = statistics.fmean(b.loss for b in others)
+                terms.append((a.loss - base, a.spread ** 2 + sum(b.spread ** 2 for b in others) / len(others) ** 2,
+                              (a, others)))
+        pools = [[t for t in terms if (t[2][0].num_nodes > 1) == across] for across in (False, True)]
+        pooled = list(filter(None, (_pooled_image(image, of, rule) for of in pools)))
+        found += pooled or list(filter(None, [_pooled_image(image, terms, rule)]))
+    return found
+
+
+def _pooled_image(image, terms, rule):
+    """beyond_image_pooled()'s cell of `terms` [(difference, variance, (cell, its like cells in
+    the other images))], or None where not clear with every test and with each one left out."""
+    tests = sorted({a.test for _, _, (a, _) in terms})
+    clear = lambda of: bool(of) and _status(*_weighted(of), rule) == 'worse'
+    if len(tests) < 2 or not all(clear([t for t in terms if t[2][0].test != test]) for test in tests + [None]):
+        return None
+    needs = frozenset(node for node in union_of(a.used for _, _, (a, _) in terms)
+                      if not clear([t for t in terms if node not in t[2][0].used]))
+    others = [b for _, _, (_, of) in terms for b in of]
+    across = any(a.num_nodes > 1 for _, _, (a, _) in terms)
+    within = any(a.num_nodes == 1 for _, _, (a, _) in terms)
+    loss, spread = _weighted(terms)
+    where = '' if across and within else ' across nodes' if across else ' at 1 node'
+    return Cell(f'the tests of image {image}{where}',
+                '', image, 2 if across else 1, BEYOND_IMAGE, 'worse', loss, spread, needs, needs,
+                other=Cell('', '', '', 2 if across else 1, SPEED, 'same', used=union_of(b.used for b in others),
+                           always=common_to(b.used for b in others)),
+                runs=sum(a.runs for _, _, (a, _) in terms), pooled=len(tests))

@@ -31,12 +31,13 @@ class EvidenceTable:
     rule: compare.Rule
 
     @classmethod
-    def of(cls, ran_before, ran_after, rule=compare.Rule(), partitions=()):
+    def of(cls, ran_before, ran_after, rule=compare.Rule(), partitions=(), sizes=None):
         """The table of two sides' samples, failed runs included (value None); `partitions`:
-        Slurm partition names the site config knows, which no separating command may exclude."""
+        Slurm partition names the site config knows, which no separating command may exclude;
+        `sizes`: {system:partition: the nodes the site config says it has at least}."""
         comparisons = compare.compare(ran_before, ran_after, rule)
         return cls((ran_before, ran_after), comparisons,
-                   causes.likely_causes(comparisons, ran_before, ran_after, rule, partitions), rule)
+                   causes.likely_causes(comparisons, ran_before, ran_after, rule, partitions, sizes), rule)
 
     @functools.cached_property
     def before(self):
