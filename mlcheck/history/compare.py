@@ -127,8 +127,12 @@ def one_sided_noise(spread_side, other, mean_before):
     """The spread of the change when only one side has repetitions for a standard deviation:
     that side's standard deviation s (n values), as far as a mean of the other side's m values
     is expected to fall from its mean, s * sqrt(1/m + 1/n), relative to the before mean."""
-    n, m = len(spread_side), len(other)
-    return stdev(spread_side) * math.sqrt(1 / m + 1 / n) / mean_before
+    return stdev(spread_side) * means_error(spread_side, other) / mean_before
+
+
+def means_error(before, after):
+    """The spread of the change of two sides' means, in one run's spreads: sqrt(1/n + 1/m)."""
+    return math.sqrt(1 / len(before) + 1 / len(after))
 
 
 def stdev(values, mean=None):
@@ -169,7 +173,7 @@ def judge(comparison, rule):
         c.noise = relative_noise(c.before, c.after)
         c.noise_of, c.dof = 'both', len(c.before) + len(c.after) - 2
         # the spread of the change of the means, in noises
-        error = math.sqrt(1 / len(c.before) + 1 / len(c.after))
+        error = means_error(c.before, c.after)
     elif enough == ['before']:
         c.noise, c.noise_of = one_sided_noise(c.before, c.after, c.mean_before), 'before'
         c.dof, error = len(c.before) - 1, 1.0
@@ -235,14 +239,14 @@ def pool_noise(judged, rule):
         else:
             continue
         # the spread of the change of the means, in noises (judge; 1 where the noise holds it)
-        _verdict(c, rule, math.sqrt(1 / len(c.before) + 1 / len(c.after)) / _one_run(c))
+        _verdict(c, rule, means_error(c.before, c.after) / _one_run(c))
     return judged
 
 
 def _one_run(c):
     """What a cell's noise is in one run's spreads: 1 where both sides have a spread (the row
     shows one run's, judge); where one side has, its noise is the change's (one_sided_noise)."""
-    return 1.0 if c.noise_of == 'both' else math.sqrt(1 / len(c.before) + 1 / len(c.after))
+    return 1.0 if c.noise_of == 'both' else means_error(c.before, c.after)
 
 
 def _pooled(cells):
