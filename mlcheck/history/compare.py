@@ -3,6 +3,7 @@ settings and performance variable of two selections' samples, the verdicts and w
 fail the gate, and the statistics the rule judges with (the noise of the repetitions).
 """
 
+import functools
 import math
 import statistics
 from dataclasses import dataclass, field
@@ -252,12 +253,11 @@ def _one_run(c):
 def _pooled(cells):
     """(one run's relative spread, degrees of freedom) of like cells pooled robustly, or None
     where fewer than POOL_FROM cells have one."""
-    from scipy.stats import chi2
     if len(cells) < POOL_FROM:
         return None
     own = [((c.noise / _one_run(c)) ** 2, c.dof) for c in cells]
-    typical = statistics.median(v * dof / chi2.median(dof) for v, dof in own)
-    alike = [(v, dof) for v, dof in own if v <= typical * chi2.ppf(UNLIKE, dof) / dof]
+    typical = statistics.median(v * dof / _chi2_quantiles(dof)[0] for v, dof in own)
+    alike = [(v, dof) for v, dof in own if v <= typical * _chi2_quantiles(dof)[1] / dof]
     dof = sum(d for _, d in alike)
     return math.sqrt(sum(d * v for v, d in alike) / dof), dof
 
@@ -265,10 +265,25 @@ def _pooled(cells):
 def _one_sided_p(change, error, dof):
     """Student's t: the chance that the noise alone moves a mean this far, this way (only a
     change to the worse fails the gate: its false alarms are one-sided)."""
-    from scipy.stats import t      # here: a look that judges nothing imports no more than it needs
     if error == 0:
         return 0.0 if change else 0.5
-    return float(t.sf(abs(change) / error, dof))
+    return _t_sf(abs(change) / error, dof)
+
+
+@functools.lru_cache(maxsize=None)
+def _chi2_quantiles(dof):
+    """The chi-square's median and UNLIKE quantile on `dof` degrees of freedom, once a dof: a
+    scipy quantile costs about 0.3 ms, and a report asks for these once a cell."""
+    from scipy.stats import chi2      # here: a look that judges nothing imports no more than it needs
+    return float(chi2.median(dof)), float(chi2.ppf(UNLIKE, dof))
+
+
+def _t_sf(x, dof):
+    """Student's t's survival function: scipy's t.sf(x, dof), which is stdtr(dof, -x) (the same
+    value for every x and dof, infinite and invalid ones too), by the ufunc alone: 1 us a call
+    where t.sf's argument checks take 0.3 ms, and a report makes thousands."""
+    from scipy.special import stdtr
+    return float(stdtr(dof, -x))
 
 
 # the degrees of freedom of a one-sided spread that the report's t judges (judge_together)
@@ -326,7 +341,6 @@ def repetitions_to_tell(c, rule):
     threshold and noise_factor x the spread, and a one-sided t's chance under c.alone, the level
     of a measurement that moves alone); None where no number up to MOST_REPEATS does: a change
     within noise_factor x the spread of one run stays within it however many runs measure it."""
-    from scipy.stats import t
     if c.p is None or c.alone is None or c.noise_of != 'both' or not c.noise:
         return None
     change = abs(c.change)
@@ -336,7 +350,7 @@ def repetitions_to_tell(c, rule):
     for n in range(max(len(c.before), len(c.after)) + 1, MOST_REPEATS + 1):
         # a pooled spread's degrees of freedom grow with every cell's runs, as its own do
         dof = c.dof * (2 * n - 2) / (runs - 2)
-        if t.sf(change / (c.noise * math.sqrt(2 / n)), dof) <= c.alone:
+        if _t_sf(change / (c.noise * math.sqrt(2 / n)), dof) <= c.alone:
             return n
     return None
 

@@ -3,6 +3,7 @@ like (its key, test_of), and grouping (which way a figure is better: mlcheck.fig
 results database) produces Samples; the comparison, the report and the baseline consume them.
 """
 
+import functools
 import hashlib
 import re
 from collections import defaultdict
@@ -43,8 +44,8 @@ class Sample:
         # start or hide a line of any output (issue 48)
         for field in _TEXT_FIELDS:
             text = getattr(self, field)
-            if isinstance(text, str) and text != visible(text):
-                object.__setattr__(self, field, visible(text))
+            if isinstance(text, str) and text != (shown := visible(text)):
+                object.__setattr__(self, field, shown)
 
     @property
     def key(self):
@@ -66,6 +67,7 @@ _TEXT_FIELDS = ('partition', 'name', 'image', 'var', 'unit', 'jobid', 'nodelist'
                 'settings', 'stack', 'problem')
 
 
+@functools.lru_cache(maxsize=4096)     # a report asks once a record a comparison reads
 def run_inputs(settings):
     """The recorded settings of a run that are its inputs, by which every comparison (and the
     evidence table's runs, mlcheck.history.runs) is keyed: the one place that decides it. An
