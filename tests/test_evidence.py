@@ -5,6 +5,7 @@ makes (tests/scenario_bank.py: a busy partition's placement, a NIC at half speed
 plugin lost in one image, a GPU driver not loaded on one node, one transient failure), then the
 exit-status contract as a Hypothesis property over generated sessions."""
 
+import math
 import random
 import re
 from pathlib import Path
@@ -589,3 +590,20 @@ def test_rt5_a_healthy_upgrade_with_one_run_on_a_side_passes_the_gate(repetition
         if table.exit_status():
             alarms.append(table.cause_lines()[0])
     assert len(alarms) <= ALARMS_ALLOWED, (len(alarms), alarms[:2])
+
+
+@settings(max_examples=300, deadline=None)
+@given(x=st.floats(allow_nan=True) | st.sampled_from([0.0, -0.0, math.inf, -math.inf]),
+       dof=st.floats(min_value=-2, max_value=1e7) | st.integers(-1, 400) | st.just(math.inf))
+def test_the_fast_t_tail_is_scipy_s_t_sf(x, dof):
+    """The gate's one-sided chance is Student's t's survival function, taken by scipy's ufunc for
+    speed (compare._t_sf): it must be the very value scipy's t.sf gives, invalid arguments too."""
+    from scipy.stats import t
+    fast, slow = compare._t_sf(x, dof), float(t.sf(x, dof))
+    assert fast == slow or (math.isnan(fast) and math.isnan(slow)), (x, dof, fast, slow)
+
+
+def test_the_chi_square_quantiles_are_scipy_s():
+    from scipy.stats import chi2
+    for dof in (1, 2, 3.5, 4, 12, 36, 250):
+        assert compare._chi2_quantiles(dof) == (float(chi2.median(dof)), float(chi2.ppf(compare.UNLIKE, dof)))
