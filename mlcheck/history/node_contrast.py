@@ -25,7 +25,7 @@ included):
 Why (the sixth red-team, on 8e4d574): each run was measured against the median of its test's
 other runs, the node's own among them. At `--repeat 3` one slow run lowers the others' reference,
 so a node's runs and the rest of their tests part about twice as far as the runs did (healthy
-nodes named, e37's nid003 for an image's fault); a node capped 15 % on both sides measured 5-9 %
+nodes named, in e37 beside an image's fault); a node capped 15 % on both sides measured 5-9 %
 "slower than before" against references that held it on one side and not the other, and the
 comparison with its runs before, at 5 %, let one such node in 20 through.
 
@@ -143,11 +143,11 @@ def _trials(sides, explained, threshold):
             # other nodes; in the tests it did not run, every run against all the others
             scored = {side: {key: tests[side][key].without(runs) for key, runs in mine[side].items()
                              if key in tests[side] and kind in tests[side][key].kind} for side in ('after', 'before')}
-            after, before = ([v for own, _ in scored[side].values() for v in own] for side in ('after', 'before'))
+            after, before = ([v for own, *_ in scored[side].values() for v in own] for side in ('after', 'before'))
             if min(len(after), len(before)) < MIN_RUNS:
                 continue
-            minus = sorted(z for key in scored['after'] for z in alone[kind][key])
-            plus = sorted(z for _, others in scored['after'].values() for z in others)
+            minus = sorted(z for *_, dropped in scored['after'].values() for z in dropped)
+            plus = sorted(z for _, others, _ in scored['after'].values() for z in others)
             rest = len(ordered[kind]) - len(minus) + len(plus)
             if rest < MIN_RUNS:
                 continue
@@ -218,18 +218,24 @@ class Test:
 
     def without(self, mine):
         """([(log, z, z in its side's own spreads) of each run of `mine` against the test's runs on
-        other nodes], [z of each of those against the rest of them]): none where fewer than 2."""
+        other nodes], [z of each of those against the rest of them], [the scores() they replace
+        among the others' after]): none where fewer than 2 such runs."""
         own = {self.index[id(r)] for r in mine}
         if len(self.runs) - len(own) < 2 or len(self.runs) < MIN_TEST_RUNS:
-            return [], []
+            return [], [], [z for z in self.scores() if z is not None]     # no like runs: none of it
         gone = {f: sorted(self.at[i, f] for i in own if (i, f) in self.at) for f in self.values}
         mine_found = [self.residuals(i, gone, own=True) for i in sorted(own)]
         scored = [(statistics.fmean(found.values()), self.z(found), self.z(found, own=True)) for found in mine_found if found]
         # the others against the rest of them where the node's runs could move their median; in a
-        # larger test (none of a --repeat) against all its other runs (a pass per node otherwise)
-        others = ([self.z(self.residuals(i, gone)) for i in range(len(self.runs)) if i not in own]
-                  if len(self.runs) <= SMALL_TEST else [z for i, z in enumerate(self.scores()) if i not in own])
-        return [run for run in scored if None not in run], [z for z in others if z is not None]
+        # larger test (none of a --repeat) they keep their scores against all its other runs, and
+        # only the node's own leave the others' (a pass over each test per node otherwise)
+        if len(self.runs) <= SMALL_TEST:
+            others = [self.z(self.residuals(i, gone)) for i in range(len(self.runs)) if i not in own]
+            dropped = self.scores()
+        else:
+            others, dropped = [], [self.scores()[i] for i in own]
+        return ([run for run in scored if None not in run], [z for z in others if z is not None],
+                [z for z in dropped if z is not None])
 
 
 def _tests(runs):
