@@ -26,17 +26,24 @@ from mlcheck.history.samples import Sample
 from scenario_bank import Fault, build, partition
 
 CASES = Path(__file__).parent / 'data' / 'redteam4-i49'
+# the sixth red-team's sessions (its generator: 27 tests on 16 nodes, busy; /tmp/redteam6-i49)
+CASES6 = Path(__file__).parent / 'data' / 'redteam6-i49'
 WITHIN_NOISE = 'no likely cause: nothing failed, and no change beyond the noise: '
 
 
-def report_on(case, tmp_path, capsys):
-    """(exit status, lines) of mlcheck-report on the case's perf logs."""
+def logs_of(case, tmp_path, cases=CASES):
+    """[before, after] perf log paths of a saved case, decompressed."""
     logs = []
     for side in ('before', 'after'):
         path = tmp_path / f'{side}.log'
-        path.write_bytes(lzma.decompress((CASES / case / f'{side}.log.xz').read_bytes()))
+        path.write_bytes(lzma.decompress((cases / case / f'{side}.log.xz').read_bytes()))
         logs.append(str(path))
-    code, out, _ = run_report(capsys, *logs)
+    return logs
+
+
+def report_on(case, tmp_path, capsys, cases=CASES):
+    """(exit status, lines) of mlcheck-report on the case's perf logs."""
+    code, out, _ = run_report(capsys, *logs_of(case, tmp_path, cases))
     return code, out.splitlines()
 
 
@@ -185,3 +192,74 @@ def test_a_slow_gpu_is_not_named_a_slow_node():
     [found] = causes._slow_nodes(before, after, compare.Rule())
     assert found.kind == 'cannot tell' and {'a GPU of nid006', 'node nid006'} <= found.named, found.line()
     assert '-J nodelist=nid006 ' in found.separating and 'slowest_rank_fraction' in found.separating, found.line()
+
+
+# --- what did not change on a node is not the node's (the sixth red-team) -------------------------
+
+def samples_of(case, tmp_path):
+    from mlcheck.history.perflog import read_perflog
+    return [read_perflog(log) for log in logs_of(case, tmp_path, CASES6)]
+
+
+@pytest.mark.parametrize('case, node', [
+    # nid006 power-capped to 85 % before and after, --repeat 5 and 3: its runs measured against
+    # their tests' other runs, which often held nid006 too, lost 5-9 % "against its runs before"
+    # (p 0.03-0.04 where 0.05 sufficed); 6 and 4 of 50 such reports exited 1 at 8e4d574
+    ('slow_both_cap15_006_r5_s4_7011', 'nid006'),
+    ('slow_both_cap15_006_r5_s4_7043', 'nid006'),
+    ('slow_both_cap15_006_r3_s4_7008', 'nid006'),
+    # e37: image torch-2.14.1 10 % slower over 5 images, --repeat 3: `cannot tell: node nid003
+    # or a GPU of nid003` (a test's 3 runs: one slow run lowers the others' reference, so a
+    # node's slow runs and the rest of their tests part twice as far as the runs did; a rare
+    # draw on that shape, 0 of 50 at 5af4d81 as now: the image moves no run within its test)
+    ('e37_5img_2141_10_r3_s4', 'nid003'),
+    # healthy, 10 % noise, 8 % of runs interfered, nid006 free 95 % of the time: a healthy node
+    # named in 2 of 50 reports, where the rule allows 0.5 % (the other, seed 7023, nid014's 15 runs
+    # across nodes after all slower than their tests' runs on other nodes, still reaches p 1.5e-4
+    # against its 1.6e-4 share: a draw the 0.5 % allows, whose rate docs/performance-history.md
+    # states as measured)
+    ('healthy_bias006_r5_s10_t8_7035', 'nid001')])
+def test_a_node_whose_runs_did_not_change_is_not_named(case, node, tmp_path, capsys):
+    """Each named the node at 5af4d81 (the line `the N ... runs after that used <node> were`):
+    seen failing there, each of the six."""
+    assert [found.nodes for found in named(*samples_of(case, tmp_path))] == []
+    code, lines = report_on(case, tmp_path, capsys, CASES6)
+    assert f'that used {node} were' not in lines[0], lines[0]
+
+
+# A node slowed before and after alike (power-capped, its NIC at half speed since before the
+# upgrade): its change is tested at the rule's own level (0.5 %), so named in at most 0.5 % of
+# such reports by construction; fixed examples (derandomize), so the test cannot flake.
+@settings(max_examples=12, deadline=None, derandomize=True)
+@given(seed=st.integers(0, 2 ** 32), kind=st.sampled_from(['node', 'link']), effect=st.floats(0.1, 0.3),
+       noise=st.floats(0.02, 0.06), repetitions=st.sampled_from([(3, 3), (5, 5), (5, 3)]), tail=st.floats(0.0, 0.08))
+def test_a_node_as_slow_before_as_after_is_not_named_whatever_its_placement(seed, kind, effect, noise, repetitions,
+                                                                           tail):
+    rng = random.Random(seed)
+    node = rng.choice(partition(16))
+    fault = [Fault(kind, node, effect)]
+    # the fault on both sides: two sessions where it acts, the first relabelled before
+    before = [Sample(**{**s.__dict__, 'jobid': 'before' + s.jobid, 'time': s.time - 86400})
+              for s in busy(rng, fault, noise, (repetitions[0],) * 2, tail)[1]]
+    after = busy(rng, fault, noise, (repetitions[1],) * 2, tail)[1]
+    assert named(before, after) == []
+
+
+# An image's fault slows every run of that image on every node: no node's runs stand out from the
+# runs of the same tests (the same image) on other nodes. Fixed examples, as above.
+@settings(max_examples=8, deadline=None, derandomize=True)
+@given(seed=st.integers(0, 2 ** 32), effect=st.floats(0.08, 0.3), noise=st.floats(0.02, 0.06),
+       repetitions=st.sampled_from([(3, 3), (5, 5)]), tail=st.floats(0.0, 0.08))
+def test_an_image_fault_names_no_node(seed, effect, noise, repetitions, tail):
+    from scenario_bank import IMAGES
+    rng = random.Random(seed)
+    assert named(*busy(rng, [Fault('image', rng.choice(IMAGES), effect)], noise, repetitions, tail)) == []
+
+
+# The healthy property above at the sixth red-team's noisier partition: 8-12 % noise, up to 10 % of
+# runs interfered. Fixed examples; by construction at most 0.5 % of such reports name a node.
+@settings(max_examples=8, deadline=None, derandomize=True)
+@given(seed=st.integers(0, 2 ** 32), noise=st.floats(0.08, 0.12), repetitions=st.sampled_from([(3, 3), (5, 5)]),
+       tail=st.floats(0.04, 0.1))
+def test_a_healthy_noisy_busy_partition_names_no_node(seed, noise, repetitions, tail):
+    assert named(*busy(random.Random(seed), [], noise, repetitions, tail)) == []
