@@ -12,7 +12,8 @@ import re
 from dataclasses import dataclass, field
 
 from mlcheck.history import hostlist
-from mlcheck.history.cells import BEYOND_IMAGE, BEYOND_NODES, BEYOND_OTHERS, INTERCONNECT, LOADER, RANK, SPEED
+from mlcheck.history.cells import (BEYOND_IMAGE, BEYOND_NODES, BEYOND_OTHERS, INTERCONNECT, LOADER, MEMORY, RANK, SPEED,
+                                   images_of)
 
 MUST, MAY = 'must', 'may'
 
@@ -22,9 +23,16 @@ def candidates(cells, nodes=None):
     the cells make possible. `nodes`: {the name a node's candidates take: the node whose reach
     they have} (node_groups), every node of a cell not unchanged by default."""
     found = {'host stack': (_host, None)}
-    images = sorted({c.image for c in cells if c.aspect == SPEED})
+    images = images_of(cells)
     for image in images:
         found[f'image {image}'] = (lambda c, image=image: _image(c, image), None)
+    # what a job holds: a rise of it slows nothing, so the speed's candidates leave it unexplained
+    remembered = sorted({c.image for c in cells if c.aspect == MEMORY and c.status != 'same'})
+    if remembered:
+        found[of_memory('host stack')] = (lambda c: MUST if c.aspect == MEMORY else None, None)
+    for image in remembered:
+        found[of_memory(f'image {image}')] = (
+            lambda c, image=image: MUST if c.aspect == MEMORY and c.image == image else None, None)
     if any(c.num_nodes > 1 for c in cells):
         found['fabric'] = (_fabric, None)
         # the fabric as only the larger jobs use it: each multi-node count but the smallest
@@ -95,11 +103,21 @@ def node_groups(cells):
     return dict(sorted(found.items()))
 
 
+MEMORY_OF = ' (its memory)'
+
+
+def of_memory(layer):
+    """The candidate of a layer's memory (the host stack's, an image's): what every job through
+    it holds, higher after (a library that allocates more, a leak), in every run on every node;
+    its speed unchanged. A node's memory is the node's candidate, which may raise it."""
+    return layer + MEMORY_OF
+
+
 def _host(c):
     # the host's libraries slow every image alike, so nothing beyond another image or count
     if c.aspect == SPEED:
         return MUST if c.training else MAY
-    return MAY if c.aspect == LOADER else None
+    return MAY if c.aspect in (LOADER, MEMORY) else None
 
 
 def _image(c, image):
@@ -107,7 +125,7 @@ def _image(c, image):
         return None
     if c.aspect == SPEED:
         return MUST if c.training else MAY
-    return MAY if c.aspect in (LOADER, BEYOND_NODES) or c.aspect == BEYOND_IMAGE and c.other.image != image \
+    return MAY if c.aspect in (LOADER, BEYOND_NODES, MEMORY) or c.aspect == BEYOND_IMAGE and c.other.image != image \
         else None
 
 
@@ -286,3 +304,38 @@ def _ordered(pair, ev):
     """The broader cause first: 'host stack, and image X beyond it'."""
     return tuple(sorted(pair, key=lambda n: -len(ev.must[n]) if n in ev.must else 0))
 
+
+
+def leaning(ev, names, after=None):
+    """[(z, name, loss beyond, its spread)] of the candidates `names`, the likeliest first: what
+    the training speed cells each predicts slower (its `must`) lost beyond those it leaves alone
+    (or beyond nothing, where it reaches all), each cell weighted by its precision, in spreads.
+    Where no cell is clear alone (one run after a --repeat 3 baseline), the losses together still
+    point: every run of one image 10-15 % slower, the others not (the sixth red-team's f23-f26
+    listed every layer and node alike). `after`: as if each test had that many runs after, at the
+    spread of one measured (the runs the baseline has stay as they are)."""
+    speed = [i for i, c in enumerate(ev.cells) if c.aspect == SPEED and c.training and not c.whole
+             and c.spread > 0 and c.loss < 1 and c.status != 'worse']
+    variance = {i: _spread_with(ev.cells[i], after) ** 2 for i in speed}
+    weight = lambda of: sum(1 / variance[i] for i in of)
+    mean = lambda of: sum(ev.cells[i].loss / variance[i] for i in of) / weight(of)
+    found = []
+    for name in names:
+        slowed = [i for i in speed if i in ev.must.get(name, ())]
+        spared = [i for i in speed if i not in ev.reach.get(name, ())]
+        if not slowed:
+            continue
+        beyond = mean(slowed) - (mean(spared) if spared else 0.0)
+        spread = (1 / weight(slowed) + (1 / weight(spared) if spared else 0.0)) ** 0.5
+        found.append((beyond / spread, name, beyond, spread))
+    return sorted(found, reverse=True)
+
+
+def _spread_with(c, after):
+    """The spread of a cell's loss with `after` runs after (None: as measured): its baseline's
+    part as it is, its runs' shrunk."""
+    if after is None or not c.runs:
+        return c.spread
+    own = c.run_noise ** 2 / c.runs
+    return max(c.spread ** 2 - own, 0.0) ** 0.5 if after == float('inf') else (
+        max(c.spread ** 2 - own, 0.0) + c.run_noise ** 2 / after) ** 0.5

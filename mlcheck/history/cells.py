@@ -2,14 +2,16 @@
 say, each against the noise.
 
 A *cell* is one aspect of one test (a check in one image at one node count, with its settings):
-its speed (every judged figure but the two below: rates, times, latency, memory), its slowest
-rank's fraction, its loader's rate, on one set of nodes its runs after used. A cell is *worse*,
+its speed (every judged figure but the three below: rates, times, latency), its slowest
+rank's fraction, its loader's rate, its memory (a peak memory figure: not a speed), on one set of
+nodes its runs after used. A cell is *worse*,
 *same* or *unclear* against the noise (_status); a test that failed after is one worse cell, a
 loss of every figure; one not run after takes no part. Two cells that
 differ only in image, or only in node count, give a *contrast* cell: worse where one lost
 clearly more than the other (something acted beyond what both share).
 """
 
+import dataclasses
 import itertools
 import math
 import statistics
@@ -23,6 +25,9 @@ from mlcheck.history.samples import group
 INTERCONNECT = 'InterconnectCheck'
 LOADER_VAR = 'loader_images_per_s'      # the CIFAR-100 loader's own rate, when recorded
 RANK_VAR = 'slowest_rank_fraction'      # falls when one rank's GPU is slower than its peers
+# what a job held, not how fast it ran: no network layer, link nor fabric raises it, and a rise
+# of one image's on every node is no node's (the sixth red-team's f22: read `nid004`)
+MEMORY_VARS = frozenset({'peak_host_memory', 'peak_gpu_memory'})
 # a figure that moves with several layers at once and singles out none: not evidence
 IGNORED = {'communication_efficiency'}
 Z = 3.5                 # how many spreads of the change make a loss clear
@@ -31,6 +36,7 @@ SAME_BOUND = 3          # same: the loss is clearly under this many thresholds
 FAILED = 1.0            # the loss of a run that failed
 DEFAULT_NOISE = 0.05    # a repetition's spread where no figure has repetitions to measure one
 SPEED, RANK, LOADER, BEYOND_IMAGE, BEYOND_NODES = 'speed', 'rank', 'loader', 'beyond image', 'beyond nodes'
+MEMORY = 'memory'
 # what a test's runs on some nodes lost beyond its runs on others: no layer that every run of the
 # test goes through (the host stack, an image, the fabric) slows one set of its runs alone
 BEYOND_OTHERS = 'beyond its other runs'
@@ -52,6 +58,7 @@ class Cell:
     runs: int = 0                  # the runs after it rests on
     run_noise: float = 0.0         # the spread of one of its runs after (relative)
     pooled: int = 0                # the tests a node's contrast pools (_beyond_others_on_nodes)
+    whole: bool = False            # of all the test's runs after, on whatever nodes (_test_wide)
 
     @property
     def training(self):
@@ -61,7 +68,7 @@ class Cell:
 def cells_of(judged, after, rule=compare.Rule()):
     """[Cell] of one partition's judged comparisons: each test's aspects on each set of nodes its
     runs after used (each judged against all of before: the baseline ran fine), then the
-    contrasts."""
+    contrasts, and each test over all its runs (_test_wide)."""
     runs = group(after, lambda s: s.key)
     # the noise of a run: before's spread (the baseline has no fault, where after's spread also
     # holds the split between runs on a slow node and the rest), pooled as variances weighted by
@@ -77,13 +84,16 @@ def cells_of(judged, after, rule=compare.Rule()):
     # after is a draw of after's noise, not of before's; robust, so that the runs of a minority
     # on one slow node do not widen it (the cells are there to see them)
     noise_after = {var: _pooled_after(of) for var, of in group(judged, lambda c: c.key[2]).items()}
-    figures, whole = {}, {}
+    figures, whole, apart = {}, {}, set()
     for c in judged:
         if c.key[2] in IGNORED or not c.before or not c.mean_before or c.key not in runs:
             continue        # not run after (or new, or 0 before: no relative change): no part
         test = (c.key[1], c.key[3], _aspect(c))
         before = c.mean_before, _own(c) if len(c.before) >= 2 else 0.0
-        for used, of in group(runs[c.key], lambda s: _nodes(s.nodelist, s.num_nodes) or None).items():
+        placed = group(runs[c.key], lambda s: _nodes(s.nodelist, s.num_nodes) or None)
+        if len(placed) > 1:
+            apart.add(c.key[1])
+        for used, of in placed.items():
             found = _figure(c, of, (noise[c.key[2]], noise_after[c.key[2]]), rule, before)
             if found:
                 figures.setdefault(_failed(test, found) + (used,), []).append((c, found, len(of)))
@@ -94,8 +104,53 @@ def cells_of(judged, after, rule=compare.Rule()):
     ran = {c.key[1]: len(runs[c.key]) for c in judged if c.key in runs}
     cells = _uncorroborated(_cells(figures), ran)
     # the contrasts between tests: of all of a test's runs, where the noise is smallest
-    return (cells + _contrasts([c for c in _cells(whole) if c.aspect == SPEED], rule)
-            + _beyond_others(cells, rule) + _beyond_others_on_nodes(cells, rule))
+    whole = _cells(whole)
+    return (cells + _contrasts([c for c in whole if c.aspect == SPEED], rule)
+            + _beyond_others(cells, rule) + _beyond_others_on_nodes(cells, rule) + _test_wide(whole, apart)
+            + _every_image(whole, rule))
+
+
+def _every_image(whole, rule):
+    """Cells of one check's aspect at one node count over every image that ran it (`whole`: each
+    test over all its runs), each test's loss weighted by its precision, where clearly unchanged:
+    a layer that every image's jobs go through alike (the fabric, the host stack) would have
+    slowed them all, and one image's three runs of the interconnect are too few to clear it
+    (the sixth red-team's f18: the fabric at 2 and 4 nodes kept beside the fabric at 8, the
+    2-node interconnect proposed again, whose 9 runs were unchanged). Evidence against those
+    layers only: its image is none, so no image's candidate reaches it."""
+    found = []
+    alike = group([c for c in whole if c.loss < FAILED and c.spread > 0], lambda c: (c.check, c.num_nodes, c.aspect))
+    for (check, num_nodes, aspect), of in sorted(alike.items()):
+        if len({c.image for c in of}) < 2:
+            continue
+        weights = [1 / c.spread ** 2 for c in of]
+        loss = sum(w * c.loss for w, c in zip(weights, of)) / sum(weights)
+        spread = math.sqrt(1 / sum(weights))
+        if _status(loss, spread, rule) == 'same':
+            found.append(Cell(f'{check} %num_nodes={num_nodes} in every image', check, None, num_nodes, aspect,
+                              'same', loss, spread, union_of(c.used for c in of if c.used) if all(
+                                  c.used for c in of) else None, common_to([c.always for c in of]),
+                              runs=sum(c.runs for c in of), whole=True))
+    return found
+
+
+def images_of(cells, across=False):
+    """The images of the speed cells (of those across nodes, with `across`), sorted; the cells
+    over every image (_every_image) have none."""
+    return sorted({c.image for c in cells if c.aspect == SPEED and c.image is not None and (c.num_nodes > 1 or not across)})
+
+
+def _test_wide(whole, apart):
+    """The cells of each test over all its runs after (`whole`), where they ran on several sets
+    of nodes (`apart`: those tests), clearly worse or clearly unchanged: a layer that every node
+    shares (the fabric, an image, the host stack) acts on all of them alike, and pooled they are
+    clear where a busy partition's runs on each set of nodes, one or two, are too few (the sixth
+    red-team's f18: the 2- and 4-node jobs, unchanged over 9 runs each, kept the fabric at those
+    sizes standing; f22: one image's memory 30 % higher in every run, read as a node that two of
+    its runs used). Evidence for the candidates, never a finding of its own: the report names a
+    cause only where a test's runs on one set of nodes are worse (causes.local)."""
+    return [dataclasses.replace(c, whole=True) for c in whole
+            if c.test in apart and c.status != 'unclear' and c.loss < FAILED]
 
 
 def _uncorroborated(cells, ran):
@@ -197,7 +252,8 @@ def _figure(c, runs, noise, rule, before):
 
 
 def _aspect(comparison):
-    return {RANK_VAR: RANK, LOADER_VAR: LOADER}.get(comparison.key[2], SPEED)
+    return MEMORY if comparison.key[2] in MEMORY_VARS else {RANK_VAR: RANK, LOADER_VAR: LOADER}.get(
+        comparison.key[2], SPEED)
 
 
 def _pooled(comparisons):
@@ -255,7 +311,8 @@ def _beyond_others(cells, rule):
     found = []
     rest = group([c for c in cells if c.status != 'worse' and c.used], lambda c: (c.test, c.aspect))
     for a in cells:
-        if a.status != 'worse' or a.loss >= FAILED or not a.used:
+        # a memory rise on some runs only is no candidate's to tell by nodes (their links)
+        if a.status != 'worse' or a.loss >= FAILED or not a.used or a.aspect == MEMORY:
             continue
         others = [b for b in rest.get((a.test, a.aspect), []) if a.used - b.always]
         if not others:
