@@ -791,8 +791,11 @@ def _pinned_run(names, cells, runs, refusal=node_names.refusal, moved=(), size=N
     if any(GROUPED.search(n) for n in named):
         return None     # a run on one node of a group tells nothing of its others
     seen = sorted(set().union(*(c.used or () for c in cells), *(r.nodes for r in runs)))
+    # the partition may have nodes the records do not show: where the config says so, or where
+    # every job took the lowest ones (an idle partition's); a busy one's records show them all
+    more = _fixed_placement(cells) if size is None else max(size, len(seen)) > len(named)
     return _pinned(named, [n for n in seen if n not in named], names, _cheapest_lost(cells, runs), moved,
-                   size is None or max(size, len(seen)) > len(named)) if named else None
+                   more) if named else None
 
 
 def _pinned(named, free, names, lost, moved=(), more=False):

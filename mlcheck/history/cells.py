@@ -104,34 +104,43 @@ def cells_of(judged, after, rule=compare.Rule()):
     ran = {c.key[1]: len(runs[c.key]) for c in judged if c.key in runs}
     cells = _uncorroborated(_cells(figures), ran)
     # the contrasts between tests: of all of a test's runs, where the noise is smallest
-    whole = _cells(whole)
-    return (cells + _contrasts([c for c in whole if c.aspect == SPEED], rule)
-            + _beyond_others(cells, rule) + _beyond_others_on_nodes(cells, rule) + _test_wide(whole, apart)
+    tests = _cells(whole)
+    return (cells + _contrasts([c for c in tests if c.aspect == SPEED], rule)
+            + _beyond_others(cells, rule) + _beyond_others_on_nodes(cells, rule) + _test_wide(tests, apart)
             + _every_image(whole, rule))
 
 
 def _every_image(whole, rule):
     """Cells of one check's aspect at one node count over every image that ran it (`whole`: each
-    test over all its runs), each test's loss weighted by its precision, where clearly unchanged:
-    a layer that every image's jobs go through alike (the fabric, the host stack) would have
-    slowed them all, and one image's three runs of the interconnect are too few to clear it
-    (the sixth red-team's f18: the fabric at 2 and 4 nodes kept beside the fabric at 8, the
-    2-node interconnect proposed again, whose 9 runs were unchanged). Evidence against those
-    layers only: its image is none, so no image's candidate reaches it."""
-    found = []
-    alike = group([c for c in whole if c.loss < FAILED and c.spread > 0], lambda c: (c.check, c.num_nodes, c.aspect))
-    for (check, num_nodes, aspect), of in sorted(alike.items()):
-        if len({c.image for c in of}) < 2:
+    test's figures over all its runs, _figure's), each figure's loss pooled over the images by
+    precision, where every figure is clearly unchanged: a layer that every image's jobs go
+    through alike (the fabric, the host stack) would have slowed them all, and one image's three
+    runs of the interconnect are too few to clear it (the sixth red-team's f18: the fabric at 2
+    and 4 nodes kept beside the fabric at 8, the 2-node interconnect proposed again, whose 9 runs
+    were unchanged). Evidence against those layers only: its image is none, so no image's
+    candidate reaches it."""
+    figures = {}
+    for (name, _, aspect, used), found in whole.items():
+        for c, (_, loss, spread, _), runs in found:
+            if loss < FAILED and spread > 0:
+                figures.setdefault((name.split()[0], c.num_nodes, aspect), {}).setdefault(c.key[2], []).append(
+                    (c.image, loss, spread, used, runs))
+    cells = []
+    for (check, num_nodes, aspect), of in sorted(figures.items()):
+        pooled = []
+        for tests in of.values():
+            weights = [1 / spread ** 2 for _, _, spread, _, _ in tests]
+            loss = sum(w * t[1] for w, t in zip(weights, tests)) / sum(weights)
+            pooled.append((_status(loss, math.sqrt(1 / sum(weights)), rule), loss, math.sqrt(1 / sum(weights))))
+        tests = next(iter(of.values()))
+        if len({t[0] for t in tests}) < 2 or any(status != 'same' for status, _, _ in pooled):
             continue
-        weights = [1 / c.spread ** 2 for c in of]
-        loss = sum(w * c.loss for w, c in zip(weights, of)) / sum(weights)
-        spread = math.sqrt(1 / sum(weights))
-        if _status(loss, spread, rule) == 'same':
-            found.append(Cell(f'{check} %num_nodes={num_nodes} in every image', check, None, num_nodes, aspect,
-                              'same', loss, spread, union_of(c.used for c in of if c.used) if all(
-                                  c.used for c in of) else None, common_to([c.always for c in of]),
-                              runs=sum(c.runs for c in of), whole=True))
-    return found
+        used = [t[3] for t in tests]
+        cells.append(Cell(f'{check} %num_nodes={num_nodes} in every image', check, None, num_nodes, aspect, 'same',
+                          statistics.median(p[1] for p in pooled), statistics.median(p[2] for p in pooled),
+                          union_of(u[0] for u in used) if all(u[0] for u in used) else None,
+                          common_to([u[1] or frozenset() for u in used]), runs=sum(t[4] for t in tests), whole=True))
+    return cells
 
 
 def images_of(cells, across=False):
