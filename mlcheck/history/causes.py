@@ -21,7 +21,8 @@ from mlcheck.figures import stack
 from mlcheck.errors import InputError
 from mlcheck.figures.directions import LOWER, better
 from mlcheck.history import compare, hostlist, node_contrast, node_names
-from mlcheck.history.candidates import MEMORY_OF, Evidence, fabric_from, fabric_size, leaning, network_layer
+from mlcheck.history.candidates import (COMMUNICATION_OF, MEMORY_OF, Evidence, fabric_from, fabric_size, leaning,
+                                        network_layer)
 from mlcheck.history.recorded_defaults import RECORDED_DEFAULTS
 from mlcheck.history.cells import (BEYOND_IMAGE, FAILED, INTERCONNECT, LOADER, LOADER_VAR, MEMORY, RANK, RANK_VAR,
                                    SPEED, Z, beyond_image_pooled, cells_of, images_of)
@@ -554,7 +555,7 @@ def _stack_note(hypothesis, stacks, cells):
             image = name[len('image '):].removesuffix(NETWORK).removesuffix(MEMORY_OF)
             own = [c for c in stacks.get(image, []) if c not in shared]
             notes.append(f'{image}\'s stack: {stack.change_line(own)}' if own else '')
-        elif name.removesuffix(MEMORY_OF) in ('host stack', 'fabric'):
+        elif name.removesuffix(MEMORY_OF).removesuffix(COMMUNICATION_OF) in ('host stack', 'fabric'):
             notes.append(f'{stack.change_line(shared)} in every image' if shared else '')
     return '; '.join(filter(None, notes))
 

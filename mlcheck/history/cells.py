@@ -15,7 +15,7 @@ import dataclasses
 import itertools
 import math
 import statistics
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from mlcheck.figures.directions import LOWER, better, worse_by
 from mlcheck.history import compare
@@ -59,6 +59,9 @@ class Cell:
     run_noise: float = 0.0         # the spread of one of its runs after (relative)
     pooled: int = 0                # the tests a node's contrast pools (_beyond_others_on_nodes)
     whole: bool = False            # of all the test's runs after, on whatever nodes (_test_wide)
+    # {variable: (loss, spread)} of each figure: the median hides a latency loss beside an
+    # unchanged busbw (candidates.Evidence._clears); {} where not kept (a contrast's)
+    figures: dict = field(default_factory=dict, repr=False)
 
     @property
     def training(self):
@@ -132,6 +135,7 @@ def _every_image(whole, rule):
             weights = [1 / spread ** 2 for _, _, spread, _, _ in tests]
             loss = sum(w * t[1] for w, t in zip(weights, tests)) / sum(weights)
             pooled.append((_status(loss, math.sqrt(1 / sum(weights)), rule), loss, math.sqrt(1 / sum(weights))))
+        each = {variable: p[1:] for variable, p in zip(of, pooled)}
         tests = next(iter(of.values()))
         if len({t[0] for t in tests}) < 2 or any(status != 'same' for status, _, _ in pooled):
             continue
@@ -139,7 +143,8 @@ def _every_image(whole, rule):
         cells.append(Cell(f'{check} %num_nodes={num_nodes} in every image', check, None, num_nodes, aspect, 'same',
                           statistics.median(p[1] for p in pooled), statistics.median(p[2] for p in pooled),
                           union_of(u[0] for u in used) if all(u[0] for u in used) else None,
-                          common_to([u[1] or frozenset() for u in used]), runs=sum(t[4] for t in tests), whole=True))
+                          common_to([u[1] or frozenset() for u in used]), runs=sum(t[4] for t in tests), whole=True,
+                          figures=each))
     return cells
 
 
@@ -205,7 +210,8 @@ def _cells(figures):
                           statistics.median(loss for _, (_, loss, *_), _ in found),
                           statistics.median(spread for _, (_, _, spread, _), _ in found), used, always or frozenset(),
                           runs=max(n for _, _, n in found),
-                          run_noise=statistics.median(run for _, (*_, run), _ in found)))
+                          run_noise=statistics.median(run for _, (*_, run), _ in found),
+                          figures={c.key[2]: (loss, spread) for c, (_, loss, spread, _), _ in found}))
     return cells
 
 
