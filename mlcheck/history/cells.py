@@ -169,11 +169,14 @@ def _test_wide(whole, apart):
 
 def _uncorroborated(cells, ran):
     """The cells, with each loss that rests on a minority of its test's runs after and is
-    repeated nowhere made unclear: no other run of its test lost, nor two other runs on one of
-    its nodes (`ran`: {test: its runs after}). A job that shared
-    its nodes' cores or links with another (interference: a few runs in a hundred, 2-4 spreads
-    slower on a busy partition) is one such run; every cause a candidate stands for repeats its
-    loss (a node on its other runs, a layer on the test's other runs)."""
+    repeated on none of its nodes made unclear: no two other runs that lost used one of them
+    (`ran`: {test: its runs after}). A job that shared its nodes' cores or links with another
+    (interference: a few runs in a hundred, 2-4 spreads slower on a busy partition) is one such
+    run; a node repeats its loss on its other runs. Another minority of the same test's runs
+    that lost on other nodes does not corroborate it: two interfered runs of one test on no
+    common node are interference, not two links (the third red-team's w9c: taken as
+    corroboration, it read `the link of nid005, and beyond it the link of nid006 ...`, exit 1).
+    A layer every run goes through slows the majority of the test's runs, not a minority."""
     worse = [c for c in cells if c.status == 'worse' and c.loss < FAILED]
     # ... but not the slowest rank's fraction: a job beside another slows every rank of it, which
     # all wait at each step, while a fall of one rank against its peers by three thresholds is a
@@ -184,9 +187,8 @@ def _uncorroborated(cells, ran):
     runs = {(o.test, o.used) for o in worse}
     for c in single:
         others = [used or frozenset() for test, used in runs if (test, used) != (c.test, c.used)]
-        tests = {test for test, _ in runs if test == c.test}
         # two other runs on one of its nodes: two interfered runs of 4 nodes share one often
-        if len(tests) < 2 and not any(sum(node in used for used in others) >= 2 for node in c.used):
+        if not any(sum(node in used for used in others) >= 2 for node in c.used):
             c.status = 'unclear'
     return cells
 
