@@ -281,6 +281,13 @@ def test_a_long_cannot_tell_line_lists_each_candidate_once_and_reads_back():
             first = v.line().splitlines()[0]
             singles = {h[0] for h in v.hypotheses if len(h) == 1}
             if v.kind == 'cannot tell' and len(singles) > 4:
+                if v.likeliest:
+                    # the candidate the losses together point to first, the others on a line of
+                    # their own (the sixth red-team's f23-f26)
+                    assert first.startswith(f'likely cause: cannot tell, most likely {v.likeliest}: '), first
+                    [rest] = [line for line in v.line().splitlines() if line.startswith('  not cleared beside it: ')]
+                    first = 'likely cause: cannot tell: ' + rest.split(': ', 1)[1]
+                    singles -= {v.likeliest}
                 assert first.startswith('likely cause: cannot tell: one of ')
                 assert sorted(listed_candidates(first)) == sorted(singles), first
                 nodes = {name.split()[-1] for name in singles if name.startswith(causes.NODE_KINDS)}

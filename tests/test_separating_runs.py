@@ -126,7 +126,14 @@ def test_d17_a_nic_at_half_on_an_idle_partition_under_repeat_3_gets_a_run_on_oth
         known = first(before, after, {'sim:cluster': 16})
         assert known.separating.startswith(causes.RUN) and 'it needs nodes' not in known.separating, known.line()
         none = first(before, after, {'sim:cluster': 4})
-        assert none.line().splitlines()[0].endswith('no run of these checks on these nodes separates them'), none.line()
+        if candidates.fabric_from(4) in none.named:
+            # the named nodes alone at a smaller job size, which Slurm schedules on 4 nodes: the
+            # link slows it, the fabric as 4-node jobs use it does not (the sixth red-team's f37)
+            assert slowed(none.separating, fault) < 1 and slowed(none.separating, Fault('fabric size', 4, 0.5)) == 1, \
+                none.line()
+        else:
+            assert none.line().splitlines()[0].endswith('no run of these checks on these nodes separates them'), \
+                none.line()
     assert said
 
 

@@ -9,6 +9,7 @@ The cells (what the runs say, against the noise) are mlcheck.history.cells; the 
 each predicts of the cells and which stand, mlcheck.history.candidates.
 """
 
+import dataclasses
 import functools
 import math
 import re
@@ -20,10 +21,11 @@ from mlcheck.figures import stack
 from mlcheck.errors import InputError
 from mlcheck.figures.directions import LOWER, better
 from mlcheck.history import compare, hostlist, node_contrast, node_names
-from mlcheck.history.candidates import Evidence, fabric_from, fabric_size, network_layer
+from mlcheck.history.candidates import (COMMUNICATION_OF, MEMORY_OF, Evidence, fabric_from, fabric_size, leaning,
+                                        network_layer)
 from mlcheck.history.recorded_defaults import RECORDED_DEFAULTS
-from mlcheck.history.cells import (BEYOND_IMAGE, FAILED, INTERCONNECT, LOADER, LOADER_VAR, RANK, RANK_VAR, SPEED, Z,
-                                   beyond_image_pooled, cells_of)
+from mlcheck.history.cells import (BEYOND_IMAGE, FAILED, INTERCONNECT, LOADER, LOADER_VAR, MEMORY, RANK, RANK_VAR,
+                                   SPEED, Z, beyond_image_pooled, cells_of, images_of)
 from mlcheck.history.runs import runs_of
 from mlcheck.history.samples import group, listed
 from mlcheck.judging.sanity import placement_said
@@ -37,6 +39,7 @@ class Verdict:
     hypotheses: tuple
     evidence: str
     separating: str = ''
+    likeliest: str = ''     # where none is clear, the candidate the losses together point to
 
     @property
     def layer(self):
@@ -57,6 +60,12 @@ class Verdict:
             return (f'likely cause: {_name(singles[0])}, though a second cause beside it is not cleared: '
                     f'{self.evidence}' + (f'; to clear it: {self.separating}' if self.separating else '')
                     + f'\n  or two causes at once: {_pairs_said([h for h in self.hypotheses if len(h) > 1])}')
+        if self.likeliest:
+            rest, pairs = _listed_hypotheses([h for h in self.hypotheses if h != (self.likeliest,)])
+            return (f'likely cause: cannot tell, most likely {self.likeliest}: {self.evidence}'
+                    + (f'; to tell: {self.separating}' if self.separating else '')
+                    + (f'\n  not cleared beside it: {rest}' if rest else '')
+                    + (f'\n  or two causes at once: {pairs}' if pairs else ''))
         listed, pairs = _listed_hypotheses(self.hypotheses)
         if not listed and pairs:
             # no one cause fits, pairs do: they are the line's candidates, said first
@@ -101,19 +110,22 @@ def _grouped(names):
     """'host stack, image A/B, the network layer of image A, nid001/nid002 (the node, a GPU of
     it or its link)'."""
     kinds = {'node ': 'the node', 'a GPU of ': 'a GPU of it', 'the link of ': 'its link'}
-    words, images, layers, nodes = [], [], [], {}
+    words, images, layers, memories, nodes = [], [], [], [], {}
     for name in names:
         kind = next((k for k in kinds if name.startswith(k)), None)
         if kind:
             nodes.setdefault(name[len(kind):], []).append(kinds[kind])
         elif name.endswith(NETWORK):
             layers.append(name[len('image '):-len(NETWORK)])
+        elif name.startswith('image ') and name.endswith(MEMORY_OF):
+            memories.append(name[len('image '):-len(MEMORY_OF)])
         elif name.startswith('image '):
             images.append(name[len('image '):])
         else:
             words.append(name)
     words += [f'image {"/".join(images)}'] if images else []
     words += [f'the network layer of image {"/".join(layers)}'] if layers else []
+    words += [f'the memory of image {"/".join(memories)}'] if memories else []
     for said in dict.fromkeys(tuple(k) for k in nodes.values()):
         named = "/".join(n for n, k in nodes.items() if tuple(k) == said)
         words.append(f'{named} ({_either(list(said))})' if said != ('the node',) else f'node {named}')
@@ -144,8 +156,7 @@ def likely_causes(comparisons, before=(), after=(), rule=compare.Rule(), slurm_p
     for partition, judged in sorted(group(comparisons, lambda c: c.key[0]).items()):
         side = lambda samples: [s for s in samples if s.partition == partition]
         for v in _of_partition(judged, side(before), side(after), rule, partitions, (sizes or {}).get(partition)):
-            found.append(Verdict(v.kind, v.hypotheses,
-                                 (f'on {partition}: ' if several else '') + v.evidence, v.separating))
+            found.append(dataclasses.replace(v, evidence=(f'on {partition}: ' if several else '') + v.evidence))
     return found
 
 
@@ -169,11 +180,11 @@ def _of_partition(judged, before, after, rule, partitions=(), size=None):
     cells = cells_of(rest, after, rule)
     # nothing clearly worse on its nodes, and yet a figure fails the gate: a loss too near the
     # noise to single out a cause, not "nothing got slower"
-    if not any(c.status == 'worse' for c in cells) and not any(
+    if not any(c.status == 'worse' for c in local(cells)) and not any(
             c.verdict in compare.FAILING and c.key in {s.key for s in after} for c in rest):
         # no cell nor row sees it; a node's runs over many tests may (a busy partition's)
         return found + _slow_nodes(before, after, rule, partitions, size)
-    if not any(c.status == 'worse' for c in cells):
+    if not any(c.status == 'worse' for c in local(cells)):
         far = scattered(rest, after, rule, compare.FAILING)
         failing = {c.key[1] for c in rest if c.verdict in compare.FAILING and c.key in {s.key for s in after}}
         if far and failing == {c.key[1] for c, _, _ in far}:
@@ -184,7 +195,14 @@ def _of_partition(judged, before, after, rule, partitions=(), size=None):
                 'that test again: interference seldom strikes as often twice'))]
     # a loss that repeats over an image's tests, each too near its noise: for the diagnosis only,
     # never the gate (a figure fails it, or a cell is clearly worse, before this is asked)
-    return found + [diagnose(cells + beyond_image_pooled(cells, rule), _stack_changes(before, after), partitions, size)]
+    return found + [diagnose(cells + beyond_image_pooled(local(cells), rule), _stack_changes(before, after), partitions,
+                             size)]
+
+
+def local(cells):
+    """The cells but those of a test over all its runs (cells._test_wide): evidence for the
+    candidates, never a finding of their own."""
+    return [c for c in cells if not c.whole]
 
 
 def _slow_nodes(before, after, rule, partitions=(), size=None):
@@ -349,7 +367,8 @@ def diagnose(cells, stacks=None, partitions=(), size=None):
         # fabric slows: no cell tells them apart, the stack line says it changed
         at = left.index(('fabric',)) + 1
         left = left[:at] + [(EVERY_NETWORK,)] + left[at:]
-    worse = [cells[i] for i in sorted(ev.worse) if cells[i].aspect in (SPEED, RANK, LOADER)]
+    worse = [cells[i] for i in sorted(ev.worse) if cells[i].aspect in (SPEED, RANK, LOADER, MEMORY)
+             and not cells[i].whole]
     on_nodes = [cells[i] for i in sorted(ev.worse) if cells[i].pooled]
     what = '; '.join(filter(None, [_what(worse, cells) if worse else '', *map(_on_node_said, on_nodes)])) or (
         'figures fail the gate, but no test is clearly worse than its noise on the nodes its runs '
@@ -385,6 +404,10 @@ def diagnose(cells, stacks=None, partitions=(), size=None):
                        f'{what}; none of these also leaves unchanged what it should slow, nor does a '
                        'pair' + ('' if covering else ': more than two causes at once, or one that is '
                                  'not a candidate'), separating(covering, cells, (), partitions, size))
+    if not worse and not on_nodes:
+        near = _near_the_noise(ev, hypotheses, cells, what)
+        if near:
+            return near
     why = (f'{len(ev.unclear)} cell(s) too close to the noise to clear another cause; '
            if more else '') + ('the cells fit it' if len(left) == 1 else 'the cells fit each')
     stated = list(dict.fromkeys(part for h in left for part in
@@ -393,6 +416,38 @@ def diagnose(cells, stacks=None, partitions=(), size=None):
     # only where one is left ('to clear it')
     return Verdict('cannot tell', hypotheses, '; '.join([what, why] + stated),
                    separating(tuple(left) if len(left) > 1 else hypotheses, cells, (), partitions, size))
+
+
+# how many spreads the losses of the tests one candidate slows, beyond the others', must stand
+# out to be said the likeliest where no cell is clear (under Z, which names a cause), and the
+# share of that the next candidate's may reach: the host stack, over every image, shares an
+# image's loss diluted (with three images its spreads are about 0.7 of the image's), and 1 of
+# 30 reports of an image 10 % slower leaned on it without this margin
+LEANS_FROM, NEXT_AT_MOST = 2.5, 0.8
+
+
+def _near_the_noise(ev, hypotheses, cells, what):
+    """Where figures fail the gate but no cell is clearly worse (one run after a --repeat 3
+    baseline): the Verdict naming the candidate that the losses together point to (leaning), by
+    LEANS_FROM spreads and more than any other, and how many runs after would tell it by Z (the
+    runs the baseline has stay); None where none stands out."""
+    singles = [h[0] for h in hypotheses if len(h) == 1]
+    found = leaning(ev, singles)
+    if not found or found[0][0] < LEANS_FROM or len(found) > 1 and found[1][0] > NEXT_AT_MOST * found[0][0]:
+        return None
+    z, name, beyond, spread = found[0]
+    runs = max((c.runs for c in ev.cells if c.aspect == SPEED and not c.whole), default=1)
+    tell = next((n for n in range(runs + 1, compare.MOST_REPEATS + 1)
+                 if next(iter(x for x in leaning(ev, [name], n)), (0,))[0] >= Z), None)
+    said = (f'{what}; the tests {name} slows lost {100 * beyond:.0f} % beyond the others together '
+            f'({z:.1f} spreads' + (f', short of the {Z:g} that name a cause)' if z < Z else
+                                  ', though no one test is clear by itself)'))
+    checks = [('-n', check) for check in _moved(cells, ())]
+    run = _command(checks, None, None, ['--repeat', str(tell)],
+                   f'{tell} runs after of the tests that moved, every image: at this spread they tell '
+                   f'{name}\'s loss from the noise') if tell and checks else ''
+    ordered = ((name,),) + tuple(h for h in hypotheses if h != (name,))
+    return Verdict('cannot tell', ordered, said, run, likeliest=name)
 
 
 def _one_run(worse, cells=()):
@@ -432,10 +487,16 @@ def _what(worse, cells):
     images = sorted({i for i, _ in tests})
     counts = sorted({n for _, n in tests})
     failed = len({c.test for c in worse if c.loss == 1.0})
-    losses = [-c.loss for c in worse if c.loss < 1.0]
-    measured = ', '.join(filter(None, [_range_of(losses), f'{failed} failed' if failed else '']))
+    # a memory figure's rise as itself (+30 %), not as a share of speed lost (-23 %)
+    losses = [-c.loss for c in worse if c.loss < 1.0 and c.aspect != MEMORY]
+    rises = [c.loss / (1 - c.loss) for c in worse if c.aspect == MEMORY and c.loss < 1.0]
+    measured = ', '.join(filter(None, [_range_of(losses), f'{failed} failed' if failed else '',
+                                       f'{MEMORY_FIGURE} {_range_of(rises)}' if rises else '']))
     return (f'{_count(sorted({c.test for c in worse}), "test")} worse ({measured}: '
             f'{listed(images)} at {_counts(counts)})')
+
+
+MEMORY_FIGURE = 'peak memory'
 
 
 def _on_node_said(cell):
@@ -455,7 +516,7 @@ def _support(hypothesis, ev, stacks):
     cells = ev.cells
     reach = frozenset().union(*(ev.reach[c] for c in hypothesis))
     fine = sorted({(cells[i].image, cells[i].num_nodes) for i in ev.same - reach
-                   if cells[i].aspect == SPEED})
+                   if cells[i].aspect == SPEED and cells[i].image is not None})
     parts = []
     if fine:
         parts.append(f'unchanged: {listed([f"{i} at {_counts([n])}" for i, n in fine], 6)}')
@@ -475,7 +536,7 @@ EVERY_NETWORK = 'the network layer of every image'
 def _every_image_network(stacks, cells):
     """The changes of the network layer that every image run across nodes recorded alike, where
     there are two or more (with one, `image X (its network layer)` is that candidate); else []."""
-    images = sorted({c.image for c in cells if c.aspect == SPEED and c.num_nodes > 1})
+    images = images_of(cells, across=True)
     if len(images) < 2:
         return []
     return [change for change in stacks.get(images[0], []) if change[0] in IMAGE_NETWORK_FACTS
@@ -485,16 +546,16 @@ def _every_image_network(stacks, cells):
 def _stack_note(hypothesis, stacks, cells):
     """The recorded stack changes that fit the hypothesis: those every image shares for the host
     stack or the fabric, an image's own (less the shared ones) for an image."""
-    images = sorted({c.image for c in cells if c.aspect == SPEED})
+    images = images_of(cells)
     shared = [change for change in stacks.get(images[0], [])
               if all(change in stacks.get(i, []) for i in images)] if len(images) > 1 else []
     notes = []
     for name in hypothesis:
         if name.startswith('image '):
-            image = name[len('image '):].removesuffix(NETWORK)
+            image = name[len('image '):].removesuffix(NETWORK).removesuffix(MEMORY_OF)
             own = [c for c in stacks.get(image, []) if c not in shared]
             notes.append(f'{image}\'s stack: {stack.change_line(own)}' if own else '')
-        elif name in ('host stack', 'fabric'):
+        elif name.removesuffix(MEMORY_OF).removesuffix(COMMUNICATION_OF) in ('host stack', 'fabric'):
             notes.append(f'{stack.change_line(shared)} in every image' if shared else '')
     return '; '.join(filter(None, notes))
 
@@ -579,7 +640,7 @@ def _separating_run(names, cells, runs, refusal, size=None):
     exclude = ['-J', f'exclude={",".join(named)}'] if named else []
     said = f' (refused: {"; ".join(refused)})' if refused else ''
     lost = _cheapest_lost(cells, runs)
-    images = sorted({c.image for c in cells if c.aspect == SPEED} | {r.image for r in runs})
+    images = sorted(set(images_of(cells)) | {r.image for r in runs})
     counts = sorted({c.num_nodes for c in cells} | {r.num_nodes for r in runs})
     # the job size of a run across nodes: that of the fabric as only jobs that large use it, where
     # it is among the causes (a smaller job passes under it as under a node's link)
@@ -589,7 +650,8 @@ def _separating_run(names, cells, runs, refusal, size=None):
     if named and (sizes or any(n.startswith('the link of ') for n in names)):
         caveat = others(across)
         if caveat is None:
-            return ''      # no nodes but these to send between
+            # no nodes but these to send between at that size: the named ones alone, smaller
+            return _below_the_size(sizes, members, names, cells, runs)
         checks = _with_moved([('-n', INTERCONNECT)], moved)
         what, it = ('the interconnect', 'it') if len(checks) == 1 else ('these checks', 'them')
         layers = [n for n in sorted(names) if not n.startswith(NODE_KINDS)]
@@ -635,6 +697,32 @@ def _separating_run(names, cells, runs, refusal, size=None):
     return _more_repetitions(cells, moved) if _repetitions_separate(names, cells) else ''
 
 
+def _below_the_size(sizes, members, names, cells, runs):
+    """Where the fabric as only jobs of some size use it stands beside named nodes, and the
+    partition has no nodes to run that size without them: a job of the named nodes that no
+    smaller job across nodes used, at a size the records hold below it (one Slurm schedules: the
+    records' job sizes are real, whatever the site config's max_nodes says). Their links slow
+    the interconnect, the nodes a training check; the fabric at that size neither (the sixth
+    red-team's f27, f37: `no run ... separates them` under max_nodes 4). '' where none is."""
+    if not sizes:
+        return ''
+    smallest = sizes[0]
+    across = [(c.num_nodes, c.used) for c in cells if c.used] + [(r.num_nodes, frozenset(r.nodes)) for r in runs]
+    cleared = set().union(*(used for n, used in across if 1 < n < smallest))
+    fresh = sorted(members - cleared)
+    count = max((n for n, _ in across if 2 <= n <= len(fresh) and n < smallest), default=None)
+    if count is None:
+        return ''
+    trained = [check for check in _cheapest_lost(cells, runs)[0] if check[1] != INTERCONNECT]
+    checks = [('-n', INTERCONNECT)] + trained
+    chosen = fresh[:count]
+    return _command(checks, _cheapest_lost(cells, runs)[1] if trained else None, count,
+                    ['-J', f'nodelist={",".join(chosen)}'],
+                    f'{"these checks" if trained else "the interconnect"} on {_and(chosen)} alone, below '
+                    f'the {smallest}-node jobs: their links{" or the fabric" if "fabric" in names else ""} or '
+                    f'the nodes slow {"them" if trained else "it"}, {fabric_from(smallest)} does not')
+
+
 def _other_nodes(free, seen, named, size, fixed, needed):
     """Whether a run of `needed` nodes that leaves the `named` nodes out has nodes to go to: ''
     where the records (`free`: the nodes they show but the named ones, of `seen` in all) or the
@@ -672,7 +760,7 @@ def _moved(cells, runs):
     leaves them out cannot show their loss again (a red-team's d35: peak host memory +40 % in
     every MNIST test, and the run proposed was of CIFAR-100 and the interconnect)."""
     near = [c for c in cells if c.status == 'unclear' and c.aspect == SPEED and c.loss > compare.Rule.threshold]
-    found = {c.check for c in cells if c.status == 'worse' and c.aspect in (SPEED, RANK, LOADER)} or (
+    found = {c.check for c in local(cells) if c.status == 'worse' and c.aspect in (SPEED, RANK, LOADER, MEMORY)} or (
         {c.check for c in near if c.training} or {c.check for c in near})
     found |= {r.test.split()[0] for r in runs if r.failed}
     return sorted(found, key=lambda check: (check == INTERCONNECT, check))
@@ -704,8 +792,11 @@ def _pinned_run(names, cells, runs, refusal=node_names.refusal, moved=(), size=N
     if any(GROUPED.search(n) for n in named):
         return None     # a run on one node of a group tells nothing of its others
     seen = sorted(set().union(*(c.used or () for c in cells), *(r.nodes for r in runs)))
+    # the partition may have nodes the records do not show: where the config says so, or where
+    # every job took the lowest ones (an idle partition's); a busy one's records show them all
+    more = _fixed_placement(cells) if size is None else max(size, len(seen)) > len(named)
     return _pinned(named, [n for n in seen if n not in named], names, _cheapest_lost(cells, runs), moved,
-                   size is None or max(size, len(seen)) > len(named)) if named else None
+                   more) if named else None
 
 
 def _pinned(named, free, names, lost, moved=(), more=False):
@@ -759,7 +850,7 @@ def _cheapest_lost(cells, runs, interconnect=False):
     """([('-n', CHECK)], IMAGE) of a test that lost: the one check and image to run again; a
     training check, which every candidate but the fabric and the links must slow, unless
     `interconnect` (the interconnect's runs in seconds); ([], None) where none lost."""
-    lost = [(c.check, c.num_nodes, c.image) for c in cells if c.status == 'worse' and c.aspect == SPEED] \
+    lost = [(c.check, c.num_nodes, c.image) for c in local(cells) if c.status == 'worse' and c.aspect == SPEED] \
         or [(r.test.split()[0], r.num_nodes, r.image) for r in runs if r.failed]
     if not lost:
         return [], None

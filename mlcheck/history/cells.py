@@ -2,18 +2,20 @@
 say, each against the noise.
 
 A *cell* is one aspect of one test (a check in one image at one node count, with its settings):
-its speed (every judged figure but the two below: rates, times, latency, memory), its slowest
-rank's fraction, its loader's rate, on one set of nodes its runs after used. A cell is *worse*,
+its speed (every judged figure but the three below: rates, times, latency), its slowest
+rank's fraction, its loader's rate, its memory (a peak memory figure: not a speed), on one set of
+nodes its runs after used. A cell is *worse*,
 *same* or *unclear* against the noise (_status); a test that failed after is one worse cell, a
 loss of every figure; one not run after takes no part. Two cells that
 differ only in image, or only in node count, give a *contrast* cell: worse where one lost
 clearly more than the other (something acted beyond what both share).
 """
 
+import dataclasses
 import itertools
 import math
 import statistics
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from mlcheck.figures.directions import LOWER, better, worse_by
 from mlcheck.history import compare
@@ -23,6 +25,9 @@ from mlcheck.history.samples import group
 INTERCONNECT = 'InterconnectCheck'
 LOADER_VAR = 'loader_images_per_s'      # the CIFAR-100 loader's own rate, when recorded
 RANK_VAR = 'slowest_rank_fraction'      # falls when one rank's GPU is slower than its peers
+# what a job held, not how fast it ran: no network layer, link nor fabric raises it, and a rise
+# of one image's on every node is no node's (the sixth red-team's f22: read `nid004`)
+MEMORY_VARS = frozenset({'peak_host_memory', 'peak_gpu_memory'})
 # a figure that moves with several layers at once and singles out none: not evidence
 IGNORED = {'communication_efficiency'}
 Z = 3.5                 # how many spreads of the change make a loss clear
@@ -31,6 +36,7 @@ SAME_BOUND = 3          # same: the loss is clearly under this many thresholds
 FAILED = 1.0            # the loss of a run that failed
 DEFAULT_NOISE = 0.05    # a repetition's spread where no figure has repetitions to measure one
 SPEED, RANK, LOADER, BEYOND_IMAGE, BEYOND_NODES = 'speed', 'rank', 'loader', 'beyond image', 'beyond nodes'
+MEMORY = 'memory'
 # what a test's runs on some nodes lost beyond its runs on others: no layer that every run of the
 # test goes through (the host stack, an image, the fabric) slows one set of its runs alone
 BEYOND_OTHERS = 'beyond its other runs'
@@ -52,6 +58,10 @@ class Cell:
     runs: int = 0                  # the runs after it rests on
     run_noise: float = 0.0         # the spread of one of its runs after (relative)
     pooled: int = 0                # the tests a node's contrast pools (_beyond_others_on_nodes)
+    whole: bool = False            # of all the test's runs after, on whatever nodes (_test_wide)
+    # {variable: (loss, spread)} of each figure: the median hides a latency loss beside an
+    # unchanged busbw (candidates.Evidence._clears); {} where not kept (a contrast's)
+    figures: dict = field(default_factory=dict, repr=False)
 
     @property
     def training(self):
@@ -61,7 +71,7 @@ class Cell:
 def cells_of(judged, after, rule=compare.Rule()):
     """[Cell] of one partition's judged comparisons: each test's aspects on each set of nodes its
     runs after used (each judged against all of before: the baseline ran fine), then the
-    contrasts."""
+    contrasts, and each test over all its runs (_test_wide)."""
     runs = group(after, lambda s: s.key)
     # the noise of a run: before's spread (the baseline has no fault, where after's spread also
     # holds the split between runs on a slow node and the rest), pooled as variances weighted by
@@ -77,13 +87,16 @@ def cells_of(judged, after, rule=compare.Rule()):
     # after is a draw of after's noise, not of before's; robust, so that the runs of a minority
     # on one slow node do not widen it (the cells are there to see them)
     noise_after = {var: _pooled_after(of) for var, of in group(judged, lambda c: c.key[2]).items()}
-    figures, whole = {}, {}
+    figures, whole, apart = {}, {}, set()
     for c in judged:
         if c.key[2] in IGNORED or not c.before or not c.mean_before or c.key not in runs:
             continue        # not run after (or new, or 0 before: no relative change): no part
         test = (c.key[1], c.key[3], _aspect(c))
         before = c.mean_before, _own(c) if len(c.before) >= 2 else 0.0
-        for used, of in group(runs[c.key], lambda s: _nodes(s.nodelist, s.num_nodes) or None).items():
+        placed = group(runs[c.key], lambda s: _nodes(s.nodelist, s.num_nodes) or None)
+        if len(placed) > 1:
+            apart.add(c.key[1])
+        for used, of in placed.items():
             found = _figure(c, of, (noise[c.key[2]], noise_after[c.key[2]]), rule, before)
             if found:
                 figures.setdefault(_failed(test, found) + (used,), []).append((c, found, len(of)))
@@ -94,17 +107,76 @@ def cells_of(judged, after, rule=compare.Rule()):
     ran = {c.key[1]: len(runs[c.key]) for c in judged if c.key in runs}
     cells = _uncorroborated(_cells(figures), ran)
     # the contrasts between tests: of all of a test's runs, where the noise is smallest
-    return (cells + _contrasts([c for c in _cells(whole) if c.aspect == SPEED], rule)
-            + _beyond_others(cells, rule) + _beyond_others_on_nodes(cells, rule))
+    tests = _cells(whole)
+    return (cells + _contrasts([c for c in tests if c.aspect == SPEED], rule)
+            + _beyond_others(cells, rule) + _beyond_others_on_nodes(cells, rule) + _test_wide(tests, apart)
+            + _every_image(whole, rule))
+
+
+def _every_image(whole, rule):
+    """Cells of one check's aspect at one node count over every image that ran it (`whole`: each
+    test's figures over all its runs, _figure's), each figure's loss pooled over the images by
+    precision, where every figure is clearly unchanged: a layer that every image's jobs go
+    through alike (the fabric, the host stack) would have slowed them all, and one image's three
+    runs of the interconnect are too few to clear it (the sixth red-team's f18: the fabric at 2
+    and 4 nodes kept beside the fabric at 8, the 2-node interconnect proposed again, whose 9 runs
+    were unchanged). Evidence against those layers only: its image is none, so no image's
+    candidate reaches it."""
+    figures = {}
+    for (name, _, aspect, used), found in whole.items():
+        for c, (_, loss, spread, _), runs in found:
+            if loss < FAILED and spread > 0:
+                figures.setdefault((name.split()[0], c.num_nodes, aspect), {}).setdefault(c.key[2], []).append(
+                    (c.image, loss, spread, used, runs))
+    cells = []
+    for (check, num_nodes, aspect), of in sorted(figures.items()):
+        pooled = []
+        for tests in of.values():
+            weights = [1 / spread ** 2 for _, _, spread, _, _ in tests]
+            loss = sum(w * t[1] for w, t in zip(weights, tests)) / sum(weights)
+            pooled.append((_status(loss, math.sqrt(1 / sum(weights)), rule), loss, math.sqrt(1 / sum(weights))))
+        each = {variable: p[1:] for variable, p in zip(of, pooled)}
+        tests = next(iter(of.values()))
+        if len({t[0] for t in tests}) < 2 or any(status != 'same' for status, _, _ in pooled):
+            continue
+        used = [t[3] for t in tests]
+        cells.append(Cell(f'{check} %num_nodes={num_nodes} in every image', check, None, num_nodes, aspect, 'same',
+                          statistics.median(p[1] for p in pooled), statistics.median(p[2] for p in pooled),
+                          union_of(u[0] for u in used) if all(u[0] for u in used) else None,
+                          common_to([u[1] or frozenset() for u in used]), runs=sum(t[4] for t in tests), whole=True,
+                          figures=each))
+    return cells
+
+
+def images_of(cells, across=False):
+    """The images of the speed cells (of those across nodes, with `across`), sorted; the cells
+    over every image (_every_image) have none."""
+    return sorted({c.image for c in cells if c.aspect == SPEED and c.image is not None and (c.num_nodes > 1 or not across)})
+
+
+def _test_wide(whole, apart):
+    """The cells of each test over all its runs after (`whole`), where they ran on several sets
+    of nodes (`apart`: those tests), clearly worse or clearly unchanged: a layer that every node
+    shares (the fabric, an image, the host stack) acts on all of them alike, and pooled they are
+    clear where a busy partition's runs on each set of nodes, one or two, are too few (the sixth
+    red-team's f18: the 2- and 4-node jobs, unchanged over 9 runs each, kept the fabric at those
+    sizes standing; f22: one image's memory 30 % higher in every run, read as a node that two of
+    its runs used). Evidence for the candidates, never a finding of its own: the report names a
+    cause only where a test's runs on one set of nodes are worse (causes.local)."""
+    return [dataclasses.replace(c, whole=True) for c in whole
+            if c.test in apart and c.status != 'unclear' and c.loss < FAILED]
 
 
 def _uncorroborated(cells, ran):
     """The cells, with each loss that rests on a minority of its test's runs after and is
-    repeated nowhere made unclear: no other run of its test lost, nor two other runs on one of
-    its nodes (`ran`: {test: its runs after}). A job that shared
-    its nodes' cores or links with another (interference: a few runs in a hundred, 2-4 spreads
-    slower on a busy partition) is one such run; every cause a candidate stands for repeats its
-    loss (a node on its other runs, a layer on the test's other runs)."""
+    repeated on none of its nodes made unclear: no two other runs that lost used one of them
+    (`ran`: {test: its runs after}). A job that shared its nodes' cores or links with another
+    (interference: a few runs in a hundred, 2-4 spreads slower on a busy partition) is one such
+    run; a node repeats its loss on its other runs. Another minority of the same test's runs
+    that lost on other nodes does not corroborate it: two interfered runs of one test on no
+    common node are interference, not two links (the third red-team's w9c: taken as
+    corroboration, it read `the link of nid005, and beyond it the link of nid006 ...`, exit 1).
+    A layer every run goes through slows the majority of the test's runs, not a minority."""
     worse = [c for c in cells if c.status == 'worse' and c.loss < FAILED]
     # ... but not the slowest rank's fraction: a job beside another slows every rank of it, which
     # all wait at each step, while a fall of one rank against its peers by three thresholds is a
@@ -115,9 +187,8 @@ def _uncorroborated(cells, ran):
     runs = {(o.test, o.used) for o in worse}
     for c in single:
         others = [used or frozenset() for test, used in runs if (test, used) != (c.test, c.used)]
-        tests = {test for test, _ in runs if test == c.test}
         # two other runs on one of its nodes: two interfered runs of 4 nodes share one often
-        if len(tests) < 2 and not any(sum(node in used for used in others) >= 2 for node in c.used):
+        if not any(sum(node in used for used in others) >= 2 for node in c.used):
             c.status = 'unclear'
     return cells
 
@@ -141,7 +212,8 @@ def _cells(figures):
                           statistics.median(loss for _, (_, loss, *_), _ in found),
                           statistics.median(spread for _, (_, _, spread, _), _ in found), used, always or frozenset(),
                           runs=max(n for _, _, n in found),
-                          run_noise=statistics.median(run for _, (*_, run), _ in found)))
+                          run_noise=statistics.median(run for _, (*_, run), _ in found),
+                          figures={c.key[2]: (loss, spread) for c, (_, loss, spread, _), _ in found}))
     return cells
 
 
@@ -197,7 +269,8 @@ def _figure(c, runs, noise, rule, before):
 
 
 def _aspect(comparison):
-    return {RANK_VAR: RANK, LOADER_VAR: LOADER}.get(comparison.key[2], SPEED)
+    return MEMORY if comparison.key[2] in MEMORY_VARS else {RANK_VAR: RANK, LOADER_VAR: LOADER}.get(
+        comparison.key[2], SPEED)
 
 
 def _pooled(comparisons):
@@ -255,7 +328,8 @@ def _beyond_others(cells, rule):
     found = []
     rest = group([c for c in cells if c.status != 'worse' and c.used], lambda c: (c.test, c.aspect))
     for a in cells:
-        if a.status != 'worse' or a.loss >= FAILED or not a.used:
+        # a memory rise on some runs only is no candidate's to tell by nodes (their links)
+        if a.status != 'worse' or a.loss >= FAILED or not a.used or a.aspect == MEMORY:
             continue
         others = [b for b in rest.get((a.test, a.aspect), []) if a.used - b.always]
         if not others:
