@@ -330,8 +330,7 @@ def _stratified(strata):
             law = [sum(law[i] * step[k - i] for i in range(max(0, k - len(step) + 1), min(k, len(law) - 1) + 1))
                    for k in range(len(law) + len(step) - 1)]
         return min(1.0, sum(law[:int(u) + 1]))
-    variance = sum(n * m * (n + m + 1) / 12 for n, m, *_ in counted)
-    return 0.5 * math.erfc(-(u + 0.5 - pairs / 2) / math.sqrt(2 * variance))
+    return _normal_tail(u, pairs, sum(n * m * (n + m + 1) / 12 for n, m, *_ in counted))
 
 
 def _slower(runs, than, minus=(), plus=()):
@@ -347,7 +346,13 @@ def _slower(runs, than, minus=(), plus=()):
     tied = len(set(runs)) < len(runs) or any(at(z) > below(z) for z in runs)
     if pairs <= EXACT_PAIRS and not tied:
         return _exact(len(runs), others)[int(u)]
-    z = (u + 0.5 - pairs / 2) / math.sqrt(pairs * (len(runs) + others + 1) / 12)
+    return _normal_tail(u, pairs, pairs * (len(runs) + others + 1) / 12)
+
+
+def _normal_tail(u, pairs, variance):
+    """A rank sum's one-sided chance by its normal approximation (continuity corrected): `u` the
+    pairs where the run is the faster, of `pairs`, its variance under no change `variance`."""
+    z = (u + 0.5 - pairs / 2) / math.sqrt(variance)
     return 0.5 * math.erfc(-z / math.sqrt(2))
 
 
